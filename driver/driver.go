@@ -1,0 +1,100 @@
+// Package driver defines the interface a fleetstore backend implements.
+//
+// Most users never import this package: they import the root package
+// github.com/fleetstore/fleetstore and blank-import a driver. Driver authors
+// implement [Driver] and [Conn], register the driver from an init function
+// with fleetstore.Register, and prove it with the conformance suite
+// (package github.com/fleetstore/fleetstore/conformance).
+//
+// # What the Store guarantees to a driver
+//
+//   - Input is valid: every rule of CONTRACT §6 has been checked (lengths,
+//     kind syntax, increment ≥ 1µs and ≤ capacity, TTLs in range, one tenant
+//     per Hit, no kind twice). Increment and Capacity are whole microseconds.
+//   - Hit is never called with no charges and no claim.
+//   - Every context carries a deadline: the earlier of the caller's and the
+//     store's timeout (the per-call budget, CONTRACT T1). A driver whose
+//     calls never block may implement [NonBlocking] to skip the timer.
+//   - No method is called after Close has been called, and Close is called
+//     at most once.
+//
+// # What a driver guarantees back
+//
+//   - Open does no network I/O and never blocks (T3).
+//   - One round trip per Hit where the backend allows it (a script), and the
+//     GCRA of CONTRACT §3 in integer microseconds (package gcra is the
+//     reference).
+//   - A call whose reply was lost is never re-sent (T5): the script may have
+//     run. Re-running a script on NOSCRIPT is the one exception.
+//   - Every call returns by the context's deadline (T1), and nothing it
+//     started outlives the deadline by more than the budget (T4).
+//   - Errors are classified: wrap [ErrTimeout] when the deadline passed,
+//     [ErrUnavailable] when the store cannot be reached or refused the call,
+//     [ErrClaimLost] / [ErrAlreadyCommitted] for settle outcomes. The Store
+//     classifies anything else itself (deadline → timeout, other →
+//     unavailable) and wraps it once, so errors.As on the driver's own error
+//     type keeps working.
+//   - A malformed reply from the server is an error value, never a panic (V4).
+//   - Errors never contain a password or a URL with credentials.
+package driver
+
+import (
+	"context"
+	"net/url"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Driver opens connections for one URL scheme. It is registered once, from
+// an init function, with fleetstore.Register.
+type Driver interface {
+	// Open returns a Conn for cfg. It validates the driver's own URL
+	// parameters (an unknown one is an error wrapping ErrInvalid that lists
+	// the accepted ones) and does no network I/O.
+	Open(cfg Config) (Conn, error)
+}
+
+// Config is what the Store hands to Driver.Open.
+type Config struct {
+	// URL is the parsed store URL. The common parameters (timeout,
+	// key_prefix) have been removed from its query; whatever is left is the
+	// driver's to accept or reject.
+	URL *url.URL
+	// KeyPrefix namespaces every key the driver writes. Default "fleetstore".
+	KeyPrefix string
+	// Timeout is the store's default per-call budget. Every call's context
+	// already carries a deadline no later than now+Timeout; drivers use it to
+	// size client-level dial/read/write timeouts.
+	Timeout time.Duration
+	// Logger is never nil (zap.NewNop() by default).
+	Logger *zap.Logger
+}
+
+// Conn is one open store. Its methods are called concurrently.
+type Conn interface {
+	// Hit charges every bucket and takes the claim (nil: no claim) in one
+	// atomic step, by the rules of CONTRACT §3 and §4 (G1–G9, C1–C4).
+	Hit(ctx context.Context, charges []Charge, claim *Claim) (Result, error)
+	// Commit settles claims as committed (C5–C8). It returns one error per
+	// claim, in order (nil: settled); a failure of the whole call is the same
+	// error in every slot. len(result) == len(claims).
+	Commit(ctx context.Context, claims []Claim) []error
+	// Release deletes pending claims held by their hook (C5–C8), one error
+	// per claim as for Commit.
+	Release(ctx context.Context, claims []Claim) []error
+	// Reset forgets every bucket of tenant and nothing else (G5). Claims are
+	// kept.
+	Reset(ctx context.Context, tenant string) error
+	// Ping checks that the store answers.
+	Ping(ctx context.Context) error
+	// Close releases every connection and goroutine the Conn holds (T4).
+	Close() error
+}
+
+// NonBlocking is an optional interface for a Conn whose calls never wait on
+// I/O (the in-process memory driver). The Store then checks the context once
+// before the call instead of arming a budget timer.
+type NonBlocking interface {
+	NonBlocking()
+}

@@ -1,0 +1,88 @@
+package driver
+
+import (
+	"fmt"
+	"time"
+)
+
+// Kind names a bucket of a tenant. It matches [a-z][a-z0-9_]{0,31}.
+type Kind string
+
+// The bucket kinds a webhook edge charges.
+const (
+	Hooks Kind = "hooks" // one unit per hook
+	Bytes Kind = "bytes" // one unit per body byte
+)
+
+// Charge is one GCRA bucket to charge (CONTRACT §3).
+type Charge struct {
+	Kind   Kind
+	Tenant string
+	// Increment is the emission interval times the cost of this charge:
+	// ≥ 1µs, whole microseconds (finer parts are truncated).
+	Increment time.Duration
+	// Capacity is the burst capacity: increment × burst for one-unit
+	// charges. A charge conforms when the bucket's TAT after it is no more
+	// than Capacity ahead of now.
+	Capacity time.Duration
+}
+
+// Claim is a two-phase dedupe claim on a provider event key (CONTRACT §4).
+type Claim struct {
+	// Tenant, SourceID and Key identify the claim: the dedupe scope and the
+	// provider's event id. 1–1024 bytes each, any bytes.
+	Tenant, SourceID, Key string
+	// HookID is the hook that claims the key (the fencing token of the
+	// claim): 1–256 bytes.
+	HookID string
+	// Node is where the hook is being stored (informational): ≤ 256 bytes.
+	Node string
+	// TTL is how long a committed claim lasts, from the commit: 1ms–366 days.
+	TTL time.Duration
+	// PendingTTL is how long an unsettled claim lasts, from the hit:
+	// 1ms–366 days.
+	PendingTTL time.Duration
+}
+
+// Outcome is the decision of a Hit. The zero value is not a valid outcome.
+type Outcome int
+
+// The outcomes of a Hit (CONTRACT §4, C1–C4).
+const (
+	// OK: every charge was taken and the claim, if any, is now pending for
+	// this hook.
+	OK Outcome = iota + 1
+	// Duplicate: the key is committed; Result.HookID names the committer.
+	Duplicate
+	// Pending: another hook holds the key pending; retry after
+	// Result.RetryAfter.
+	Pending
+	// RateLimited: a charge does not conform; retry after Result.RetryAfter.
+	RateLimited
+)
+
+// String returns the outcome's name: "ok", "duplicate", "pending",
+// "rate_limited".
+func (o Outcome) String() string {
+	switch o {
+	case OK:
+		return "ok"
+	case Duplicate:
+		return "duplicate"
+	case Pending:
+		return "pending"
+	case RateLimited:
+		return "rate_limited"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// Result is the answer to a Hit.
+type Result struct {
+	Outcome Outcome
+	// HookID is the hook that committed the key (Duplicate only).
+	HookID string
+	// RetryAfter is when to come back (Pending, RateLimited): whole
+	// milliseconds, ≥ 1ms, rounded up (G2).
+	RetryAfter time.Duration
+}

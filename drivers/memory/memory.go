@@ -1,0 +1,146 @@
+// Package memory is the in-process fleetstore driver: the embedded default
+// and the reference implementation of CONTRACT.md. The root package
+// registers it as the "memory" scheme; no import is needed.
+//
+//	memory://        a private store, new on every Open
+//	memory://NAME    stores opened with the same NAME (and key_prefix) in one
+//	                 process share state: fleet nodes in tests
+//
+// It accepts only the common parameters (timeout, key_prefix). State is
+// sharded by tenant, each shard under its own lock, so one Hit takes one
+// lock. Expired buckets and claims are swept from a shard as it is written,
+// so memory stays bounded under a stream of new tenants and keys.
+//
+// Time is a monotonic clock in µs (CONTRACT G8), injectable with New for
+// tests.
+package memory
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fleetstore/fleetstore/driver"
+)
+
+// Clock returns the current time in µs. It must never go backwards.
+type Clock func() int64
+
+var origin = time.Now()
+
+// Monotonic is the default Clock: wall-clock µs at process start plus the
+// monotonic time elapsed since.
+func Monotonic() int64 { return origin.UnixMicro() + time.Since(origin).Microseconds() }
+
+// Driver is the memory driver. Register one made by New under a scheme of
+// your own to run stores on an injected clock.
+type Driver struct {
+	now   Clock
+	mu    sync.Mutex
+	named map[string]*state // NAME + "\x00" + key_prefix
+}
+
+// Default is the driver the root package registers as "memory".
+var Default = New(nil)
+
+// New returns a memory driver reading time from now (nil: Monotonic).
+func New(now Clock) *Driver {
+	if now == nil {
+		now = Monotonic
+	}
+	return &Driver{now: now, named: make(map[string]*state)}
+}
+
+var _ driver.Driver = (*Driver)(nil)
+
+// Open implements driver.Driver. The URL's host is the store's NAME; a path
+// or any parameter but the common ones is ErrInvalid. No I/O.
+func (d *Driver) Open(cfg driver.Config) (driver.Conn, error) {
+	u := cfg.URL
+	if err := driver.CheckParams(u.Query()); err != nil {
+		return nil, err
+	}
+	if u.Path != "" && u.Path != "/" {
+		return nil, driver.Invalid("url: path", "memory URLs have no path: use memory://NAME")
+	}
+	if u.User != nil {
+		return nil, driver.Invalid("url: user", "memory URLs take no user or password")
+	}
+	if u.Opaque != "" {
+		return nil, driver.Invalid("url", "want memory:// or memory://NAME")
+	}
+	if u.Host == "" {
+		return &conn{st: newState(d.now)}, nil
+	}
+	return &conn{st: d.shared(u.Host, cfg.KeyPrefix)}, nil
+}
+
+func (d *Driver) shared(name, prefix string) *state {
+	key := name + "\x00" + prefix
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st, ok := d.named[key]
+	if !ok {
+		st = newState(d.now)
+		d.named[key] = st
+	}
+	return st
+}
+
+// Record is one live record of a tenant, for the conformance suite's expiry
+// checks (G7, C9).
+type Record struct {
+	Key string        // "bucket" or "claim/SOURCE/KEY"
+	TTL time.Duration // remaining time to live
+}
+
+// Records returns the live records of tenant in the named store opened
+// with key_prefix (G7). Records of private stores (memory://) are not
+// reachable.
+func (d *Driver) Records(name, keyPrefix, tenant string) []Record {
+	d.mu.Lock()
+	st, ok := d.named[name+"\x00"+keyPrefix]
+	d.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return st.records(tenant)
+}
+
+// Size returns how many buckets and claims the named store holds, live or
+// not yet swept: the memory it keeps.
+func (d *Driver) Size(name, keyPrefix string) (buckets, claims int) {
+	d.mu.Lock()
+	st, ok := d.named[name+"\x00"+keyPrefix]
+	d.mu.Unlock()
+	if !ok {
+		return 0, 0
+	}
+	for i := range st.shards {
+		sh := &st.shards[i]
+		sh.mu.Lock()
+		buckets += len(sh.buckets)
+		claims += len(sh.claims)
+		sh.mu.Unlock()
+	}
+	return buckets, claims
+}
+
+func (st *state) records(tenant string) []Record {
+	sh := st.shard(tenant)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := st.now()
+	var out []Record
+	if b, ok := sh.buckets[tenant]; ok && b.expires > now {
+		out = append(out, Record{Key: "bucket", TTL: micros(b.expires - now)})
+	}
+	for id, c := range sh.claims {
+		if id.tenant == tenant && c.expires > now {
+			out = append(out, Record{Key: "claim/" + strings.Join([]string{id.source, id.key}, "/"), TTL: micros(c.expires - now)})
+		}
+	}
+	return out
+}
+
+func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }

@@ -1,0 +1,114 @@
+package fleetstore
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/fleetstore/fleetstore/driver"
+)
+
+// Open returns a Store for rawURL, e.g. "memory://", "redis://cache:6379/0",
+// "memcached://h1:11211,h2:11211". It parses the common parameters —
+// timeout (a Go duration, default 100ms) and key_prefix (default
+// "fleetstore") — and hands the rest to the driver, which rejects any it
+// does not know. Open does no network I/O and never blocks (T3).
+//
+// Errors: ErrInvalid for a malformed URL or parameter (naming it, never
+// echoing credentials), ErrUnknownScheme for a scheme no imported driver
+// registered.
+func Open(rawURL string, opts ...Option) (*Store, error) {
+	o := options{logger: zap.NewNop()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.timeoutSet && o.timeout <= 0 {
+		return nil, openErr(driver.Invalid("timeout", fmt.Sprintf("WithTimeout must be positive, got %v", o.timeout)))
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// url.Error quotes the whole URL, password included: say only why.
+		return nil, openErr(driver.Invalid("url", urlReason(err)))
+	}
+	if u.Scheme == "" {
+		return nil, openErr(driver.Invalid("url", "missing scheme (want e.g. memory:// or redis://host:6379)"))
+	}
+	d, ok := lookup(u.Scheme)
+	if !ok {
+		return nil, openErr(fmt.Errorf("%w %q (registered: %s); forgotten import of github.com/fleetstore/fleetstore/drivers/%s?",
+			ErrUnknownScheme, u.Scheme, strings.Join(Drivers(), ", "), baseScheme(u.Scheme)))
+	}
+	q := u.Query()
+	cfg := driver.Config{KeyPrefix: DefaultKeyPrefix, Timeout: DefaultTimeout, Logger: o.logger}
+	if vs, ok := q["timeout"]; ok {
+		t, err := time.ParseDuration(vs[len(vs)-1])
+		if err != nil || t <= 0 {
+			return nil, openErr(driver.Invalid("url: timeout", fmt.Sprintf("want a positive Go duration such as 50ms, got %q", vs[len(vs)-1])))
+		}
+		cfg.Timeout = t
+		q.Del("timeout")
+	}
+	if o.timeoutSet {
+		cfg.Timeout = o.timeout
+	}
+	if vs, ok := q["key_prefix"]; ok {
+		p := vs[len(vs)-1]
+		if err := checkKeyPrefix(p); err != nil {
+			return nil, openErr(err)
+		}
+		cfg.KeyPrefix = p
+		q.Del("key_prefix")
+	}
+	u.RawQuery = q.Encode()
+	cfg.URL = u
+	conn, err := d.Open(cfg)
+	if err != nil {
+		return nil, openErr(err)
+	}
+	s := newStore(conn, u.Scheme, cfg.Timeout, o.logger)
+	o.logger.Debug("store opened", zap.String("scheme", u.Scheme), zap.String("url", u.Redacted()),
+		zap.Duration("timeout", cfg.Timeout), zap.String("key_prefix", cfg.KeyPrefix))
+	return s, nil
+}
+
+func openErr(err error) error { return fmt.Errorf("fleetstore: open: %w", err) }
+
+// urlReason is url.Parse's complaint without the URL itself.
+func urlReason(err error) string {
+	if ue, ok := err.(*url.Error); ok {
+		return "malformed: " + ue.Err.Error()
+	}
+	return "malformed"
+}
+
+// baseScheme maps "rediss" and "redis+cluster" to the driver package name.
+func baseScheme(s string) string {
+	s, _, _ = strings.Cut(s, "+")
+	switch s {
+	case "rediss":
+		return "redis"
+	case "valkeys":
+		return "valkey"
+	}
+	return s
+}
+
+// checkKeyPrefix keeps the prefix free of characters that could change a
+// key's meaning in any backend: no braces (Redis Cluster hash tags), no
+// spaces or control characters (memcached).
+func checkKeyPrefix(p string) error {
+	if len(p) < 1 || len(p) > 64 {
+		return driver.Invalid("url: key_prefix", fmt.Sprintf("must be 1–64 bytes, got %d", len(p)))
+	}
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("_-.:/", c) >= 0
+		if !ok {
+			return driver.Invalid("url: key_prefix", fmt.Sprintf("byte %d (%q) not allowed: use letters, digits and _-.:/", i, c))
+		}
+	}
+	return nil
+}

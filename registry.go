@@ -1,0 +1,72 @@
+// Package fleetstore is the shared store of a fleet of webhook edge nodes:
+// per-tenant GCRA rate limits and a two-phase dedupe claim on the provider's
+// event id, decided together in one round trip per incoming hook.
+//
+// It works like database/sql: drivers register a URL scheme, users
+// blank-import the driver they want and pick a store by URL.
+//
+//	import (
+//		"github.com/fleetstore/fleetstore"
+//		_ "github.com/fleetstore/fleetstore/drivers/redis"
+//	)
+//
+//	store, err := fleetstore.Open("redis://cache:6379/0?timeout=50ms")
+//
+// The in-process memory driver (memory://, memory://NAME) is built in.
+// The behaviour every driver keeps is CONTRACT.md; the conformance package
+// proves it.
+package fleetstore
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/drivers/memory"
+)
+
+var (
+	driversMu sync.RWMutex
+	drivers   = make(map[string]driver.Driver)
+)
+
+func init() {
+	Register("memory", memory.Default)
+}
+
+// Register makes a driver available by URL scheme. It is called from a
+// driver package's init function. Register panics on an empty scheme, a nil
+// driver or a scheme registered twice, as database/sql's Register does.
+func Register(scheme string, d driver.Driver) {
+	driversMu.Lock()
+	defer driversMu.Unlock()
+	if scheme == "" {
+		panic("fleetstore: Register with an empty scheme")
+	}
+	if d == nil {
+		panic("fleetstore: Register driver is nil")
+	}
+	if _, dup := drivers[scheme]; dup {
+		panic("fleetstore: Register called twice for scheme " + scheme)
+	}
+	drivers[scheme] = d
+}
+
+// Drivers returns the registered schemes, sorted.
+func Drivers() []string {
+	driversMu.RLock()
+	defer driversMu.RUnlock()
+	list := make([]string, 0, len(drivers))
+	for scheme := range drivers {
+		list = append(list, scheme)
+	}
+	sort.Strings(list)
+	return list
+}
+
+func lookup(scheme string) (driver.Driver, bool) {
+	driversMu.RLock()
+	defer driversMu.RUnlock()
+	d, ok := drivers[scheme]
+	return d, ok
+}

@@ -1,0 +1,269 @@
+package fleetstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/fleetstore/fleetstore/driver"
+)
+
+// Store is an open fleet store. It is safe for concurrent use; open one per
+// process and share it. Every method checks its arguments (CONTRACT §6),
+// refuses after Close (T6), runs the driver within the call's budget (T1)
+// and wraps the driver's error once, so that errors.Is matches this
+// package's sentinels and errors.As still finds the driver's own error.
+type Store struct {
+	conn     driver.Conn
+	scheme   string
+	timeout  time.Duration
+	log      *zap.Logger
+	nonBlock bool
+
+	mu     sync.RWMutex // held for reading by every call, for writing by Close
+	closed bool
+}
+
+func newStore(conn driver.Conn, scheme string, timeout time.Duration, log *zap.Logger) *Store {
+	_, nb := conn.(driver.NonBlocking)
+	return &Store{conn: conn, scheme: scheme, timeout: timeout, log: log, nonBlock: nb}
+}
+
+// Hit charges every bucket in charges and, when claim is not nil, claims its
+// key, in one round trip (CONTRACT §3, §4: G1–G9, C1–C4).
+//
+//   - OK: every charge was taken; the claim, if any, is pending for
+//     claim.HookID until Commit, Release or PendingTTL. A retry by the same
+//     hook of a claim it holds pending is OK and charges nothing.
+//   - RateLimited: a charge does not conform; nothing was written.
+//     RetryAfter is the longest wait of the denied charges (whole ms ≥ 1ms).
+//   - Duplicate: the key is committed by Result.HookID; nothing charged.
+//   - Pending: another hook holds the key; RetryAfter is its remaining
+//     pending time; nothing charged.
+//
+// Every charge and the claim share one tenant. A Hit with no charges and no
+// claim returns OK without a round trip. Increment and Capacity are
+// truncated to whole microseconds.
+//
+// Errors: ErrInvalid (naming the field), ErrOverCapacity, ErrTimeout,
+// ErrUnavailable, ErrClosed.
+func (s *Store) Hit(ctx context.Context, charges []Charge, claim *Claim) (Result, error) {
+	tenant, fractional, err := checkCharges(charges)
+	if err == nil && claim != nil {
+		err = checkClaim("claim", claim)
+		if err == nil && tenant != "" && claim.Tenant != tenant {
+			err = driver.Invalid("claim.tenant", "every charge and the claim of one Hit must share one tenant")
+		}
+	}
+	if err != nil {
+		return Result{}, &opError{op: "hit", err: err}
+	}
+	if !s.enter() {
+		return Result{}, &opError{op: "hit", err: ErrClosed}
+	}
+	defer s.mu.RUnlock()
+	if len(charges) == 0 && claim == nil {
+		return Result{Outcome: OK}, nil
+	}
+	if fractional {
+		charges = truncated(charges)
+	}
+	ctx, cancel, err := s.budget(ctx)
+	if err != nil {
+		return Result{}, &opError{op: "hit", err: err}
+	}
+	res, err := s.conn.Hit(ctx, charges, claim)
+	cancel()
+	if err != nil {
+		return Result{}, s.wrap(ctx, "hit", err)
+	}
+	if err := checkResult(res); err != nil {
+		return Result{}, &opError{op: "hit", kind: ErrUnavailable, err: err}
+	}
+	return res, nil
+}
+
+// Commit settles claims as committed (CONTRACT §4, C5–C8), each matched on
+// (tenant, source_id, key) and hook_id:
+//
+//   - pending for the same hook: committed, expiring TTL from now;
+//   - committed by the same hook: no change, no error;
+//   - absent or expired: committed for this hook (the hook is durable);
+//   - held by another hook: no change, ErrClaimLost naming the holder.
+//
+// The claims are sent together (one round trip per store shard). Each claim
+// gets its own result: the good ones are settled even when others fail, and
+// the failures are joined, each naming its claim (C10). Commit of no claims
+// returns nil.
+//
+// Errors: ErrInvalid (nothing is sent), ErrClaimLost, ErrTimeout,
+// ErrUnavailable, ErrClosed.
+func (s *Store) Commit(ctx context.Context, claims ...Claim) error {
+	return s.settle(ctx, "commit", claims, s.conn.Commit)
+}
+
+// Release gives up pending claims after the hook failed to become durable
+// (CONTRACT §4, C5–C8):
+//
+//   - pending for the same hook: deleted;
+//   - committed by the same hook: no change, ErrAlreadyCommitted;
+//   - absent or expired: no change, no error;
+//   - held by another hook: no change, ErrClaimLost naming the holder.
+//
+// Results per claim and errors as for Commit.
+func (s *Store) Release(ctx context.Context, claims ...Claim) error {
+	return s.settle(ctx, "release", claims, s.conn.Release)
+}
+
+func (s *Store) settle(ctx context.Context, op string, claims []Claim, call func(context.Context, []Claim) []error) error {
+	for i := range claims {
+		if err := checkClaim(fmt.Sprintf("claims[%d]", i), &claims[i]); err != nil {
+			return &opError{op: op, err: err}
+		}
+	}
+	if !s.enter() {
+		return &opError{op: op, err: ErrClosed}
+	}
+	defer s.mu.RUnlock()
+	if len(claims) == 0 {
+		return nil
+	}
+	ctx, cancel, err := s.budget(ctx)
+	if err != nil {
+		return &opError{op: op, err: err}
+	}
+	errs := call(ctx, claims)
+	cancel()
+	if len(errs) != len(claims) {
+		return &opError{op: op, kind: ErrUnavailable, err: fmt.Errorf("driver returned %d results for %d claims", len(errs), len(claims))}
+	}
+	var failed []error
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		if !isClaimOutcome(err) && allSame(errs, err) {
+			// One failure of the whole call: say it once.
+			return s.wrap(ctx, op, err)
+		}
+		c := &claims[i]
+		failed = append(failed, &claimError{index: i, tenant: c.Tenant, source: c.SourceID, key: c.Key, err: s.wrap(ctx, op, err)})
+	}
+	return errors.Join(failed...)
+}
+
+func isClaimOutcome(err error) bool {
+	return errors.Is(err, ErrClaimLost) || errors.Is(err, ErrAlreadyCommitted)
+}
+
+func allSame(errs []error, err error) bool {
+	for _, e := range errs {
+		if e != err {
+			return false
+		}
+	}
+	return true
+}
+
+// Reset forgets every bucket of tenant, of every kind, and nothing of any
+// other tenant (G5): the next charges meet full buckets. Claims are kept.
+//
+// Errors: ErrInvalid, ErrTimeout, ErrUnavailable, ErrClosed.
+func (s *Store) Reset(ctx context.Context, tenant string) error {
+	if err := checkPart("tenant", tenant, maxPartLen); err != nil {
+		return &opError{op: "reset", err: err}
+	}
+	return s.call(ctx, "reset", func(ctx context.Context) error { return s.conn.Reset(ctx, tenant) })
+}
+
+// Ping checks that the store answers within the budget.
+//
+// Errors: ErrTimeout, ErrUnavailable, ErrClosed.
+func (s *Store) Ping(ctx context.Context) error {
+	return s.call(ctx, "ping", s.conn.Ping)
+}
+
+func (s *Store) call(ctx context.Context, op string, f func(context.Context) error) error {
+	if !s.enter() {
+		return &opError{op: op, err: ErrClosed}
+	}
+	defer s.mu.RUnlock()
+	ctx, cancel, err := s.budget(ctx)
+	if err != nil {
+		return &opError{op: op, err: err}
+	}
+	err = f(ctx)
+	cancel()
+	if err != nil {
+		return s.wrap(ctx, op, err)
+	}
+	return nil
+}
+
+// Close releases every connection and goroutine of the Store (T4). It waits
+// for calls in flight, which end within their budget. After Close every
+// method returns ErrClosed; closing twice returns nil (T6).
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	err := s.conn.Close()
+	s.log.Debug("store closed", zap.String("scheme", s.scheme))
+	if err != nil {
+		return &opError{op: "close", err: err}
+	}
+	return nil
+}
+
+// enter takes the read lock for one call; false (lock not held) once closed.
+func (s *Store) enter() bool {
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return false
+	}
+	return true
+}
+
+var noCancel = context.CancelFunc(func() {})
+
+// budget returns ctx bounded by the store's timeout (T1). A context that is
+// already done fails at once, without a driver call.
+func (s *Store) budget(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if err := ctx.Err(); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, nil, fmt.Errorf("%w: %w", ErrTimeout, err)
+		}
+		return nil, nil, err
+	}
+	if s.nonBlock {
+		return ctx, noCancel, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	return ctx, cancel, nil
+}
+
+func checkResult(r Result) error {
+	switch r.Outcome {
+	case OK:
+		return nil
+	case Duplicate:
+		if r.HookID == "" {
+			return errors.New("driver returned duplicate without the committer's hook_id")
+		}
+		return nil
+	case Pending, RateLimited:
+		if r.RetryAfter < time.Millisecond || r.RetryAfter%time.Millisecond != 0 {
+			return fmt.Errorf("driver returned %v with retry-after %v (want whole ms ≥ 1ms)", r.Outcome, r.RetryAfter)
+		}
+		return nil
+	}
+	return fmt.Errorf("driver returned invalid outcome %d", int(r.Outcome))
+}

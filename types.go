@@ -1,0 +1,56 @@
+package fleetstore
+
+import "github.com/fleetstore/fleetstore/driver"
+
+// The value types of CONTRACT §1, defined in package driver so that drivers
+// never import this package.
+type (
+	// Kind names a bucket of a tenant: [a-z][a-z0-9_]{0,31}.
+	Kind = driver.Kind
+	// Charge is one GCRA bucket to charge: Increment and Capacity in whole
+	// microseconds (CONTRACT §3).
+	Charge = driver.Charge
+	// Claim is a two-phase dedupe claim on a provider event key (§4).
+	Claim = driver.Claim
+	// Outcome is the decision of a Hit: OK, Duplicate, Pending, RateLimited.
+	Outcome = driver.Outcome
+	// Result is the answer to a Hit.
+	Result = driver.Result
+)
+
+// Bucket kinds.
+const (
+	Hooks = driver.Hooks
+	Bytes = driver.Bytes
+)
+
+// Outcomes of a Hit.
+const (
+	OK          = driver.OK
+	Duplicate   = driver.Duplicate
+	Pending     = driver.Pending
+	RateLimited = driver.RateLimited
+)
+
+// Sentinel errors, matched with errors.Is (CONTRACT §1).
+var (
+	// ErrInvalid: a bad argument or URL; the message names the field (V1).
+	ErrInvalid = driver.ErrInvalid
+	// ErrOverCapacity: a charge's increment exceeds its capacity: it can
+	// never conform (G6).
+	ErrOverCapacity = driver.ErrOverCapacity
+	// ErrTimeout: the budget ran out (T1); also matches
+	// context.DeadlineExceeded.
+	ErrTimeout = driver.ErrTimeout
+	// ErrUnavailable: the store cannot be reached or refused the call (T2).
+	ErrUnavailable = driver.ErrUnavailable
+	// ErrClosed: the Store was closed (T6).
+	ErrClosed = driver.ErrClosed
+	// ErrClaimLost: the claim is held by another hook; the error names the
+	// holder (C8).
+	ErrClaimLost = driver.ErrClaimLost
+	// ErrAlreadyCommitted: Release of a committed claim (C6).
+	ErrAlreadyCommitted = driver.ErrAlreadyCommitted
+	// ErrUnknownScheme: Open was given a scheme no driver registered.
+	ErrUnknownScheme = driver.ErrUnknownScheme
+)
