@@ -1,0 +1,55 @@
+// Package testserver starts real servers (redis-server, a Redis Cluster,
+// memcached) for tests, on free loopback ports in temp dirs, and stops them
+// when the test ends. A test that needs a binary it cannot find skips, or
+// fails when the CI environment variable is set.
+package testserver
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// Need returns the path of binary, or skips t (fails it when CI is set)
+// when it is not on PATH.
+func Need(t testing.TB, binary string) string {
+	t.Helper()
+	path, err := exec.LookPath(binary)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s not found on PATH and CI is set: `make test` installs it", binary)
+		}
+		t.Skipf("%s not found on PATH: install it (make servers) to run this test", binary)
+	}
+	return path
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// WaitTCP waits until addr accepts connections, for at most d.
+func WaitTCP(addr string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not accepting connections after %v: %w", addr, d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
