@@ -1,0 +1,274 @@
+package conformance_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/conformance"
+	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/drivers/memory"
+)
+
+// The suite proves its own teeth: each broken variant of the memory driver
+// below breaks one clause, and the suite must fail that clause.
+
+// broken wraps a memory conn; each field, when set, replaces one method.
+type broken struct {
+	driver.Conn
+	hit     func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error)
+	commit  func(c driver.Conn, ctx context.Context, claims []driver.Claim) []error
+	release func(c driver.Conn, ctx context.Context, claims []driver.Claim) []error
+	reset   func(c driver.Conn, ctx context.Context, tenant string) error
+}
+
+func (b *broken) Hit(ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+	if b.hit != nil {
+		return b.hit(b.Conn, ctx, charges, claim)
+	}
+	return b.Conn.Hit(ctx, charges, claim)
+}
+
+func (b *broken) Commit(ctx context.Context, claims []driver.Claim) []error {
+	if b.commit != nil {
+		return b.commit(b.Conn, ctx, claims)
+	}
+	return b.Conn.Commit(ctx, claims)
+}
+
+func (b *broken) Release(ctx context.Context, claims []driver.Claim) []error {
+	if b.release != nil {
+		return b.release(b.Conn, ctx, claims)
+	}
+	return b.Conn.Release(ctx, claims)
+}
+
+func (b *broken) Reset(ctx context.Context, tenant string) error {
+	if b.reset != nil {
+		return b.reset(b.Conn, ctx, tenant)
+	}
+	return b.Conn.Reset(ctx, tenant)
+}
+
+// brokenDriver opens memory conns wrapped by wrap.
+type brokenDriver struct {
+	inner *memory.Driver
+	wrap  func(*broken)
+}
+
+func (d *brokenDriver) Open(cfg driver.Config) (driver.Conn, error) {
+	c, err := d.inner.Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	b := &broken{Conn: c}
+	d.wrap(b)
+	return b, nil
+}
+
+// stallDriver never answers: honest waits for the context, the broken one
+// ignores it.
+type stallDriver struct{ honest bool }
+
+func (d stallDriver) Open(driver.Config) (driver.Conn, error) { return stallConn(d), nil }
+
+type stallConn struct{ honest bool }
+
+func (s stallConn) wait(ctx context.Context) error {
+	if s.honest {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	time.Sleep(time.Second)
+	return errors.New("late")
+}
+
+func (s stallConn) Hit(ctx context.Context, _ []driver.Charge, _ *driver.Claim) (driver.Result, error) {
+	return driver.Result{}, s.wait(ctx)
+}
+
+func (s stallConn) Commit(ctx context.Context, claims []driver.Claim) []error {
+	err := s.wait(ctx)
+	errs := make([]error, len(claims))
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
+func (s stallConn) Release(ctx context.Context, claims []driver.Claim) []error {
+	return s.Commit(ctx, claims)
+}
+
+func (s stallConn) Reset(ctx context.Context, _ string) error { return s.wait(ctx) }
+func (s stallConn) Ping(ctx context.Context) error            { return s.wait(ctx) }
+func (stallConn) Close() error                               { return nil }
+
+func init() {
+	fleetstore.Register("stall-honest", stallDriver{honest: true})
+	fleetstore.Register("stall-ignores-budget", stallDriver{})
+}
+
+// holder returns the hook holding a claim, from the ClaimLostError.
+func holder(err error) (string, bool) {
+	var lost *driver.ClaimLostError
+	if errors.As(err, &lost) {
+		return lost.Holder, true
+	}
+	return "", false
+}
+
+var variants = []struct {
+	name   string
+	breaks string // the clause it must fail
+	wrap   func(*broken)
+}{
+	{"charges-on-duplicate", "C4", func(b *broken) {
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			res, err := c.Hit(ctx, charges, claim)
+			if err == nil && (res.Outcome == driver.Duplicate || res.Outcome == driver.Pending) && len(charges) > 0 {
+				_, _ = c.Hit(ctx, charges, nil)
+			}
+			return res, err
+		}
+	}},
+	{"writes-on-denial", "G3", func(b *broken) {
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			res, err := c.Hit(ctx, charges, claim)
+			if err == nil && res.Outcome == driver.RateLimited {
+				for _, ch := range charges {
+					_, _ = c.Hit(ctx, []driver.Charge{ch}, nil)
+				}
+			}
+			return res, err
+		}
+	}},
+	{"admits-burst-plus-one", "G1", func(b *broken) {
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			more := make([]driver.Charge, len(charges))
+			for i, ch := range charges {
+				ch.Capacity += ch.Increment
+				more[i] = ch
+			}
+			return c.Hit(ctx, more, claim)
+		}
+	}},
+	{"rounds-retry-after-down", "G2", func(b *broken) {
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			res, err := c.Hit(ctx, charges, claim)
+			if res.RetryAfter > time.Millisecond {
+				res.RetryAfter -= time.Millisecond // ceil - 1ms: the floor of a fractional wait
+			}
+			return res, err
+		}
+	}},
+	{"release-ignores-hook-id", "C8", func(b *broken) {
+		b.release = func(c driver.Conn, ctx context.Context, claims []driver.Claim) []error {
+			errs := c.Release(ctx, claims)
+			for i, err := range errs {
+				if h, ok := holder(err); ok {
+					cl := claims[i]
+					cl.HookID = h
+					errs[i] = c.Release(ctx, []driver.Claim{cl})[0]
+				}
+			}
+			return errs
+		}
+	}},
+	{"commit-ignores-hook-id", "C8", func(b *broken) {
+		b.commit = func(c driver.Conn, ctx context.Context, claims []driver.Claim) []error {
+			errs := c.Commit(ctx, claims)
+			for i, err := range errs {
+				if h, ok := holder(err); ok {
+					cl := claims[i]
+					cl.HookID = h
+					_ = c.Release(ctx, []driver.Claim{cl})
+					errs[i] = c.Commit(ctx, []driver.Claim{claims[i]})[0]
+				}
+			}
+			return errs
+		}
+	}},
+	{"pending-claim-never-expires", "C9", func(b *broken) {
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			if claim != nil {
+				forever := *claim
+				forever.PendingTTL = 366 * 24 * time.Hour
+				claim = &forever
+			}
+			return c.Hit(ctx, charges, claim)
+		}
+	}},
+	{"reset-forgets-nothing", "G5", func(b *broken) {
+		b.reset = func(driver.Conn, context.Context, string) error { return nil }
+	}},
+	{"charges-own-retry", "C2", func(b *broken) {
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			res, err := c.Hit(ctx, charges, nil)
+			if err != nil || res.Outcome != driver.OK || claim == nil {
+				return res, err
+			}
+			return c.Hit(ctx, nil, claim)
+		}
+	}},
+	{"duplicate-names-wrong-hook", "C4", func(b *broken) {
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			res, err := c.Hit(ctx, charges, claim)
+			if res.Outcome == driver.Duplicate {
+				res.HookID = claim.HookID
+			}
+			return res, err
+		}
+	}},
+}
+
+func init() {
+	for _, v := range variants {
+		fleetstore.Register("broken-"+v.name, &brokenDriver{inner: memory.New(nil), wrap: v.wrap})
+	}
+}
+
+// TestTeeth runs each broken variant through the clause it breaks and
+// requires a FAIL.
+func TestTeeth(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			reports, err := conformance.Check(conformance.Config{URL: "broken-" + v.name + "://teeth"}, []string{v.breaks}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(reports) != 1 || reports[0].Status != conformance.Fail {
+				t.Fatalf("variant %s: clause %s: %+v, want FAIL", v.name, v.breaks, reports)
+			}
+			t.Logf("%s fails %s as it must: %s", v.name, v.breaks, strings.Join(reports[0].Messages, "; "))
+		})
+	}
+	t.Run("ignores-budget", func(t *testing.T) {
+		t.Parallel()
+		reports, err := conformance.Check(conformance.Config{URL: "memory://teeth-stall", StallURL: "stall-ignores-budget://"}, []string{"T1"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reports[0].Status != conformance.Fail {
+			t.Fatalf("a driver that ignores its budget passed T1: %+v", reports[0])
+		}
+	})
+}
+
+// TestHonestStall is the control for the ignores-budget variant: a store
+// that never answers but honours its budget passes T1 and T4.
+func TestHonestStall(t *testing.T) {
+	reports, err := conformance.Check(conformance.Config{URL: "memory://honest-stall", StallURL: "stall-honest://"}, []string{"T1", "T4"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reports {
+		if r.Status != conformance.Pass {
+			t.Errorf("%s: %s %v", r.ID, r.Status, r.Messages)
+		}
+	}
+}

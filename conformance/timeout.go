@@ -1,0 +1,317 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/fleetstore/fleetstore"
+)
+
+// schedSlack is added to the contract's budget + 10ms when a clause checks
+// how long a call took: a loaded 2-core machine under -race can be late to
+// run the caller's goroutine. A driver that ignores its budget is late by
+// the whole budget, far more.
+const schedSlack = 40 * time.Millisecond
+
+func init() {
+	register("T1", "every call returns within its budget + 10ms with ErrTimeout, also when the server never answers", testT1)
+	register("T2", "connection refused returns ErrUnavailable within the budget", testT2)
+	register("T3", "Open does no network I/O; calls succeed once the server appears, without reopening", testT3)
+	register("T4", "nothing outlives a timed-out call past its budget; Close releases every goroutine and connection", testT4)
+	register("T5", "a call whose reply was lost is never re-sent; script flush and restart are invisible", testT5)
+	register("T6", "after Close every method returns ErrClosed; Close twice is fine", testT6)
+}
+
+type op struct {
+	name string
+	call func(ctx context.Context, st *fleetstore.Store) error
+}
+
+// ops returns one call of every Store method on fresh names of tenant.
+func (t *T) ops(tenant string) []op {
+	c := t.claimFor(tenant, "hook-a")
+	b := bucket(tenant)
+	return []op{
+		{"hit", func(ctx context.Context, st *fleetstore.Store) error {
+			_, err := st.Hit(ctx, []fleetstore.Charge{b}, &c)
+			return err
+		}},
+		{"commit", func(ctx context.Context, st *fleetstore.Store) error { return st.Commit(ctx, c) }},
+		{"release", func(ctx context.Context, st *fleetstore.Store) error { return st.Release(ctx, c) }},
+		{"reset", func(ctx context.Context, st *fleetstore.Store) error { return st.Reset(ctx, tenant) }},
+		{"ping", func(ctx context.Context, st *fleetstore.Store) error { return st.Ping(ctx) }},
+	}
+}
+
+// stalledURL is a URL whose store accepts calls and never answers, or "".
+func (t *T) stalledURL() string {
+	if t.s.cfg.StallURL != "" {
+		u, err := t.s.withPrefix(t.s.cfg.StallURL)
+		if err != nil {
+			t.Fatalf("StallURL: %v", err)
+		}
+		return u
+	}
+	if t.s.cfg.AddrURL == nil {
+		return ""
+	}
+	return t.addrURL(newSilentListener(t).addr())
+}
+
+func testT1(t *T) {
+	// A context already past its deadline fails at once.
+	st := t.open()
+	past, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	for _, o := range t.ops(t.tenant()) {
+		start := time.Now()
+		err := o.call(past, st)
+		if !errors.Is(err, fleetstore.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s with an expired context: got %v, want ErrTimeout matching context.DeadlineExceeded", o.name, err)
+		}
+		if d := time.Since(start); d > 10*time.Millisecond+schedSlack {
+			t.Errorf("%s with an expired context took %v", o.name, d)
+		}
+	}
+
+	raw := t.stalledURL()
+	if raw == "" {
+		t.Logf("no AddrURL or StallURL: the never-answering server part is not checked")
+		return
+	}
+	const budget = 150 * time.Millisecond
+	for _, tc := range []struct {
+		name      string
+		storeTime time.Duration
+		ctxTime   time.Duration // 0: no caller deadline
+	}{
+		{"store timeout", budget, 0},
+		{"caller deadline earlier than the store timeout", 10 * budget, budget},
+	} {
+		st := t.openURL(raw, fleetstore.WithTimeout(tc.storeTime))
+		for _, o := range t.ops(t.tenant()) {
+			ctx := context.Background()
+			if tc.ctxTime > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.ctxTime)
+				defer cancel()
+			}
+			start := time.Now()
+			err := o.call(ctx, st)
+			d := time.Since(start)
+			if !errors.Is(err, fleetstore.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s: %s against a server that never answers: got %v, want ErrTimeout", tc.name, o.name, err)
+			}
+			if d > budget+10*time.Millisecond+schedSlack {
+				t.Errorf("%s: %s took %v, budget %v (+10ms allowed)", tc.name, o.name, d, budget)
+			}
+		}
+	}
+}
+
+func testT2(t *T) {
+	if t.s.cfg.AddrURL == nil {
+		t.Skipf("no Config.AddrURL: the driver has no network address")
+	}
+	const budget = time.Second
+	st := t.openURL(t.addrURL(refusedAddr(t)), fleetstore.WithTimeout(budget))
+	for _, o := range t.ops(t.tenant()) {
+		start := time.Now()
+		err := o.call(context.Background(), st)
+		if !errors.Is(err, fleetstore.ErrUnavailable) {
+			t.Errorf("%s against a refused port: got %v, want ErrUnavailable", o.name, err)
+		}
+		if d := time.Since(start); d > budget {
+			t.Errorf("%s against a refused port took %v, budget %v", o.name, d, budget)
+		}
+	}
+}
+
+func testT3(t *T) {
+	if t.s.cfg.AddrURL == nil {
+		t.Skipf("no Config.AddrURL: the driver has no network address")
+	}
+	silent := newSilentListener(t)
+	for _, addr := range []string{silent.addr(), refusedAddr(t)} {
+		start := time.Now()
+		st, err := fleetstore.Open(t.addrURL(addr))
+		if err != nil {
+			t.Fatalf("open %s: %v", addr, err)
+		}
+		if d := time.Since(start); d > 50*time.Millisecond {
+			t.Errorf("open of %s took %v: Open must not wait on the network", addr, d)
+		}
+		st.Close()
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := silent.accepted.Load(); n > 0 {
+		t.Errorf("Open and Close with no call made %d connection(s): Open must do no network I/O", n)
+	}
+
+	target := t.serverAddr()
+	if target == "" {
+		t.Logf("the URL has no host:port: the server-appears-later part is not checked")
+		return
+	}
+	later := refusedAddr(t)
+	st := t.openURL(t.addrURL(later), fleetstore.WithTimeout(time.Second))
+	if err := st.Ping(context.Background()); err == nil {
+		t.Fatalf("ping before the server appeared: no error")
+	}
+	startProxy(t, later, target)
+	tenant := t.tenant()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		res, err := st.Hit(context.Background(), []fleetstore.Charge{bucket(tenant)}, nil)
+		if err == nil && res.Outcome == fleetstore.OK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hit 3s after the server appeared: %v %v, want OK without reopening", describe(res), err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func testT4(t *T) {
+	var silent *silentListener
+	raw := t.s.cfg.StallURL
+	if raw != "" {
+		raw = t.stalledURL()
+	} else if t.s.cfg.AddrURL != nil {
+		silent = newSilentListener(t)
+		raw = t.addrURL(silent.addr())
+	} else {
+		raw = t.s.url
+	}
+	runtime.GC()
+	before := runtime.NumGoroutine()
+	const budget = 100 * time.Millisecond
+	st, err := fleetstore.Open(raw, fleetstore.WithTimeout(budget))
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := t.ops(t.tenant())[i%5]
+			start := time.Now()
+			_ = o.call(context.Background(), st)
+			if d := time.Since(start); d > budget+10*time.Millisecond+schedSlack*3 {
+				t.Errorf("%s took %v under 50 concurrent calls, budget %v", o.name, d, budget)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := st.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	deadline := time.Now().Add(budget + 2*time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines before Open, %d after Close and %v: leaked\n%s",
+				before, runtime.NumGoroutine(), budget+2*time.Second, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if silent == nil {
+		return
+	}
+	silent.mu.Lock()
+	conns := append([]net.Conn(nil), silent.conns...)
+	silent.mu.Unlock()
+	open := 0
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		var one [1]byte
+		for {
+			_, err := c.Read(one[:])
+			if err == nil {
+				continue // a request the client sent earlier
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				open++
+			} else if !errors.Is(err, io.EOF) {
+				t.Logf("connection read after Close: %v", err)
+			}
+			break
+		}
+	}
+	if open > 0 {
+		t.Errorf("%d of %d connections still open 1s after Close", open, len(conns))
+	}
+}
+
+func testT5(t *T) {
+	st := t.open()
+	if f := t.s.cfg.FlushScripts; f != nil {
+		t.want("hit", t.hit(st, []fleetstore.Charge{bucket(t.tenant())}, nil), fleetstore.OK)
+		if err := f(); err != nil {
+			t.Fatalf("FlushScripts: %v", err)
+		}
+		t.want("first hit after the script cache was flushed", t.hit(st, []fleetstore.Charge{bucket(t.tenant())}, nil), fleetstore.OK)
+	}
+	if f := t.s.cfg.Restart; f != nil {
+		t.want("hit", t.hit(st, []fleetstore.Charge{bucket(t.tenant())}, nil), fleetstore.OK)
+		if err := f(); err != nil {
+			t.Fatalf("Restart: %v", err)
+		}
+		t.want("first hit after the server restarted", t.hit(st, []fleetstore.Charge{bucket(t.tenant())}, nil), fleetstore.OK)
+	}
+
+	target := t.serverAddr()
+	if t.s.cfg.AddrURL == nil || target == "" {
+		t.Logf("no AddrURL or no host:port in the URL: the lost-reply part is not checked")
+		return
+	}
+	p := startProxy(t, "127.0.0.1:0", target)
+	lossy := t.openURL(t.addrURL(p.addr()), fleetstore.WithTimeout(500*time.Millisecond))
+	if err := lossy.Ping(context.Background()); err != nil {
+		t.Fatalf("ping through the proxy: %v", err)
+	}
+	c := charge(fleetstore.Hooks, t.tenant(), time.Hour, 2*time.Hour)
+	p.dropReplies.Store(true)
+	res, err := lossy.Hit(context.Background(), []fleetstore.Charge{c}, nil)
+	p.dropReplies.Store(false)
+	if err == nil {
+		t.Logf("the hit's reply did not go through the proxy (%s): the lost-reply part is not checked", describe(res))
+		return
+	}
+	if !errors.Is(err, fleetstore.ErrTimeout) && !errors.Is(err, fleetstore.ErrUnavailable) {
+		t.Errorf("hit whose reply was lost: got %v, want ErrTimeout or ErrUnavailable", err)
+	}
+	// The lost hit ran once: one of two units is left.
+	if got := t.conforming(st, c, 2); got != 1 {
+		t.Fatalf("after one hit whose reply was lost, %d of 2 units were left, want 1: the call was re-sent (%d charged)", got, 2-got)
+	}
+}
+
+func testT6(t *T) {
+	st, err := fleetstore.Open(t.s.url)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := st.Close(); err != nil {
+		t.Errorf("second close: %v", err)
+	}
+	for _, o := range t.ops(t.tenant()) {
+		if err := o.call(t.ctx(), st); !errors.Is(err, fleetstore.ErrClosed) {
+			t.Errorf("%s after Close: got %v, want ErrClosed", o.name, err)
+		}
+	}
+	if _, err := st.Hit(t.ctx(), nil, nil); !errors.Is(err, fleetstore.ErrClosed) {
+		t.Errorf("empty hit after Close: got %v, want ErrClosed", err)
+	}
+}
