@@ -1,0 +1,171 @@
+package scripts
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/fleetstore/fleetstore/driver"
+)
+
+// HitCall returns the KEYS and ARGV of a Hit script call: charges (all of
+// one tenant) and claim (nil: none), as validated by the Store. Increments
+// and capacities go as whole µs, the pending TTL as whole ms rounded up.
+func HitCall(keyPrefix string, charges []driver.Charge, claim *driver.Claim) (keys, args []string) {
+	tenant := ""
+	if len(charges) > 0 {
+		tenant = charges[0].Tenant
+	} else {
+		tenant = claim.Tenant
+	}
+	keys = make([]string, 1, 2)
+	keys[0] = BucketKey(keyPrefix, tenant)
+	args = make([]string, 0, 1+3*len(charges)+3)
+	args = append(args, strconv.Itoa(len(charges)))
+	for i := range charges {
+		c := &charges[i]
+		args = append(args, string(c.Kind),
+			strconv.FormatInt(c.Increment.Microseconds(), 10),
+			strconv.FormatInt(c.Capacity.Microseconds(), 10))
+	}
+	if claim != nil {
+		keys = append(keys, ClaimKey(keyPrefix, claim.Tenant, claim.SourceID, claim.Key))
+		args = append(args, claim.HookID, claim.Node, Millis(claim.PendingTTL))
+	}
+	return keys, args
+}
+
+// SettleCall returns the KEYS and ARGV of a Settle script call over claims:
+// a commit when commit is true, a release otherwise. On a cluster, every
+// claim of one call must hash to one slot (one tenant does).
+func SettleCall(keyPrefix string, commit bool, claims []driver.Claim) (keys, args []string) {
+	keys = make([]string, len(claims))
+	args = make([]string, 1, 1+3*len(claims))
+	args[0] = "r"
+	if commit {
+		args[0] = "c"
+	}
+	for i := range claims {
+		c := &claims[i]
+		keys[i] = ClaimKey(keyPrefix, c.Tenant, c.SourceID, c.Key)
+		args = append(args, c.HookID, c.Node, Millis(c.TTL))
+	}
+	return keys, args
+}
+
+// Millis formats d as whole milliseconds rounded up, at least 1 (PX).
+func Millis(d time.Duration) string {
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	return strconv.FormatInt(int64(max(ms, 1)), 10)
+}
+
+// ErrMalformed is the error of a reply that is not what the script
+// returns (CONTRACT V4). It never panics the caller.
+var ErrMalformed = errors.New("malformed script reply")
+
+// The result codes of hit.lua.
+const (
+	hitOK          = 1
+	hitDuplicate   = 2
+	hitPending     = 3
+	hitRateLimited = 4
+)
+
+// DecodeHit turns the Hit script's reply ({1}, {2, hook_id}, {3, ms} or
+// {4, ms}, as []any of int64 and string) into a Result. Anything else is
+// an error wrapping ErrMalformed.
+func DecodeHit(reply any) (driver.Result, error) {
+	a, ok := reply.([]any)
+	if !ok || len(a) < 1 || len(a) > 2 {
+		return driver.Result{}, malformed("hit", reply)
+	}
+	code, ok := a[0].(int64)
+	if !ok {
+		return driver.Result{}, malformed("hit", reply)
+	}
+	switch {
+	case code == hitOK && len(a) == 1:
+		return driver.Result{Outcome: driver.OK}, nil
+	case code == hitDuplicate && len(a) == 2:
+		hook, ok := a[1].(string)
+		if !ok || hook == "" {
+			break
+		}
+		return driver.Result{Outcome: driver.Duplicate, HookID: hook}, nil
+	case (code == hitPending || code == hitRateLimited) && len(a) == 2:
+		ms, ok := a[1].(int64)
+		if !ok || ms < 1 || ms > maxMillis {
+			break
+		}
+		out := driver.Pending
+		if code == hitRateLimited {
+			out = driver.RateLimited
+		}
+		return driver.Result{Outcome: out, RetryAfter: time.Duration(ms) * time.Millisecond}, nil
+	}
+	return driver.Result{}, malformed("hit", reply)
+}
+
+// maxMillis bounds a retry-after: two capacities of 366 days, with room.
+const maxMillis = 3 * 366 * 24 * 3600 * 1000
+
+// DecodeSettle turns the Settle script's reply over n claims (a flat
+// []any of code, holder pairs) into one error per claim: nil,
+// *driver.ClaimLostError or driver.ErrAlreadyCommitted. A reply of the
+// wrong shape is an error wrapping ErrMalformed.
+func DecodeSettle(reply any, n int) ([]error, error) {
+	a, ok := reply.([]any)
+	if !ok || len(a) != 2*n {
+		return nil, malformed("settle", reply)
+	}
+	errs := make([]error, n)
+	for i := range n {
+		code, ok1 := a[2*i].(int64)
+		holder, ok2 := a[2*i+1].(string)
+		if !ok1 || !ok2 {
+			return nil, malformed("settle", reply)
+		}
+		switch code {
+		case 0:
+		case 1:
+			errs[i] = &driver.ClaimLostError{Holder: holder}
+		case 2:
+			errs[i] = driver.ErrAlreadyCommitted
+		default:
+			return nil, malformed("settle", reply)
+		}
+	}
+	return errs, nil
+}
+
+// malformed describes the reply's shape, never its contents (a reply may
+// hold tenants' hook ids; the shape is enough to debug).
+func malformed(script string, reply any) error {
+	return fmt.Errorf("%s: %w: got %s", script, ErrMalformed, shape(reply))
+}
+
+func shape(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "nil"
+	case []any:
+		s := "["
+		for i, e := range v {
+			if i == 4 {
+				s += " …"
+				break
+			}
+			if i > 0 {
+				s += " "
+			}
+			s += shape(e)
+		}
+		return s + "]"
+	case int64:
+		return strconv.FormatInt(v, 10)
+	case string:
+		return "string(" + strconv.Itoa(len(v)) + " bytes)"
+	}
+	return fmt.Sprintf("%T", v)
+}

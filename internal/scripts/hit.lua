@@ -1,0 +1,130 @@
+-- hit.lua: one Hit of CONTRACT §3–§4 (G1–G9, C1–C4), atomically, in one
+-- round trip. The GCRA is package gcra's Charge, transcribed.
+--
+-- KEYS[1]   the tenant's bucket hash: field = kind, value = TAT in µs
+-- KEYS[2]   the claim key; absent when the Hit has no claim
+-- ARGV[1]   n, the number of charges (0 or more)
+-- for charge i = 1..n:
+--   ARGV[3i-1]  kind
+--   ARGV[3i]    increment, µs (integer ≥ 1)
+--   ARGV[3i+1]  capacity, µs (integer ≥ increment, ≤ 366 days)
+-- when KEYS[2] is given:
+--   ARGV[3n+2]  hook_id
+--   ARGV[3n+3]  node
+--   ARGV[3n+4]  pending TTL, ms (rounded up by the caller)
+--
+-- Returns {1} OK, {2, hook_id} Duplicate, {3, ms} Pending, {4, ms}
+-- RateLimited: integers and strings only.
+--
+-- Lua numbers are doubles: integers are exact below 2^53 µs (≈ 285 years
+-- past 1970). Every value here is at most now + 2 × 366 days (≈ 1.9e15 µs
+-- today), so the arithmetic below is exact integer arithmetic. Numbers
+-- are handed back to Redis through string.format('%d'): tostring() and
+-- Redis's own conversion would write 1.78e+15 and lose digits.
+
+-- Redis < 5 replicates scripts verbatim and refuses writes after TIME
+-- unless told to replicate effects; later versions always do (no-op).
+if redis.replicate_commands then redis.replicate_commands() end
+
+-- The server's clock in µs (CONTRACT G8): every node of the fleet shares it.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+
+-- How many charges, and where the claim's arguments start.
+local n = tonumber(ARGV[1])
+local c = 3 * n + 2
+
+-- held is the state byte of a live claim record, holder its hook_id; both
+-- nil when the Hit has no claim or the key is absent (Redis has already
+-- dropped an expired key: GET returns false for it).
+local held, holder
+if KEYS[2] then
+  local v = redis.call('GET', KEYS[2])
+  if v then
+    held, holder = decode_claim(v)
+    -- Our own pending claim: this is a retry of a hit whose reply was lost.
+    -- It was charged once already, so charge nothing and say OK (C2).
+    if held == 'p' and holder == ARGV[c] then
+      return {1}
+    end
+  end
+end
+
+-- The charges, checked before the claim (a denial says RateLimited even
+-- for a duplicate). tats[i] is charge i's new TAT when it conforms; wait is
+-- the longest wait of the charges that do not.
+local tats = {}
+local wait = 0
+if n > 0 then
+  -- One HMGET reads every charged kind's TAT.
+  local kinds = {}
+  for i = 1, n do
+    kinds[i] = ARGV[3 * i - 1]
+  end
+  local stored = redis.call('HMGET', KEYS[1], unpack(kinds))
+  for i = 1, n do
+    local inc = tonumber(ARGV[3 * i])
+    local cap = tonumber(ARGV[3 * i + 1])
+    -- An absent kind (false from HMGET) is a full bucket: TAT 0 ≤ now.
+    local tat = tonumber(stored[i]) or 0
+    -- gcra.Charge: t = max(tat, now); new_tat = t + I; allow = new_tat - C.
+    local new_tat = math.max(tat, now) + inc
+    local allow = new_tat - cap
+    if allow <= now then
+      tats[i] = new_tat
+    else
+      wait = math.max(wait, allow - now)
+    end
+  end
+  -- All or nothing (G3): one denial writes nothing and reports the longest
+  -- wait in whole ms, rounded up, at least 1 (gcra.RetryAfterMillis, G2).
+  -- wait < 2^53 and the quotient is far from the next integer, so floor of
+  -- the double division is the integer division.
+  if wait > 0 then
+    local ms = 1
+    if wait > 1000 then
+      ms = math.floor((wait + 999) / 1000)
+    end
+    return {4, ms}
+  end
+end
+
+-- The claim: committed by anyone is a Duplicate naming the committer (C4);
+-- pending for another hook says when it frees (C3). Nothing is written.
+if held == 'c' then
+  return {2, holder}
+end
+if held == 'p' then
+  -- PTTL counts whole ms to the key's ms expiry: already a ceiling.
+  local ms = redis.call('PTTL', KEYS[2])
+  if ms < 1 then
+    ms = 1
+  end
+  return {3, ms}
+end
+
+-- Every charge conforms and the key is free: write.
+if n > 0 then
+  -- Store each kind's new TAT in the tenant's hash.
+  local fields = {}
+  local last = 0
+  for i = 1, n do
+    fields[2 * i - 1] = ARGV[3 * i - 1]
+    fields[2 * i] = string.format('%d', tats[i])
+    last = math.max(last, tats[i])
+  end
+  redis.call('HSET', KEYS[1], unpack(fields))
+  -- The hash may expire once its latest TAT has passed (a passed TAT is a
+  -- full bucket, G7): ms from now to that TAT, rounded up. Other kinds of
+  -- the hash may have later TATs, so only ever lengthen the expiry (PTTL
+  -- is -1 for the hash HSET just created).
+  local ms = math.floor((last - now + 999) / 1000)
+  if redis.call('PTTL', KEYS[1]) < ms then
+    redis.call('PEXPIRE', KEYS[1], string.format('%d', ms))
+  end
+end
+if KEYS[2] then
+  -- The claim becomes pending for this hook, for the pending TTL (C1).
+  redis.call('SET', KEYS[2], encode_claim('p', ARGV[c], ARGV[c + 1]), 'PX', ARGV[c + 2])
+end
+return {1}

@@ -1,0 +1,56 @@
+// Package scripts holds the Lua scripts of the Redis-like drivers (Redis,
+// Valkey) and the key layout they share, so that every such driver decides
+// a Hit with the same code over the same keys. It depends on no client
+// library: callers run the scripts with their own client (EVALSHA, then
+// EVAL once on NOSCRIPT) and hand the reply, decoded into Go values
+// (int64, string, []any), back to DecodeHit or DecodeSettle.
+//
+// # Keys
+//
+// Every key of a tenant carries the cluster hash tag {T}, T being the
+// tenant encoded by [Encode], so that a Hit's keys share one slot:
+//
+//	PREFIX:{T}:b          hash: kind → TAT (µs), one per tenant (Reset = DEL)
+//	PREFIX:{T}:c:S:K      string: a claim on key K of source S
+//
+// Encode escapes every byte outside [A-Za-z0-9._~-] as %XX, so an encoded
+// part never holds ':', '{', '}' or '%' unescaped and the layout is
+// injective (CONTRACT V2): tenant "a:b" + source "c" and tenant "a" +
+// source "b:c" are different keys.
+package scripts
+
+import (
+	"crypto/sha1"
+	_ "embed"
+	"encoding/hex"
+)
+
+// Script is one Lua script: its source and the SHA1 that EVALSHA names it
+// by.
+type Script struct {
+	Name   string // "hit" or "settle"
+	Source string
+	SHA1   string // lower-case hex, as SCRIPT LOAD returns it
+}
+
+var (
+	//go:embed claim.lua
+	claimLua string
+	//go:embed hit.lua
+	hitLua string
+	//go:embed settle.lua
+	settleLua string
+)
+
+// Hit decides one Hit: own pending claim, GCRA over every charge on the
+// server's clock, then the claim (hit.lua). Build its call with HitCall.
+var Hit = newScript("hit", claimLua+"\n"+hitLua)
+
+// Settle commits or releases a batch of claims, each with its own result
+// (settle.lua). Build its call with SettleCall.
+var Settle = newScript("settle", claimLua+"\n"+settleLua)
+
+func newScript(name, src string) *Script {
+	sum := sha1.Sum([]byte(src))
+	return &Script{Name: name, Source: src, SHA1: hex.EncodeToString(sum[:])}
+}

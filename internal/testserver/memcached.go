@@ -1,0 +1,139 @@
+package testserver
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Memcached is a memcached server started for one test on a free loopback
+// port, with UDP off. It is stopped when the test ends.
+type Memcached struct {
+	// Addr is "127.0.0.1:PORT".
+	Addr string
+
+	t    testing.TB
+	bin  string
+	args []string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has been waited for
+}
+
+// StartMemcached starts memcached (-l 127.0.0.1 -p PORT -U 0) with the
+// extra command-line args, waits until it accepts connections and stops it
+// at t.Cleanup. It skips t (fails it when CI is set) when memcached is not
+// on PATH.
+func StartMemcached(t testing.TB, args ...string) *Memcached {
+	t.Helper()
+	m := &Memcached{t: t, bin: Need(t, "memcached"), args: args}
+	var err error
+	for range 3 { // the free port may be taken before memcached binds it
+		m.Addr = "127.0.0.1:" + strconv.Itoa(FreePort(t))
+		if err = m.start(); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("start memcached: %v", err)
+	}
+	t.Cleanup(m.Stop)
+	return m
+}
+
+func (m *Memcached) start() error {
+	port := m.Addr[strings.LastIndexByte(m.Addr, ':')+1:]
+	args := []string{"-l", "127.0.0.1", "-p", port, "-U", "0"}
+	if os.Geteuid() == 0 {
+		args = append(args, "-u", "root") // memcached refuses root without -u
+	}
+	cmd := exec.Command(m.bin, append(args, m.args...)...)
+	cmd.Stdout = os.Stderr
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	if err := mcWaitUp(m.Addr, exited); err != nil {
+		cmd.Process.Kill()
+		<-exited
+		return err
+	}
+	m.mu.Lock()
+	m.cmd, m.exited = cmd, exited
+	m.mu.Unlock()
+	return nil
+}
+
+// mcWaitUp waits until addr accepts connections or the process exits.
+func mcWaitUp(addr string, exited <-chan struct{}) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case <-exited:
+			return fmt.Errorf("memcached on %s exited at start", addr)
+		default:
+		}
+		if err := WaitTCP(addr, 50*time.Millisecond); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("memcached on %s not accepting connections after 10s", addr)
+		}
+	}
+}
+
+// Stop kills the server and waits for it to exit. Stopping twice is fine.
+func (m *Memcached) Stop() {
+	m.mu.Lock()
+	cmd, exited := m.cmd, m.exited
+	m.cmd = nil
+	m.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Kill() // SIGKILL also ends a SIGSTOPped process
+	<-exited
+}
+
+// Restart stops the server and starts a new one on the same address: every
+// item is lost, as after a real restart.
+func (m *Memcached) Restart() error {
+	m.Stop()
+	var err error
+	for range 50 { // the old socket may linger a moment
+		if err = m.start(); err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("restart memcached on %s: %w", m.Addr, err)
+}
+
+// Pause stops the server process (SIGSTOP): it keeps accepting TCP
+// connections in the kernel backlog but never answers, until Resume.
+func (m *Memcached) Pause() error { return m.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (m *Memcached) Resume() error { return m.signal(syscall.SIGCONT) }
+
+func (m *Memcached) signal(sig os.Signal) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd == nil {
+		return errors.New("memcached not running")
+	}
+	return m.cmd.Process.Signal(sig)
+}

@@ -1,0 +1,221 @@
+package testserver
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Redis is a redis-server (or valkey-server) started for a test on a free
+// loopback port, in a temp dir, without persistence. It is stopped when
+// the test ends.
+type Redis struct {
+	Addr     string // "127.0.0.1:PORT"
+	Port     int
+	Password string // the requirepass given with Password, or ""
+
+	t    testing.TB
+	bin  string
+	dir  string
+	conf string
+
+	mu   sync.Mutex
+	proc *process // nil when stopped
+}
+
+// RedisOption configures StartRedis and StartCluster.
+type RedisOption func(*redisConfig)
+
+type redisConfig struct {
+	bin      string
+	password string
+	lines    []string
+}
+
+// Binary selects the server binary, e.g. "valkey-server" for the Valkey
+// driver's tests. Default "redis-server". The test skips (fails under CI)
+// when it is not on PATH.
+func Binary(name string) RedisOption {
+	return func(c *redisConfig) { c.bin = name }
+}
+
+// Password sets requirepass (and masterauth, for a cluster).
+func Password(p string) RedisOption {
+	return func(c *redisConfig) { c.password = p }
+}
+
+// ConfigLines adds redis.conf directives, e.g. "maxmemory-policy allkeys-lru".
+func ConfigLines(lines ...string) RedisOption {
+	return func(c *redisConfig) { c.lines = append(c.lines, lines...) }
+}
+
+func newRedisConfig(opts []RedisOption) redisConfig {
+	c := redisConfig{bin: "redis-server"}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// StartRedis starts a server and waits until it answers PING. It is
+// stopped at t.Cleanup.
+func StartRedis(t testing.TB, opts ...RedisOption) *Redis {
+	t.Helper()
+	c := newRedisConfig(opts)
+	return startRedis(t, c, t.TempDir(), nil)
+}
+
+func startRedis(t testing.TB, c redisConfig, dir string, extra []string) *Redis {
+	t.Helper()
+	bin := Need(t, c.bin)
+	var last error
+	for range 3 { // the free port may be taken by the time the server binds it
+		port := FreePort(t)
+		r := &Redis{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port,
+			Password: c.password, t: t, bin: bin, dir: dir, conf: filepath.Join(dir, "redis.conf")}
+		lines := []string{
+			"port " + strconv.Itoa(port),
+			"bind 127.0.0.1",
+			"dir " + dir,
+			"save \"\"",
+			"appendonly no",
+			"daemonize no",
+			"logfile " + filepath.Join(dir, "server.log"),
+		}
+		if c.password != "" {
+			lines = append(lines, "requirepass "+c.password, "masterauth "+c.password)
+		}
+		lines = append(lines, extra...)
+		lines = append(lines, c.lines...)
+		if err := os.WriteFile(r.conf, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+			t.Fatalf("testserver: %v", err)
+		}
+		if last = r.start(); last == nil {
+			t.Cleanup(r.Stop)
+			return r
+		}
+	}
+	t.Fatalf("testserver: %s: %v", c.bin, last)
+	return nil
+}
+
+func (r *Redis) start() error {
+	cmd := exec.Command(r.bin, r.conf)
+	cmd.Dir = r.dir
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := Do(r.Addr, r.Password, "PING"); err == nil {
+			break
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("exited before answering (%v): %s", p.err, r.logTail())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.stop()
+			return fmt.Errorf("no answer on %s after 10s: %s", r.Addr, r.logTail())
+		}
+	}
+	r.mu.Lock()
+	r.proc = p
+	r.mu.Unlock()
+	return nil
+}
+
+// process is one run of the server.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when it has exited
+	err  error         // its exit status, once done
+}
+
+// stop sends SIGTERM, then SIGKILL after 5s, and waits for the exit.
+func (p *process) stop() {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// Stop stops the server and waits for it to exit. Stopping a stopped
+// server does nothing.
+func (r *Redis) Stop() {
+	r.mu.Lock()
+	p := r.proc
+	r.proc = nil
+	r.mu.Unlock()
+	if p != nil {
+		p.stop()
+	}
+}
+
+// Restart stops the server and starts it again on the same port, with the
+// same configuration. Without persistence its data is gone; a cluster node
+// keeps its slots (nodes.conf).
+func (r *Redis) Restart() error {
+	r.Stop()
+	var err error
+	for range 50 { // the port may linger briefly after the old process exits
+		if err = r.start(); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
+}
+
+// Do sends one command to the server (AUTH first when it has a password).
+func (r *Redis) Do(args ...string) (any, error) {
+	return Do(r.Addr, r.Password, args...)
+}
+
+// Info returns INFO section's text.
+func (r *Redis) Info(section string) (string, error) {
+	v, err := r.Do("INFO", section)
+	if err != nil {
+		return "", err
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("INFO: unexpected reply %T", v)
+	}
+	return s, nil
+}
+
+// URL returns "redis://[:PASSWORD@]ADDR" (scheme redis).
+func (r *Redis) URL() string {
+	if r.Password != "" {
+		return "redis://:" + r.Password + "@" + r.Addr
+	}
+	return "redis://" + r.Addr
+}
+
+func (r *Redis) logTail() string {
+	b, err := os.ReadFile(filepath.Join(r.dir, "server.log"))
+	if err != nil {
+		return "(no log)"
+	}
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}
