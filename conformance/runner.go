@@ -46,6 +46,17 @@ var clauses []clause
 
 func register(id, title string, run func(t *T)) {
 	clauses = append(clauses, clause{id: id, title: title, run: run})
+	// Document order: G, C, T, V, then by number.
+	rank := func(id string) int { return strings.IndexByte("GCTV", id[0])*100 + atoi(id[1:]) }
+	slices.SortFunc(clauses, func(a, b clause) int { return rank(a.id) - rank(b.id) })
+}
+
+func atoi(s string) int {
+	n := 0
+	for _, c := range s {
+		n = n*10 + int(c-'0')
+	}
+	return n
 }
 
 // Clauses returns the ids of every clause the suite checks, in order.

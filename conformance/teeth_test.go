@@ -82,7 +82,7 @@ func (s stallConn) wait(ctx context.Context) error {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	time.Sleep(time.Second)
+	time.Sleep(400 * time.Millisecond) // well past T1's 150ms budget
 	return errors.New("late")
 }
 
@@ -105,7 +105,7 @@ func (s stallConn) Release(ctx context.Context, claims []driver.Claim) []error {
 
 func (s stallConn) Reset(ctx context.Context, _ string) error { return s.wait(ctx) }
 func (s stallConn) Ping(ctx context.Context) error            { return s.wait(ctx) }
-func (stallConn) Close() error                               { return nil }
+func (stallConn) Close() error                                { return nil }
 
 func init() {
 	fleetstore.Register("stall-honest", stallDriver{honest: true})
