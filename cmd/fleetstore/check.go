@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/fleetstore/fleetstore/conformance"
+	"github.com/fleetstore/fleetstore/drivers/memory"
+)
+
+const checkUsage = `usage: fleetstore check [flags] [URL]
+
+Runs every clause of the contract (G1–G9, C1–C10, T1–T6, V1–V4) against the
+store and prints PASS, FAIL or SKIP for each, with the reason. Exit status 0
+when nothing failed, 1 when a clause failed, 2 for a bad URL or flag.
+
+It writes only under a random key_prefix and random tenants; it never
+flushes the store. The clauses that need another address (T1–T4, V4) point
+the driver at listeners of their own on 127.0.0.1.
+
+flags:
+`
+
+// runCheck runs "fleetstore check [flags] [URL]" and returns the exit
+// status.
+func runCheck(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	only := fs.String("only", "", "comma-separated clause ids to run, e.g. G1,C10 (default all)")
+	verbose := fs.Bool("v", false, "print every clause's messages, not only those of failures and skips")
+	granularity := fs.Duration("granularity", 0, "the store's expiry granularity (default 1ms; memcached: 1s)")
+	positional, err := parseArgs(fs, args)
+	if err == flag.ErrHelp {
+		fmt.Fprint(stdout, checkUsage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "fleetstore check: %v\n", err)
+		return exitUsage
+	}
+	raw, err := storeURL(positional)
+	if err != nil {
+		fmt.Fprintf(stderr, "fleetstore check: %v\n", err)
+		return exitUsage
+	}
+	cfg, shown, err := checkConfig(raw)
+	if err != nil {
+		fmt.Fprintf(stderr, "fleetstore check: %v\n", err)
+		return exitUsage
+	}
+	cfg.Granularity = *granularity
+	var ids []string
+	if *only != "" {
+		ids = strings.Split(*only, ",")
+	}
+
+	fmt.Fprintf(stdout, "fleetstore check %s\n", shown)
+	counts := map[conformance.Status]int{}
+	start := time.Now()
+	_, err = conformance.Check(cfg, ids, func(r conformance.Report) {
+		counts[r.Status]++
+		fmt.Fprintf(stdout, "%-4s  %-3s  %7v  %s\n", r.Status, r.ID, r.Elapsed.Round(time.Millisecond), r.Title)
+		if r.Status != conformance.Pass || *verbose {
+			for _, m := range r.Messages {
+				fmt.Fprintf(stdout, "                    %s\n", strings.ReplaceAll(m, "\n", "\n                    "))
+			}
+		}
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "fleetstore check: %v\n", err)
+		return exitUsage
+	}
+	fmt.Fprintf(stdout, "%d passed, %d failed, %d skipped in %v\n",
+		counts[conformance.Pass], counts[conformance.Fail], counts[conformance.Skip], time.Since(start).Round(time.Millisecond))
+	if counts[conformance.Fail] > 0 {
+		return exitFail
+	}
+	return exitOK
+}
+
+// checkConfig builds the suite's config for a URL given on the command
+// line, and the URL as it may be shown (password redacted).
+//
+// A bare memory:// is private to each Open, so the suite gets a named one
+// that its Stores share, and the memory driver's records for G7. Other
+// drivers get an AddrURL that swaps the host (and drops cluster addr=
+// seeds), so that T1–T4 and V4 can aim them at the suite's own listeners.
+func checkConfig(raw string) (conformance.Config, string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return conformance.Config{}, "", fmt.Errorf("invalid url: malformed: %v", err.(*url.Error).Err)
+	}
+	shown := raw
+	if u.User != nil {
+		shown = u.Redacted()
+	}
+	if u.Scheme == "memory" {
+		if u.Host == "" {
+			u.Host = "check"
+		}
+		name := u.Host
+		return conformance.Config{
+			URL: u.String(),
+			Records: func(_ context.Context, prefix, tenant string) ([]conformance.Record, error) {
+				var out []conformance.Record
+				for _, r := range memory.Default.Records(name, prefix, tenant) {
+					out = append(out, conformance.Record{Key: r.Key, TTL: r.TTL})
+				}
+				return out, nil
+			},
+		}, shown, nil
+	}
+	return conformance.Config{
+		URL: raw,
+		AddrURL: func(addr string) string {
+			v := *u
+			v.Host = addr
+			q := v.Query()
+			q.Del("addr")
+			v.RawQuery = q.Encode()
+			if strings.Contains(v.Scheme, "cluster") {
+				v.Scheme = strings.Replace(v.Scheme, "+cluster", "", 1)
+			}
+			return v.String()
+		},
+	}, shown, nil
+}
