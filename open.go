@@ -41,7 +41,10 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 		return nil, openErr(fmt.Errorf("%w %q (registered: %s); forgotten import of github.com/fleetstore/fleetstore/drivers/%s?",
 			ErrUnknownScheme, u.Scheme, strings.Join(Drivers(), ", "), baseScheme(u.Scheme)))
 	}
-	q := u.Query()
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return nil, openErr(driver.Invalid("url: query", "malformed: "+err.Error()))
+	}
 	cfg := driver.Config{KeyPrefix: DefaultKeyPrefix, Timeout: DefaultTimeout, Logger: o.logger}
 	if vs, ok := q["timeout"]; ok {
 		t, err := time.ParseDuration(vs[len(vs)-1])

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/conformance"
 	"github.com/fleetstore/fleetstore/drivers/memory"
 )
@@ -49,6 +50,13 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fleetstore check: %v\n", err)
 		return exitUsage
 	}
+	// The URL as given must open: the suite rewrites it (key_prefix).
+	st, err := fleetstore.Open(raw)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	st.Close()
 	cfg, shown, err := checkConfig(raw)
 	if err != nil {
 		fmt.Fprintf(stderr, "fleetstore check: %v\n", err)
