@@ -195,25 +195,31 @@ func (h *hit) charge(now int64) (tats []kindTAT, maxTAT, wait int64, err error) 
 // read reads the items named (one round trip: a tenant's items share a
 // server); an empty key is not read.
 func (h *hit) read(bk, ck string) error {
-	switch {
-	case bk != "" && ck != "":
-		items, err := h.s.mc.GetMulti([]string{bk, ck})
-		if err != nil {
-			return classify(h.ctx, "hit: read", err)
+	err := readAgain(h.ctx, func() error {
+		switch {
+		case bk != "" && ck != "":
+			items, err := h.s.mc.GetMulti([]string{bk, ck})
+			if err != nil {
+				return err
+			}
+			h.bucket, h.citem = items[bk], items[ck]
+		case bk != "":
+			it, err := h.s.mc.Get(bk)
+			if err != nil && err != memcache.ErrCacheMiss {
+				return err
+			}
+			h.bucket = it
+		case ck != "":
+			it, err := h.s.mc.Get(ck)
+			if err != nil && err != memcache.ErrCacheMiss {
+				return err
+			}
+			h.citem = it
 		}
-		h.bucket, h.citem = items[bk], items[ck]
-	case bk != "":
-		it, err := h.s.mc.Get(bk)
-		if err != nil && err != memcache.ErrCacheMiss {
-			return classify(h.ctx, "hit: read", err)
-		}
-		h.bucket = it
-	case ck != "":
-		it, err := h.s.mc.Get(ck)
-		if err != nil && err != memcache.ErrCacheMiss {
-			return classify(h.ctx, "hit: read", err)
-		}
-		h.citem = it
+		return nil
+	})
+	if err != nil {
+		return classify(h.ctx, "hit: read", err)
 	}
 	return nil
 }
@@ -320,7 +326,11 @@ func (c *conn) settle(ctx context.Context, op string, claims []driver.Claim, com
 	for i := range claims {
 		keys[i] = c.keys.claim(claims[i].Tenant, claims[i].SourceID, claims[i].Key)
 	}
-	items, err := s.mc.GetMulti(keys)
+	var items map[string]*memcache.Item
+	err = readAgain(ctx, func() (err error) {
+		items, err = s.mc.GetMulti(keys)
+		return err
+	})
 	fresh := make(map[string]bool, len(keys)) // read and not written since
 	if err != nil {
 		if ctx.Err() != nil {
@@ -370,11 +380,13 @@ func (c *conn) settleOne(ctx context.Context, s *session, op string, cl *driver.
 			}
 		}
 		if !read {
-			var err error
-			it, err = s.mc.Get(key)
-			if err == memcache.ErrCacheMiss {
-				it, err = nil, nil
-			}
+			err := readAgain(ctx, func() (err error) {
+				it, err = s.mc.Get(key)
+				if err == memcache.ErrCacheMiss {
+					it, err = nil, nil
+				}
+				return err
+			})
 			if err != nil {
 				return classify(ctx, op, err)
 			}
@@ -432,7 +444,7 @@ func (c *conn) Reset(ctx context.Context, tenant string) error {
 		return err
 	}
 	defer done()
-	err = s.mc.Delete(c.keys.bucket(tenant))
+	err = readAgain(ctx, func() error { return s.mc.Delete(c.keys.bucket(tenant)) })
 	if err != nil && err != memcache.ErrCacheMiss {
 		return classify(ctx, "reset", err)
 	}
@@ -446,7 +458,7 @@ func (c *conn) Ping(ctx context.Context) error {
 		return err
 	}
 	defer done()
-	if err := s.mc.Ping(); err != nil {
+	if err := readAgain(ctx, s.mc.Ping); err != nil {
 		return classify(ctx, "ping", err)
 	}
 	return nil

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"syscall"
 
 	"github.com/bradfitz/gomemcache/memcache"
 
@@ -36,4 +38,21 @@ func classify(ctx context.Context, op string, err error) error {
 		return fmt.Errorf("memcached: %s: %w: %w", op, driver.ErrTimeout, err)
 	}
 	return fmt.Errorf("memcached: %s: %w: %w", op, driver.ErrUnavailable, err)
+}
+
+// readAgain runs read, and once more when it failed on a connection the
+// server had closed (a restart, an idle timeout): the pooled socket was
+// dead before the call. Only reads and deletes go through it; a write whose
+// reply is lost is never re-sent (T5).
+func readAgain(ctx context.Context, read func() error) error {
+	err := read()
+	if err != nil && ctx.Err() == nil && brokenConn(err) {
+		err = read()
+	}
+	return err
+}
+
+func brokenConn(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
 }
