@@ -1,0 +1,170 @@
+package redis
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/scripts"
+)
+
+// conn is one open Redis store: a go-redis client (single or cluster) and
+// the bookkeeping of its log lines.
+type conn struct {
+	client  goredis.UniversalClient
+	cluster bool
+	prefix  string
+	timeout time.Duration
+	log     *zap.Logger
+	display string // redacted URL
+
+	health health
+
+	// bg is canceled by Close; every background check runs under it and
+	// Close waits for them (T4).
+	bg     context.Context
+	stopBG context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var _ driver.Conn = (*conn)(nil)
+
+func newConn(cfg driver.Config, o *options) *conn {
+	c := &conn{prefix: cfg.KeyPrefix, timeout: cfg.Timeout, log: cfg.Logger, display: o.display}
+	if o.cluster != nil {
+		c.client, c.cluster = goredis.NewClusterClient(o.cluster), true
+	} else {
+		c.client = goredis.NewClient(o.single)
+	}
+	c.bg, c.stopBG = context.WithCancel(context.Background())
+	return c
+}
+
+// Hit implements driver.Conn: one call of the hit script (CONTRACT §3–§4).
+func (c *conn) Hit(ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+	keys, args := scripts.HitCall(c.prefix, charges, claim)
+	reply, err := c.run(ctx, scripts.Hit, keys, args)
+	if err != nil {
+		return driver.Result{}, c.failed(ctx, err)
+	}
+	c.answered()
+	res, err := scripts.DecodeHit(reply)
+	if err != nil {
+		return driver.Result{}, unavailable(err)
+	}
+	return res, nil
+}
+
+// Commit implements driver.Conn (C5–C8, C10).
+func (c *conn) Commit(ctx context.Context, claims []driver.Claim) []error {
+	return c.settle(ctx, true, claims)
+}
+
+// Release implements driver.Conn (C5–C8, C10).
+func (c *conn) Release(ctx context.Context, claims []driver.Claim) []error {
+	return c.settle(ctx, false, claims)
+}
+
+// settle runs the settle script: once over every claim on a single
+// server; on a cluster once per tenant (one hash slot each), all in one
+// pipeline, which go-redis sends as one round trip per node.
+func (c *conn) settle(ctx context.Context, commit bool, claims []driver.Claim) []error {
+	groups := [][]int{nil}
+	if c.cluster {
+		groups = groupByTenant(claims)
+	} else {
+		for i := range claims {
+			groups[0] = append(groups[0], i)
+		}
+	}
+	calls := make([]scriptCall, len(groups))
+	for g, idx := range groups {
+		batch := make([]driver.Claim, len(idx))
+		for j, i := range idx {
+			batch[j] = claims[i]
+		}
+		calls[g].keys, calls[g].args = scripts.SettleCall(c.prefix, commit, batch)
+	}
+	c.runAll(ctx, scripts.Settle, calls)
+
+	errs := make([]error, len(claims))
+	reached := false
+	var whole error // the wrapped error of a call that failed everywhere alike
+	for g, idx := range groups {
+		call := &calls[g]
+		var res []error
+		err := call.err
+		if err != nil && whole != nil && err.Error() == calls[0].err.Error() {
+			err = whole
+		} else if err == nil {
+			reached = true
+			res, err = scripts.DecodeSettle(call.reply, len(idx))
+			if err != nil {
+				err = unavailable(err)
+			}
+		} else {
+			err = c.failed(ctx, err)
+			if g == 0 {
+				whole = err
+			}
+		}
+		for j, i := range idx {
+			if err != nil {
+				errs[i] = err // one value per group: the Store says it once
+			} else {
+				errs[i] = res[j]
+			}
+		}
+	}
+	if reached {
+		c.answered()
+	}
+	return errs
+}
+
+// groupByTenant returns the indices of claims grouped by tenant, in order
+// of first appearance.
+func groupByTenant(claims []driver.Claim) [][]int {
+	var groups [][]int
+	at := make(map[string]int)
+	for i := range claims {
+		g, ok := at[claims[i].Tenant]
+		if !ok {
+			g = len(groups)
+			at[claims[i].Tenant] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+// Reset implements driver.Conn: one DEL of the tenant's bucket hash (G5).
+func (c *conn) Reset(ctx context.Context, tenant string) error {
+	if err := c.client.Del(ctx, scripts.BucketKey(c.prefix, tenant)).Err(); err != nil {
+		return c.failed(ctx, err)
+	}
+	c.answered()
+	return nil
+}
+
+// Ping implements driver.Conn.
+func (c *conn) Ping(ctx context.Context) error {
+	if err := c.client.Ping(ctx).Err(); err != nil {
+		return c.failed(ctx, err)
+	}
+	c.answered()
+	return nil
+}
+
+// Close implements driver.Conn: it stops the background check, waits for
+// it, and closes every connection.
+func (c *conn) Close() error {
+	c.stopBG()
+	c.wg.Wait()
+	return c.client.Close()
+}

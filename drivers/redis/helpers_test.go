@@ -1,0 +1,164 @@
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/conformance"
+	"github.com/fleetstore/fleetstore/internal/scripts"
+)
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// withPrefix adds a random key_prefix (and more query) to raw.
+func withPrefix(raw, prefix string) string {
+	sep := "?"
+	if strings.Contains(raw, "?") {
+		sep = "&"
+	}
+	return raw + sep + "key_prefix=" + prefix
+}
+
+// openStore opens raw with a random key_prefix and a wide budget for a
+// loaded machine; it is closed at the end of the test.
+func openStore(t testing.TB, raw string, opts ...fleetstore.Option) (*fleetstore.Store, string) {
+	t.Helper()
+	prefix := "fstest-" + randHex(6)
+	opts = append([]fleetstore.Option{fleetstore.WithTimeout(5 * time.Second)}, opts...)
+	st, err := fleetstore.Open(withPrefix(raw, prefix), opts...)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, prefix
+}
+
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// adminClient is a plain go-redis client on the test's servers, for
+// inspecting keys: a single-server client for one address, a cluster
+// client for several.
+func adminClient(t testing.TB, password string, addrs ...string) goredis.UniversalClient {
+	t.Helper()
+	var c goredis.UniversalClient
+	if len(addrs) == 1 {
+		c = goredis.NewClient(&goredis.Options{Addr: addrs[0], Password: password})
+	} else {
+		c = goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs, Password: password})
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// keysUnder lists every key matching pattern with its PTTL, on every
+// master of a cluster or on the one server.
+func keysUnder(ctx context.Context, c goredis.UniversalClient, pattern string) ([]conformance.Record, error) {
+	var out []conformance.Record
+	scan := func(ctx context.Context, node goredis.UniversalClient) error {
+		iter := node.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			k := iter.Val()
+			ttl, err := node.PTTL(ctx, k).Result()
+			if err != nil {
+				return err
+			}
+			if ttl == -2 { // expired between SCAN and PTTL
+				continue
+			}
+			if ttl < 0 {
+				ttl = -1
+			}
+			out = append(out, conformance.Record{Key: k, TTL: ttl})
+		}
+		return iter.Err()
+	}
+	if cc, ok := c.(*goredis.ClusterClient); ok {
+		var recs [][]conformance.Record
+		_ = recs
+		// ForEachMaster runs concurrently: collect per master, then merge.
+		type part struct {
+			recs []conformance.Record
+			err  error
+		}
+		parts := make(chan part, 16)
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, node *goredis.Client) error {
+			var p part
+			iter := node.Scan(ctx, 0, pattern, 1000).Iterator()
+			for iter.Next(ctx) {
+				k := iter.Val()
+				ttl, err := node.PTTL(ctx, k).Result()
+				if err != nil {
+					p.err = err
+					break
+				}
+				if ttl == -2 {
+					continue
+				}
+				if ttl < 0 {
+					ttl = -1
+				}
+				p.recs = append(p.recs, conformance.Record{Key: k, TTL: ttl})
+			}
+			if p.err == nil {
+				p.err = iter.Err()
+			}
+			parts <- p
+			return p.err
+		})
+		close(parts)
+		for p := range parts {
+			out = append(out, p.recs...)
+		}
+		return out, err
+	}
+	return out, scan(ctx, c)
+}
+
+// records is conformance.Config.Records for the servers behind c.
+func records(c goredis.UniversalClient) func(ctx context.Context, keyPrefix, tenant string) ([]conformance.Record, error) {
+	return func(ctx context.Context, keyPrefix, tenant string) ([]conformance.Record, error) {
+		return keysUnder(ctx, c, scripts.TenantPattern(keyPrefix, tenant))
+	}
+}
+
+// cmdStat returns the calls of cmd in INFO commandstats text.
+func cmdStat(info, cmd string) int {
+	for _, line := range strings.Split(info, "\n") {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls=")
+		if !ok {
+			continue
+		}
+		n := 0
+		for _, c := range v {
+			if c < '0' || c > '9' {
+				break
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n
+	}
+	return 0
+}
+
+func wantErrIs(t testing.TB, what string, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("%s: got error %v, want %v", what, err, target)
+	}
+}

@@ -1,0 +1,151 @@
+package redis
+
+import (
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/fleetstore/fleetstore/driver"
+)
+
+// options is what Open derives from the URL: exactly one of single and
+// cluster is set.
+type options struct {
+	single  *goredis.Options
+	cluster *goredis.ClusterOptions
+	display string // the URL with its password redacted, for log lines
+}
+
+// The go-redis URL parameters the driver accepts (see the package doc).
+var (
+	commonParams = []string{
+		"protocol", "client_name", "dial_timeout", "read_timeout", "write_timeout",
+		"pool_size", "pool_timeout", "pool_fifo", "max_idle_conns", "max_active_conns",
+		"conn_max_idle_time", "conn_max_lifetime",
+	}
+	singleParams  = append([]string{"db", "skip_verify"}, commonParams...)
+	clusterParams = append([]string{"addr", "max_redirects"}, commonParams...)
+)
+
+// refused names the go-redis parameters that would break the contract.
+var refused = map[string]string{
+	"max_retries":                "the driver never re-sends a script whose reply was lost (CONTRACT T5)",
+	"min_retry_backoff":          "the driver never retries (CONTRACT T5)",
+	"max_retry_backoff":          "the driver never retries (CONTRACT T5)",
+	"dialer_retries":             "a refused connection fails at once (CONTRACT T2)",
+	"dialer_retry_timeout":       "a refused connection fails at once (CONTRACT T2)",
+	"min_idle_conns":             "Open dials nothing (CONTRACT T3)",
+	"read_only":                  "the scripts write: they run on masters",
+	"route_by_latency":           "the scripts write: they run on masters",
+	"route_by_latency_tolerance": "the scripts write: they run on masters",
+	"route_randomly":             "the scripts write: they run on masters",
+}
+
+// parseURL turns cfg into go-redis options, with the settings the
+// contract needs forced. Errors wrap ErrInvalid, name the parameter and
+// never quote the URL.
+func parseURL(cfg driver.Config) (*options, error) {
+	u := *cfg.URL
+	q := u.Query()
+	for name := range q {
+		if why, ok := refused[name]; ok {
+			return nil, driver.Invalid("url: "+name, "not supported: "+why)
+		}
+	}
+	isCluster := u.Scheme == "redis+cluster" || len(q["addr"]) > 0
+	accepted := singleParams
+	if isCluster {
+		accepted = clusterParams
+	}
+	if err := driver.CheckParams(q, accepted...); err != nil {
+		return nil, err
+	}
+	if u.Scheme != "rediss" && q.Has("skip_verify") {
+		return nil, driver.Invalid("url: skip_verify", "only for rediss:// (TLS)")
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return nil, driver.Invalid("url", "want "+u.Scheme+"://[[USER]:PASSWORD@]HOST:PORT[/DB]")
+	}
+	// The user's timeouts may be shorter than the budget, never longer:
+	// a dial or read outliving the budget would outlive the call (T1, T4).
+	budget := map[string]time.Duration{}
+	for _, name := range []string{"dial_timeout", "read_timeout", "write_timeout", "pool_timeout"} {
+		v := q.Get(name)
+		if v == "" {
+			continue
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d > cfg.Timeout {
+			return nil, driver.Invalid("url: "+name, "want a Go duration between 1ns and the timeout ("+cfg.Timeout.String()+"), got "+quote(v))
+		}
+		budget[name] = d
+		q.Del(name) // go-redis would also accept plain seconds and -1
+	}
+	timeout := func(name string) time.Duration {
+		if d, ok := budget[name]; ok {
+			return d
+		}
+		return cfg.Timeout
+	}
+
+	parsed := u
+	if parsed.Scheme == "redis+cluster" {
+		parsed.Scheme = "redis"
+	}
+	parsed.RawQuery = q.Encode()
+	o := &options{display: cfg.URL.Redacted()}
+	if !isCluster {
+		so, err := goredis.ParseURL(parsed.String())
+		if err != nil {
+			return nil, invalidURL(err)
+		}
+		so.ContextTimeoutEnabled = true
+		so.MaxRetries = -1
+		so.DialerRetries = 1
+		so.DialTimeout = timeout("dial_timeout")
+		so.ReadTimeout = timeout("read_timeout")
+		so.WriteTimeout = timeout("write_timeout")
+		so.PoolTimeout = timeout("pool_timeout")
+		so.MinIdleConns = 0
+		so.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+		o.single = so
+		return o, nil
+	}
+	if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
+		return nil, driver.Invalid("url: path", "a Redis Cluster has only database 0, got "+quote(u.Path))
+	}
+	parsed.Path = ""
+	co, err := goredis.ParseClusterURL(parsed.String())
+	if err != nil {
+		return nil, invalidURL(err)
+	}
+	co.ContextTimeoutEnabled = true
+	co.MaxRetries = -1
+	co.DialerRetries = 1
+	co.DialTimeout = timeout("dial_timeout")
+	co.ReadTimeout = timeout("read_timeout")
+	co.WriteTimeout = timeout("write_timeout")
+	co.PoolTimeout = timeout("pool_timeout")
+	co.MinIdleConns = 0
+	co.ReadOnly, co.RouteByLatency, co.RouteRandomly = false, false, false
+	// Keyed commands only: no COMMAND round trip to learn routing tips.
+	co.DisableRoutingPolicies = true
+	co.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	o.cluster = co
+	return o, nil
+}
+
+// invalidURL wraps a go-redis parse error. Those quote a parameter's
+// value or the path, never the userinfo.
+func invalidURL(err error) error {
+	return driver.Invalid("url", strings.TrimPrefix(err.Error(), "redis: "))
+}
+
+func quote(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return `"` + s + `"`
+}

@@ -1,0 +1,100 @@
+// Package redis is the Redis driver of fleetstore (go-redis v9): one Lua
+// script call per Hit, on the server's clock, on a single server or a
+// Redis Cluster. Blank-import it and open a URL:
+//
+//	import _ "github.com/fleetstore/fleetstore/drivers/redis"
+//
+//	fleetstore.Open("redis://cache:6379/0?timeout=50ms")
+//	fleetstore.Open("rediss://:PASSWORD@cache.example.com:6380/0")                      // TLS
+//	fleetstore.Open("redis+cluster://10.0.0.1:6379?addr=10.0.0.2:6379&addr=10.0.0.3:6379") // Redis Cluster
+//	fleetstore.Open("redis://10.0.0.1:6379?addr=10.0.0.2:6379")                          // several addrs: a cluster too
+//
+// The schemes are redis, rediss (TLS) and redis+cluster. A URL with any
+// addr= parameter is a cluster whatever its scheme (rediss with addr= is a
+// cluster over TLS). User and password go in the URL's userinfo; they
+// never appear in an error or a log line.
+//
+// # URL parameters
+//
+// Besides the common timeout and key_prefix, the parameters are go-redis's
+// own (ParseURL, ParseClusterURL), with the same names and formats:
+//
+//	db                  database number (single server; also the URL path /N). Default 0.
+//	protocol            2 or 3 (RESP version). Default 3.
+//	client_name         CLIENT SETNAME for every connection.
+//	dial_timeout        Go duration, at most timeout. Default timeout.
+//	read_timeout        Go duration, at most timeout. Default timeout.
+//	write_timeout       Go duration, at most timeout. Default timeout.
+//	pool_size           connections per server. Default go-redis's (10, cluster 5, per GOMAXPROCS).
+//	pool_timeout        Go duration to wait for a free connection, at most timeout. Default timeout.
+//	pool_fifo           true: FIFO pool instead of LIFO. Default false.
+//	max_idle_conns      idle connections kept per server. Default 0 (no limit).
+//	max_active_conns    connections allowed per server. Default 0 (no limit).
+//	conn_max_idle_time  Go duration. Default 30m.
+//	conn_max_lifetime   Go duration. Default 0 (forever).
+//	skip_verify         rediss only: true skips TLS certificate checks. Default false.
+//	addr                host:port of another cluster node (repeat it).
+//	max_redirects       cluster MOVED/ASK redirects followed per call. Default 3.
+//
+// go-redis parameters that would break the contract are refused with the
+// reason: max_retries, min_retry_backoff and max_retry_backoff (a script
+// whose reply was lost must never be re-sent, CONTRACT T5), dialer_retries
+// and dialer_retry_timeout (a refused connection must fail within the
+// budget, T2), min_idle_conns (Open dials nothing, T3), read_only,
+// route_by_latency and route_randomly (the scripts write: masters only).
+//
+// # Client settings
+//
+// The driver sets what the contract needs whatever the URL says: context
+// deadlines reach the socket (ContextTimeoutEnabled, T1); no client
+// retries and one dial attempt (T5, T2); dial, read, write and pool
+// timeouts no longer than the budget (T1, T4); no connection is made
+// before the first call (T3). A script is run with EVALSHA, and once more
+// with EVAL only when the server answers NOSCRIPT (after a restart or
+// SCRIPT FLUSH): that reply proves it did not run.
+//
+// # Keys and scripts
+//
+// The key layout and the Lua scripts are package internal/scripts, shared
+// with the Valkey driver: one hash per tenant holds every kind's TAT, one
+// string per claim, every key of a tenant under one cluster hash tag, every
+// write with a PX expiry rounded up. A Hit is one script call; a Commit or
+// Release of N claims is one script call on a single server, and one per
+// tenant in one pipeline (one round trip per node) on a cluster. Reset is
+// one DEL.
+//
+// # Logging
+//
+// The Store's zap logger gets one warning when the store becomes
+// unreachable and one info line when it answers again (not one per failed
+// call), and a warning when a server's maxmemory-policy can evict keys
+// (an evicted claim lets a duplicate through): checked once, in the
+// background, after the first successful call.
+package redis
+
+import (
+	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/driver"
+)
+
+func init() {
+	for _, scheme := range []string{"redis", "rediss", "redis+cluster"} {
+		fleetstore.Register(scheme, Driver{})
+	}
+}
+
+// Driver opens Redis stores. It is registered as "redis", "rediss" and
+// "redis+cluster".
+type Driver struct{}
+
+var _ driver.Driver = Driver{}
+
+// Open implements driver.Driver: it parses the URL and builds the client,
+// without any network I/O (T3).
+func (Driver) Open(cfg driver.Config) (driver.Conn, error) {
+	o, err := parseURL(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return newConn(cfg, o), nil
+}
