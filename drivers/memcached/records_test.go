@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,8 +20,10 @@ type mcRecord struct {
 }
 
 // mcRecords lists the live items of tenant under prefix on every server
-// in addrs: lru_crawler metadump lists the keys, then "mg KEY t" asks
-// each one's liveness and TTL from memcached itself.
+// in addrs: lru_crawler metadump lists the claim keys (a fresh item can be
+// missing from one dump: the union of three is taken), the bucket key is
+// known, then "mg KEY t" asks each one's liveness and TTL from memcached
+// itself.
 func mcRecords(ctx context.Context, addrs []string, prefix, tenant string) ([]mcRecord, error) {
 	k := keys{prefix: prefix}
 	bucket := k.bucket(tenant)
@@ -38,52 +41,31 @@ func mcRecords(ctx context.Context, addrs []string, prefix, tenant string) ([]mc
 				nc.SetDeadline(dl)
 			}
 			r := bufio.NewReader(nc)
-			if _, err := fmt.Fprintf(nc, "lru_crawler metadump all\r\n"); err != nil {
-				return err
-			}
-			var found []string
-			for {
-				line, err := r.ReadString('\n')
+			found := []string{bucket}
+			for i := range 3 {
+				if i > 0 {
+					time.Sleep(10 * time.Millisecond)
+				}
+				keys, err := mcDump(nc, r, func(key string) bool {
+					return strings.HasPrefix(key, claimPrefix) && strings.HasSuffix(key, claimSuffix)
+				})
 				if err != nil {
 					return err
 				}
-				line = strings.TrimRight(line, "\r\n")
-				if line == "END" {
-					break
-				}
-				if strings.HasPrefix(line, "BUSY") || strings.HasPrefix(line, "ERROR") {
-					return fmt.Errorf("metadump: %s", line)
-				}
-				f, _, _ := strings.Cut(line, " ")
-				key, err := url.PathUnescape(strings.TrimPrefix(f, "key="))
-				if err != nil {
-					return err
-				}
-				if key == bucket || strings.HasPrefix(key, claimPrefix) && strings.HasSuffix(key, claimSuffix) {
-					found = append(found, key)
+				for _, k := range keys {
+					if !slices.Contains(found, k) {
+						found = append(found, k)
+					}
 				}
 			}
 			for _, key := range found {
-				if _, err := fmt.Fprintf(nc, "mg %s t\r\n", key); err != nil {
-					return err
-				}
-				line, err := r.ReadString('\n')
+				ttl, ok, err := mcTTL(nc, r, key)
 				if err != nil {
 					return err
 				}
-				line = strings.TrimRight(line, "\r\n")
-				if line == "EN" {
-					continue // expired or gone
+				if ok {
+					out = append(out, mcRecord{Key: key, TTL: ttl})
 				}
-				ttl, ok := strings.CutPrefix(line, "HD t")
-				if !ok {
-					return fmt.Errorf("mg %s: %q", key, line)
-				}
-				n, err := strconv.Atoi(ttl)
-				if err != nil {
-					return fmt.Errorf("mg %s: %q", key, line)
-				}
-				out = append(out, mcRecord{Key: key, TTL: time.Duration(n) * time.Second})
 			}
 			return nil
 		}()
@@ -92,4 +74,55 @@ func mcRecords(ctx context.Context, addrs []string, prefix, tenant string) ([]mc
 		}
 	}
 	return out, nil
+}
+
+// mcDump returns the keys of a metadump that match.
+func mcDump(nc net.Conn, r *bufio.Reader, match func(string) bool) ([]string, error) {
+	if _, err := fmt.Fprintf(nc, "lru_crawler metadump all\r\n"); err != nil {
+		return nil, err
+	}
+	var found []string
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		line = strings.TrimRight(line, "\r\n")
+		if line == "END" {
+			return found, nil
+		}
+		if strings.HasPrefix(line, "BUSY") || strings.HasPrefix(line, "ERROR") {
+			return nil, fmt.Errorf("metadump: %s", line)
+		}
+		f, _, _ := strings.Cut(line, " ")
+		key, err := url.PathUnescape(strings.TrimPrefix(f, "key="))
+		if err != nil {
+			return nil, err
+		}
+		if match(key) {
+			found = append(found, key)
+		}
+	}
+}
+
+// mcTTL asks memcached whether key is live and its remaining TTL (negative:
+// none).
+func mcTTL(nc net.Conn, r *bufio.Reader, key string) (time.Duration, bool, error) {
+	if _, err := fmt.Fprintf(nc, "mg %s t\r\n", key); err != nil {
+		return 0, false, err
+	}
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return 0, false, err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if line == "EN" {
+		return 0, false, nil // expired or gone
+	}
+	ttl, ok := strings.CutPrefix(line, "HD t")
+	n, err := strconv.Atoi(ttl)
+	if !ok || err != nil {
+		return 0, false, fmt.Errorf("mg %s: %q", key, line)
+	}
+	return time.Duration(n) * time.Second, true, nil
 }

@@ -1,0 +1,95 @@
+package memcached
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+
+	"github.com/fleetstore/fleetstore"
+)
+
+func TestItemsRoundTrip(t *testing.T) {
+	t.Parallel()
+	tats := []kindTAT{{"hooks", 1790000000123456}, {"bytes", 1790000000000001}, {"old", 5}}
+	got, err := parseBucket(encodeBucket(tats, 100))
+	if err != nil || len(got) != 2 || got[0] != tats[0] || got[1] != tats[1] {
+		t.Fatalf("bucket round trip: %v, %v (the passed TAT dropped)", got, err)
+	}
+	for _, rec := range []claimRecord{
+		{expires: 1790000000123456, hookID: "hook\n 1", node: "node:\x00"},
+		{committed: true, expires: 7, hookID: strings.Repeat("\xff", 256), node: ""},
+	} {
+		got, ok, err := parseClaim(encodeClaim(rec))
+		if err != nil || !ok || got != rec {
+			t.Fatalf("claim round trip: %+v, %v, %v, want %+v", got, ok, err, rec)
+		}
+	}
+	if _, ok, err := parseClaim(nil); ok || err != nil {
+		t.Fatalf("tombstone: %v, %v", ok, err)
+	}
+}
+
+// malformedValues are item values this driver never writes.
+var malformedValues = []string{
+	" ", "2", "1 hooks", "1 hooks:", "1 hooks:x", "1 :5", "1 Hooks:5", "1 hooks:-1", "1 hooks:5 hooks:6",
+	"1 hooks:99999999999999999999", "\x00\xff", "1 p", "1 p 5 1", "1 p 5 1\n", "1 x 5 1\nh", "1 p x 1\nh",
+	"1 p 5 0\nh", "1 p 5 -1\nh", "1 p 5 9\nh", "1 p 5 99999999999999999999\nh", "2 p 5 1\nh",
+}
+
+func FuzzParse(f *testing.F) {
+	for _, v := range malformedValues {
+		f.Add([]byte(v))
+	}
+	f.Add(encodeBucket([]kindTAT{{"hooks", 10}}, 0))
+	f.Add(encodeClaim(claimRecord{expires: 10, hookID: "h", node: "n"}))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		parseBucket(v) // must not panic
+		if r, ok, err := parseClaim(v); err == nil && ok && r.hookID == "" {
+			t.Fatalf("claim with an empty hook_id parsed from %q", v)
+		}
+	})
+}
+
+// TestMalformedItems writes values the driver never writes into a
+// tenant's bucket and claim items: every call returns an error matching
+// ErrUnavailable, never a panic or a decision (V4).
+func TestMalformedItems(t *testing.T) {
+	t.Parallel()
+	srv := startServers(t, 1)
+	st := openStore(t, srv, 5*time.Second)
+	mc := memcache.New(srv...)
+	defer mc.Close()
+	k := keys{prefix: testPrefix(t)}
+	ctx := context.Background()
+	for i, v := range malformedValues {
+		tenant := "tenant-" + randName()
+		c := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: tenant, Increment: time.Second, Capacity: time.Second}
+		cl := fleetstore.Claim{Tenant: tenant, SourceID: "s", Key: "k", HookID: "h", TTL: time.Hour, PendingTTL: time.Hour}
+		if !strings.HasPrefix(v, "1 p") { // a bucket value
+			if err := mc.Set(&memcache.Item{Key: k.bucket(tenant), Value: []byte(v), Expiration: 60}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Hit(ctx, []fleetstore.Charge{c}, nil); !errors.Is(err, fleetstore.ErrUnavailable) {
+				t.Errorf("value %d %q in the bucket item: hit error %v, want ErrUnavailable", i, v, err)
+			}
+		}
+		if v == " " { // not a claim value: an empty one is the tombstone
+			continue
+		}
+		if err := mc.Set(&memcache.Item{Key: k.claim(tenant, "s", "k"), Value: []byte(v), Expiration: 60}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Hit(ctx, nil, &cl); !errors.Is(err, fleetstore.ErrUnavailable) {
+			t.Errorf("value %d %q in the claim item: hit error %v, want ErrUnavailable", i, v, err)
+		}
+		for name, settle := range map[string]func(context.Context, ...fleetstore.Claim) error{"commit": st.Commit, "release": st.Release} {
+			if err := settle(ctx, cl); !errors.Is(err, fleetstore.ErrUnavailable) {
+				t.Errorf("value %d %q in the claim item: %s error %v, want ErrUnavailable", i, v, name, err)
+			}
+		}
+	}
+}
