@@ -73,6 +73,9 @@
 package redis
 
 import (
+	"context"
+	"net"
+
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
 )
@@ -92,9 +95,29 @@ var _ driver.Driver = Driver{}
 // Open implements driver.Driver: it parses the URL and builds the client,
 // without any network I/O (T3).
 func (Driver) Open(cfg driver.Config) (driver.Conn, error) {
+	c, err := open(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// dialFunc dials a server: net.Dialer.DialContext's shape.
+type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// open is Open with go-redis's dialer replaced by dial when not nil (the
+// tests lose replies on purpose with it).
+func open(cfg driver.Config, dial dialFunc) (*conn, error) {
 	o, err := parseURL(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if dial != nil {
+		if o.single != nil {
+			o.single.Dialer = dial
+		} else {
+			o.cluster.Dialer = dial
+		}
 	}
 	return newConn(cfg, o), nil
 }

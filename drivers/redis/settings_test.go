@@ -1,0 +1,332 @@
+package redis
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/testserver"
+)
+
+// The client settings the contract needs, each with a test that fails
+// without it.
+
+var schemes atomic.Int32
+
+// dialerScheme registers a driver that opens scheme's URLs (redis or
+// redis+cluster) with dial instead of go-redis's dialer, under a new
+// scheme of its own, and returns that scheme.
+func dialerScheme(scheme string, dial dialFunc) string {
+	name := "redis-test-" + strconv.Itoa(int(schemes.Add(1)))
+	fleetstore.Register(name, dialDriver{scheme: scheme, dial: dial})
+	return name
+}
+
+type dialDriver struct {
+	scheme string
+	dial   dialFunc
+}
+
+func (d dialDriver) Open(cfg driver.Config) (driver.Conn, error) {
+	u := *cfg.URL
+	u.Scheme = d.scheme
+	cfg.URL = &u
+	c, err := open(cfg, d.dial)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// lossy dials real connections that, while armed, lose the reply to an
+// EVALSHA: the command reaches the server and runs, then the connection
+// reads EOF, as when the server or the network drops it.
+type lossy struct {
+	armed atomic.Int32 // replies still to lose
+	lost  atomic.Int32 // replies lost
+}
+
+func (l *lossy) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &lossyConn{Conn: c, l: l}, nil
+}
+
+type lossyConn struct {
+	net.Conn
+	l    *lossy
+	dead atomic.Bool
+}
+
+func (c *lossyConn) Write(b []byte) (int, error) {
+	if c.dead.Load() {
+		return 0, io.EOF
+	}
+	n, err := c.Conn.Write(b)
+	if err == nil && bytes.Contains(bytes.ToLower(b), []byte("evalsha")) && c.l.armed.Add(-1) >= 0 {
+		time.Sleep(100 * time.Millisecond) // the script runs
+		c.dead.Store(true)
+		c.Conn.Close()
+		c.l.lost.Add(1)
+	}
+	return n, err
+}
+
+func (c *lossyConn) Read(b []byte) (int, error) {
+	if c.dead.Load() {
+		return 0, io.EOF
+	}
+	return c.Conn.Read(b)
+}
+
+// TestNoRetryOfLostReply: a Hit whose reply is lost after the script ran
+// fails, and is not re-sent by the client: the bucket is charged once
+// (CONTRACT T5). Fails with go-redis's default MaxRetries (3) on a single
+// server, and without the noRetry command on a cluster.
+func TestNoRetryOfLostReply(t *testing.T) {
+	t.Parallel()
+	t.Run("server", func(t *testing.T) {
+		t.Parallel()
+		srv := testserver.StartRedis(t)
+		testNoRetry(t, "redis", srv.URL())
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		cl := testserver.StartCluster(t)
+		testNoRetry(t, "redis+cluster", cl.URL())
+	})
+}
+
+func testNoRetry(t *testing.T, scheme, raw string) {
+	l := &lossy{}
+	scheme = dialerScheme(scheme, l.dial)
+	_, rest, _ := cutScheme(raw)
+	st, _ := openStore(t, scheme+"://"+rest)
+	c := fleetstore.Charge{Kind: "hooks", Tenant: "t-" + randHex(4), Increment: time.Hour, Capacity: 3 * time.Hour}
+	if _, err := st.Hit(ctx(t), []fleetstore.Charge{c}, nil); err != nil { // connect, load the script
+		t.Fatalf("first hit: %v", err)
+	}
+	l.armed.Store(1)
+	_, err := st.Hit(ctx(t), []fleetstore.Charge{c}, nil)
+	if l.lost.Load() != 1 {
+		t.Fatalf("lost %d replies, want 1", l.lost.Load())
+	}
+	if err == nil {
+		t.Fatal("hit whose reply was lost: got no error: the client re-sent the script")
+	}
+	wantErrIs(t, "lost reply", err, fleetstore.ErrUnavailable)
+	// Burst 3: the first hit and the lost one took two; one is left.
+	ok := 0
+	for range 3 {
+		res, err := st.Hit(ctx(t), []fleetstore.Charge{c}, nil)
+		if err != nil {
+			t.Fatalf("hit: %v", err)
+		}
+		if res.Outcome == fleetstore.OK {
+			ok++
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d hits conformed after the lost one, want 1 (the lost hit was charged %d times)", ok, 2-ok)
+	}
+}
+
+func cutScheme(raw string) (scheme, rest string, ok bool) {
+	i := bytes.Index([]byte(raw), []byte("://"))
+	if i < 0 {
+		return "", raw, false
+	}
+	return raw[:i], raw[i+3:], true
+}
+
+// silent listens on a loopback port, accepts connections and never
+// answers.
+func silent(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go io.Copy(io.Discard, c)
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return l.Addr().String()
+}
+
+// TestContextDeadlineReachesSocket: a caller's deadline shorter than the
+// store's timeout ends the call on time against a server that never
+// answers (T1). Fails without ContextTimeoutEnabled: go-redis would wait
+// for its read timeout, the store's 5s.
+func TestContextDeadlineReachesSocket(t *testing.T) {
+	t.Parallel()
+	st, _ := openStore(t, "redis://"+silent(t)) // budget 5s
+	c, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := st.Hit(c, []fleetstore.Charge{{Kind: "hooks", Tenant: "t", Increment: time.Second, Capacity: time.Second}}, nil)
+	took := time.Since(start)
+	wantErrIs(t, "silent server", err, fleetstore.ErrTimeout)
+	if took > 1500*time.Millisecond {
+		t.Fatalf("hit took %v with a 200ms deadline", took)
+	}
+}
+
+// TestRefusedFailsAtOnce: a refused connection is ErrUnavailable at once,
+// not after go-redis's dial retries (T2). Fails with the default
+// DialerRetries (5 attempts, 100ms apart).
+func TestRefusedFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	addr := refusedAddr(t)
+	st, _ := openStore(t, "redis://"+addr)
+	for range 3 {
+		start := time.Now()
+		err := st.Ping(ctx(t))
+		took := time.Since(start)
+		wantErrIs(t, "refused", err, fleetstore.ErrUnavailable)
+		if took > 300*time.Millisecond {
+			t.Fatalf("refused connection took %v to fail", took)
+		}
+	}
+}
+
+func refusedAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// blackhole returns a loopback address whose listen backlog is full, so
+// that a dial hangs (its SYNs are dropped) until the dialer gives up.
+func blackhole(t *testing.T) string {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Skipf("socket: %v", err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Skipf("bind: %v", err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Skipf("listen: %v", err)
+	}
+	sa, _ := syscall.Getsockname(fd)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
+	for i := 0; ; i++ {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			return addr // the backlog is full
+		}
+		t.Cleanup(func() { c.Close() })
+		if i == 16 {
+			t.Skip("cannot fill a listen backlog here")
+		}
+	}
+}
+
+// TestDialEndsWithBudget: go-redis dials in a goroutine of its own that
+// outlives the caller's deadline; with the dial timeout at the budget it
+// ends within the budget too (T4). Fails with the default dial timeout
+// (5s): the dialing goroutine is still there.
+func TestDialEndsWithBudget(t *testing.T) {
+	addr := blackhole(t)
+	before := runtime.NumGoroutine()
+	st, err := fleetstore.Open("redis://" + addr + "?timeout=200ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	start := time.Now()
+	err = st.Ping(context.Background())
+	wantErrIs(t, "black hole", err, fleetstore.ErrTimeout)
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("ping took %v with a 200ms budget", took)
+	}
+	deadline := time.Now().Add(2 * time.Second) // 200ms + wide slack
+	for runtime.NumGoroutine() > before+1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before+1 {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("%d goroutines 2s after a 200ms call, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// TestOpenDialsNothing: Open makes no connection; the first call does
+// (T3).
+func TestOpenDialsNothing(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	for _, raw := range []string{"redis://" + l.Addr().String(), "redis+cluster://" + l.Addr().String()} {
+		start := time.Now()
+		st, err := fleetstore.Open(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took > 50*time.Millisecond {
+			t.Errorf("open took %v", took)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if n := accepted.Load(); n != 0 {
+			t.Fatalf("%s: %d connections after Open, before any call", raw, n)
+		}
+		st.Close()
+	}
+	st, _ := openStore(t, "redis://"+l.Addr().String())
+	_ = st.Ping(ctx(t))
+	if accepted.Load() == 0 {
+		t.Fatal("the first call made no connection: the test proves nothing")
+	}
+}
+
+var _ = errors.Is
