@@ -1,0 +1,180 @@
+package fleetstore_test
+
+import (
+	"context"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleetstore/fleetstore"
+)
+
+// The Hit of a webhook edge on the memory driver: two charges (hooks,
+// bytes) and a claim on a fresh event key, no Commit. Capacities are
+// generous, so every Hit is OK and takes the full write path (notok/op
+// says otherwise). Keys are formatted before the timer starts.
+// Target (issue 2, "Speed"): under 1µs and at most 3 allocs per Hit.
+//
+// The timed claims have a PendingTTL of 1ms, so the store reaches a
+// steady state (claims expire and are swept as fast as they are taken)
+// and ns/op does not depend on b.N through map growth. The live=1M
+// variants run against a store that also holds a million live claims, as
+// an edge keeping a day of committed keys does: the same work, with the
+// claim map out of cache.
+
+const (
+	benchTenants = 1024
+	benchLive    = 1_000_000
+)
+
+func BenchmarkHit(b *testing.B) {
+	fresh := func(b *testing.B) *fleetstore.Store {
+		store, err := fleetstore.Open("memory://")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { store.Close() })
+		return store
+	}
+	b.Run("single", func(b *testing.B) { benchHitSingle(b, fresh(b)) })
+	b.Run("parallel", func(b *testing.B) { benchHitParallel(b, fresh(b)) })
+	b.Run("single/live=1M", func(b *testing.B) { benchHitSingle(b, liveStore(b)) })
+	b.Run("parallel/live=1M", func(b *testing.B) { benchHitParallel(b, liveStore(b)) })
+}
+
+func benchHitSingle(b *testing.B, store *fleetstore.Store) {
+	keys := benchKeys(b.N)
+	h := newBenchHook()
+	ctx := context.Background()
+	var notOK int
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err := h.hit(ctx, store, benchTenant[i%benchTenants], keys[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res.Outcome != fleetstore.OK {
+			notOK++
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(notOK)/float64(b.N), "notok/op")
+}
+
+func benchHitParallel(b *testing.B, store *fleetstore.Store) {
+	// Goroutines take keys in chunks from one counter, so every Hit has a
+	// fresh key without a shared atomic per Hit. A goroutine may leave part
+	// of its last chunk unused: room for that.
+	const chunk = 256
+	keys := benchKeys(b.N + chunk*runtime.GOMAXPROCS(0))
+	var next, notOK atomic.Int64
+	var failed atomic.Pointer[error]
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		h := newBenchHook()
+		var i, end, miss int64
+		for pb.Next() {
+			if i == end {
+				end = next.Add(chunk)
+				i = end - chunk
+			}
+			res, err := h.hit(ctx, store, benchTenant[i%benchTenants], keys[i])
+			i++
+			if err != nil {
+				e := err // only this copy escapes, on the error path
+				failed.CompareAndSwap(nil, &e)
+				return
+			}
+			if res.Outcome != fleetstore.OK {
+				miss++
+			}
+		}
+		notOK.Add(miss)
+	})
+	b.StopTimer()
+	if err := failed.Load(); err != nil {
+		b.Fatal(*err)
+	}
+	b.ReportMetric(float64(notOK.Load())/float64(b.N), "notok/op")
+}
+
+var benchTenant = func() []string {
+	t := make([]string, benchTenants)
+	for i := range t {
+		t[i] = "tenant-" + strconv.Itoa(i)
+	}
+	return t
+}()
+
+// benchRun keeps keys of one benchmark run apart from the previous runs'
+// on a shared store.
+var benchRun atomic.Int64
+
+// benchKeys returns n distinct provider event keys, UUID-sized.
+func benchKeys(n int) []string {
+	run := strconv.FormatInt(benchRun.Add(1), 10)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "evt-" + run + "-" + strconv.Itoa(i) + "-5f0c-4a1e-9b1d-3c2a"
+	}
+	return keys
+}
+
+var (
+	liveOnce sync.Once
+	live     *fleetstore.Store
+	liveErr  error
+)
+
+// liveStore is one store shared by the live=1M runs, holding benchLive
+// pending claims that outlive the benchmark.
+func liveStore(b *testing.B) *fleetstore.Store {
+	liveOnce.Do(func() {
+		live, liveErr = fleetstore.Open("memory://bench-live")
+		if liveErr != nil {
+			return
+		}
+		ctx := context.Background()
+		claim := &fleetstore.Claim{SourceID: "github", HookID: "hook-0", TTL: time.Hour, PendingTTL: time.Hour}
+		for i, key := range benchKeys(benchLive) {
+			claim.Tenant, claim.Key = benchTenant[i%benchTenants], key
+			if _, liveErr = live.Hit(ctx, nil, claim); liveErr != nil {
+				return
+			}
+		}
+	})
+	if liveErr != nil {
+		b.Fatal(liveErr)
+	}
+	return live
+}
+
+// benchHook is one goroutine's reused Hit arguments: only tenant and key
+// change between Hits, as in an edge that reuses its buffers.
+type benchHook struct {
+	charges []fleetstore.Charge
+	claim   *fleetstore.Claim
+}
+
+func newBenchHook() benchHook {
+	return benchHook{
+		charges: []fleetstore.Charge{
+			{Kind: fleetstore.Hooks, Increment: time.Microsecond, Capacity: time.Hour},
+			{Kind: fleetstore.Bytes, Increment: 4 * time.Microsecond, Capacity: time.Hour},
+		},
+		claim: &fleetstore.Claim{SourceID: "github", HookID: "hook-1", Node: "bench",
+			TTL: 24 * time.Hour, PendingTTL: time.Millisecond},
+	}
+}
+
+func (h *benchHook) hit(ctx context.Context, store *fleetstore.Store, tenant, key string) (fleetstore.Result, error) {
+	h.charges[0].Tenant, h.charges[1].Tenant = tenant, tenant
+	h.claim.Tenant, h.claim.Key = tenant, key
+	return store.Hit(ctx, h.charges, h.claim)
+}

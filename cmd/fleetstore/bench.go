@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/gcra"
+)
+
+const benchUsage = `usage: fleetstore bench [flags] [URL]
+
+Drives the load of a fleet of webhook edge nodes against the store: each of
+-c workers takes a hook for a tenant (Zipf-skewed over -tenants), charges
+-kinds buckets (hooks, bytes, k3, …) and claims the hook's event key in one
+Hit; a fraction -dup of hooks reuse a recently claimed key (Duplicate or
+Pending); every OK hook is committed. Hit and Commit are timed apart.
+Before the load, Store.Ping runs alone for -ping as a round-trip baseline.
+
+It stops after -warmup + -d, or at Ctrl-C, and prints what it measured.
+URL is the argument, else $FLEETSTORE_URL, else memory://.
+
+flags:
+`
+
+// benchConfig is the load of one bench run.
+type benchConfig struct {
+	url         string
+	concurrency int
+	duration    time.Duration
+	warmup      time.Duration
+	ping        time.Duration
+	tenants     int
+	skew        float64
+	kinds       int
+	dup         float64
+	rate        float64 // hooks per second per tenant
+	burst       int64   // hooks
+	body        int64   // mean body size, bytes
+	hold        time.Duration
+	ttl         time.Duration
+	pendingTTL  time.Duration
+	json        bool
+}
+
+func runBench(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fleetstore bench", flag.ContinueOnError)
+	var cfg benchConfig
+	fs.IntVar(&cfg.concurrency, "c", 16, "concurrent workers (hooks in flight)")
+	fs.DurationVar(&cfg.duration, "d", 10*time.Second, "measured duration")
+	fs.DurationVar(&cfg.warmup, "warmup", 0, "load before the measured duration, not counted")
+	fs.DurationVar(&cfg.ping, "ping", time.Second, "Ping baseline at concurrency 1 before the load, at most 5000 pings (0: skip)")
+	fs.IntVar(&cfg.tenants, "tenants", 1000, "number of tenants")
+	fs.Float64Var(&cfg.skew, "skew", 1.1, "Zipf exponent s > 1 of the tenants' share of hooks (0: uniform)")
+	fs.IntVar(&cfg.kinds, "kinds", 2, "buckets charged per hook, 1–16: hooks, bytes, then k3, k4, …")
+	fs.Float64Var(&cfg.dup, "dup", 0.05, "fraction 0–1 of hooks that reuse a recently claimed event key")
+	fs.Float64Var(&cfg.rate, "rate", 1000, "hooks per second per tenant (bytes: rate × body; k3…: 2 × rate)")
+	fs.Int64Var(&cfg.burst, "burst", 100, "burst per tenant, in hooks (bytes: burst × body; k3…: 2 × burst)")
+	fs.Int64Var(&cfg.body, "body", 4096, "mean body size in bytes, charged to the bytes bucket (uniform in body/2 … 3·body/2)")
+	fs.DurationVar(&cfg.hold, "hold", 0, "time a hook takes to become durable, between Hit and Commit")
+	fs.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "claim TTL after commit (short: the bench writes many keys)")
+	fs.DurationVar(&cfg.pendingTTL, "pending-ttl", 5*time.Second, "claim TTL while pending")
+	fs.BoolVar(&cfg.json, "json", false, "print one JSON object, no progress line")
+	positional, err := parseArgs(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, benchUsage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "fleetstore bench: %v (fleetstore bench -h lists the flags)\n", err)
+		return exitUsage
+	}
+	if cfg.url, err = storeURL(positional); err != nil {
+		fmt.Fprintln(stderr, "fleetstore bench:", err)
+		return exitUsage
+	}
+	if err := cfg.check(); err != nil {
+		fmt.Fprintln(stderr, "fleetstore bench:", err)
+		return exitUsage
+	}
+	store, err := fleetstore.Open(cfg.url)
+	if err != nil {
+		fmt.Fprintln(stderr, err) // "fleetstore: open: …", one line, no credentials
+		return exitUsage
+	}
+	defer store.Close()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var progress io.Writer
+	if !cfg.json && isTerminal(stderr) {
+		progress = stderr
+	}
+	rep, err := bench(ctx, store, &cfg, progress)
+	stop() // a second Ctrl-C ends the process
+	if err != nil {
+		fmt.Fprintln(stderr, "fleetstore bench:", err)
+		return exitUsage
+	}
+	if cfg.json {
+		err = rep.writeJSON(stdout)
+	} else {
+		err = rep.writeText(stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "fleetstore bench:", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+func (c *benchConfig) check() error {
+	switch {
+	case c.concurrency < 1:
+		return fmt.Errorf("-c must be at least 1, got %d", c.concurrency)
+	case c.duration <= 0:
+		return fmt.Errorf("-d must be positive, got %v", c.duration)
+	case c.warmup < 0:
+		return fmt.Errorf("-warmup must not be negative, got %v", c.warmup)
+	case c.ping < 0:
+		return fmt.Errorf("-ping must not be negative, got %v", c.ping)
+	case c.tenants < 1:
+		return fmt.Errorf("-tenants must be at least 1, got %d", c.tenants)
+	case c.skew != 0 && !(c.skew > 1):
+		return fmt.Errorf("-skew must be 0 (uniform) or above 1, got %v", c.skew)
+	case c.kinds < 1 || c.kinds > maxKinds:
+		return fmt.Errorf("-kinds must be 1–%d, got %d", maxKinds, c.kinds)
+	case !(c.dup >= 0 && c.dup <= 1):
+		return fmt.Errorf("-dup must be 0–1, got %v", c.dup)
+	case !(c.rate > 0):
+		return fmt.Errorf("-rate must be positive, got %v", c.rate)
+	case c.burst < 1:
+		return fmt.Errorf("-burst must be at least 1, got %d", c.burst)
+	case c.body < 1:
+		return fmt.Errorf("-body must be at least 1 byte, got %d", c.body)
+	case c.hold < 0:
+		return fmt.Errorf("-hold must not be negative, got %v", c.hold)
+	case c.ttl < time.Millisecond || c.pendingTTL < time.Millisecond:
+		return fmt.Errorf("-ttl and -pending-ttl must be at least 1ms, got %v and %v", c.ttl, c.pendingTTL)
+	}
+	_, err := c.limits()
+	return err
+}
+
+const maxKinds = 16
+
+// kindLimit is the GCRA limit of one kind, for every tenant.
+type kindLimit struct {
+	kind fleetstore.Kind
+	// increment and capacity of one charge; for bytes, capacity only.
+	increment, capacity time.Duration
+	// bytesPerSecond and burstBytes of the bytes kind (0 for the others):
+	// its increment depends on each hook's body size.
+	bytesPerSecond, burstBytes int64
+}
+
+// limits returns the limit of each kind charged per hook: hooks at -rate
+// and -burst, bytes at rate × body per second with burst × body, and k3…
+// at twice the hooks limit (e.g. per-source limits that rarely bind).
+func (c *benchConfig) limits() ([]kindLimit, error) {
+	period := time.Duration(float64(time.Second) / c.rate)
+	inc, capacity, err := gcra.Rate(1, period, c.burst)
+	if err != nil {
+		return nil, fmt.Errorf("-rate %v with -burst %d: %w", c.rate, c.burst, err)
+	}
+	out := []kindLimit{{kind: fleetstore.Hooks, increment: inc, capacity: capacity}}
+	if c.kinds >= 2 {
+		bps := int64(c.rate * float64(c.body))
+		burstBytes := c.burst * c.body
+		_, bcap, err := gcra.ByteRate(bps, burstBytes, c.body)
+		if bps < 1 || err != nil {
+			return nil, fmt.Errorf("-rate %v × -body %d bytes/s with a burst of %d bytes is out of range", c.rate, c.body, burstBytes)
+		}
+		out = append(out, kindLimit{kind: fleetstore.Bytes, capacity: bcap, bytesPerSecond: bps, burstBytes: burstBytes})
+	}
+	for k := 3; k <= c.kinds; k++ {
+		inc, capacity, err := gcra.Rate(2, period, 2*c.burst)
+		if err != nil {
+			return nil, fmt.Errorf("-rate %v with -burst %d: %w", c.rate, c.burst, err)
+		}
+		out = append(out, kindLimit{kind: fleetstore.Kind("k" + strconv.Itoa(k)), increment: inc, capacity: capacity})
+	}
+	return out, nil
+}
+
+// bench runs the Ping baseline and the load, and returns what it measured.
+// It stops after warmup + duration or when ctx is done (Ctrl-C).
+func bench(ctx context.Context, store *fleetstore.Store, cfg *benchConfig, progress io.Writer) (*benchReport, error) {
+	limits, err := cfg.limits()
+	if err != nil {
+		return nil, err
+	}
+	rep := newReport(cfg, limits)
+	if cfg.ping > 0 {
+		rep.Ping = pingBaseline(ctx, store, cfg.ping)
+	}
+
+	l := newLoad(store, cfg, limits)
+	start := time.Now()
+	measureFrom := start.Add(cfg.warmup)
+	runCtx, cancel := context.WithDeadline(ctx, measureFrom.Add(cfg.duration))
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, w := range l.workers {
+		wg.Go(func() { w.run(runCtx, measureFrom) })
+	}
+	if progress != nil {
+		done := make(chan struct{})
+		var pwg sync.WaitGroup
+		pwg.Go(func() { l.progress(progress, start, measureFrom, cfg.duration, done) })
+		wg.Wait()
+		close(done)
+		pwg.Wait()
+	} else {
+		wg.Wait()
+	}
+	end := time.Now()
+	rep.Interrupted = ctx.Err() != nil
+	rep.add(l, measureFrom, end)
+	return rep, nil
+}
+
+// runID names this run's tenants and keys, so that two runs against one
+// store never meet each other's buckets or claims.
+func runID() string {
+	var b [4]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// isTerminal reports whether w is a terminal (the progress line goes there).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
