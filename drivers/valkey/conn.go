@@ -1,0 +1,161 @@
+package valkey
+
+import (
+	"context"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/scripts"
+)
+
+// conn is one open Valkey store: a lazily built valkey-go client (single
+// server or cluster, as valkey-go finds when it connects).
+type conn struct {
+	lazy    *lazyClient
+	prefix  string
+	log     *zap.Logger
+	display string // redacted URL
+
+	down atomic.Bool // the last call found the server unreachable (logged once)
+}
+
+var _ driver.Conn = (*conn)(nil)
+
+func newConn(cfg driver.Config, o *options) *conn {
+	return &conn{lazy: newLazyClient(o.client), prefix: cfg.KeyPrefix, log: cfg.Logger, display: o.display}
+}
+
+// Hit implements driver.Conn: one call of the hit script (CONTRACT §3–§4).
+// Its keys are one tenant's, so one hash tag and one cluster slot.
+func (c *conn) Hit(ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+	cl, err := c.lazy.get(ctx)
+	if err != nil {
+		return driver.Result{}, c.failed(ctx, err)
+	}
+	keys, args := scripts.HitCall(c.prefix, charges, claim)
+	reply, err := run(ctx, cl, scripts.Hit, keys, args)
+	if err != nil {
+		return driver.Result{}, c.failed(ctx, err)
+	}
+	c.answered()
+	res, err := scripts.DecodeHit(reply)
+	if err != nil {
+		return driver.Result{}, malformedReply(err)
+	}
+	return res, nil
+}
+
+// Commit implements driver.Conn (C5–C8, C10).
+func (c *conn) Commit(ctx context.Context, claims []driver.Claim) []error {
+	return c.settle(ctx, true, claims)
+}
+
+// Release implements driver.Conn (C5–C8, C10).
+func (c *conn) Release(ctx context.Context, claims []driver.Claim) []error {
+	return c.settle(ctx, false, claims)
+}
+
+// settle runs the settle script once per tenant (one hash tag, one slot
+// each), all in one DoMulti: one round trip per node. Grouping by tenant
+// on a single server too means a call never spans two slots, whether or
+// not the server turns out to be a cluster node.
+func (c *conn) settle(ctx context.Context, commit bool, claims []driver.Claim) []error {
+	errs := make([]error, len(claims))
+	cl, err := c.lazy.get(ctx)
+	if err != nil {
+		err = c.failed(ctx, err)
+		for i := range errs {
+			errs[i] = err // one value: the Store says it once
+		}
+		return errs
+	}
+	groups := groupByTenant(claims)
+	calls := make([]scriptCall, len(groups))
+	for g, idx := range groups {
+		batch := make([]driver.Claim, len(idx))
+		for j, i := range idx {
+			batch[j] = claims[i]
+		}
+		calls[g].keys, calls[g].args = scripts.SettleCall(c.prefix, commit, batch)
+	}
+	runAll(ctx, cl, scripts.Settle, calls)
+
+	reached := false
+	for g, idx := range groups {
+		call := &calls[g]
+		var res []error
+		err := call.err
+		if err == nil {
+			reached = true
+			res, err = scripts.DecodeSettle(call.reply, len(idx))
+			if err != nil {
+				err = malformedReply(err)
+			}
+		} else {
+			err = c.failed(ctx, err)
+		}
+		for j, i := range idx {
+			if err != nil {
+				errs[i] = err // one value per group
+			} else {
+				errs[i] = res[j]
+			}
+		}
+	}
+	if reached {
+		c.answered()
+	}
+	return errs
+}
+
+// groupByTenant returns the indices of claims grouped by tenant, in order
+// of first appearance.
+func groupByTenant(claims []driver.Claim) [][]int {
+	var groups [][]int
+	at := make(map[string]int)
+	for i := range claims {
+		g, ok := at[claims[i].Tenant]
+		if !ok {
+			g = len(groups)
+			at[claims[i].Tenant] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+// Reset implements driver.Conn: one DEL of the tenant's bucket hash (G5).
+func (c *conn) Reset(ctx context.Context, tenant string) error {
+	cl, err := c.lazy.get(ctx)
+	if err != nil {
+		return c.failed(ctx, err)
+	}
+	if err := cl.Do(ctx, cl.B().Del().Key(scripts.BucketKey(c.prefix, tenant)).Build()).Error(); err != nil {
+		return c.failed(ctx, err)
+	}
+	c.answered()
+	return nil
+}
+
+// Ping implements driver.Conn: PING on one node.
+func (c *conn) Ping(ctx context.Context) error {
+	cl, err := c.lazy.get(ctx)
+	if err != nil {
+		return c.failed(ctx, err)
+	}
+	if err := cl.Do(ctx, cl.B().Ping().Build()).Error(); err != nil {
+		return c.failed(ctx, err)
+	}
+	c.answered()
+	return nil
+}
+
+// Close implements driver.Conn: it stops a build in flight and closes
+// every connection and goroutine of the client (T4).
+func (c *conn) Close() error {
+	c.lazy.close()
+	return nil
+}

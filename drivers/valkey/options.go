@@ -1,0 +1,153 @@
+package valkey
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/fleetstore/fleetstore/driver"
+)
+
+// options is what Open derives from the URL.
+type options struct {
+	client  valkey.ClientOption
+	display string // the URL with its password redacted, for log lines
+}
+
+// The valkey-go URL parameters the driver accepts (valkey.ParseURL's
+// names; see the package doc).
+var (
+	singleParams  = []string{"db", "protocol", "client_name", "dial_timeout", "write_timeout", "client_cache", "max_retries", "skip_verify"}
+	clusterParams = []string{"addr", "protocol", "client_name", "dial_timeout", "write_timeout", "client_cache", "max_retries", "skip_verify"}
+)
+
+// refused names the valkey.ParseURL parameters that would break the
+// contract, with the reason.
+var refused = map[string]string{
+	"master_set": "Sentinel is not supported: point the URL at the master or the cluster nodes",
+}
+
+// parseURL turns cfg into valkey-go options with the settings the contract
+// needs forced (see forceContract). Errors wrap ErrInvalid, name the
+// parameter and never quote the URL's userinfo.
+func parseURL(cfg driver.Config) (*options, error) {
+	u := *cfg.URL
+	q := u.Query()
+	for name := range q {
+		if why, ok := refused[name]; ok {
+			return nil, driver.Invalid("url: "+name, "not supported: "+why)
+		}
+	}
+	cluster := len(q["addr"]) > 0
+	accepted := singleParams
+	if cluster {
+		accepted = clusterParams
+	}
+	if err := driver.CheckParams(q, accepted...); err != nil {
+		return nil, err
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return nil, driver.Invalid("url", "want "+u.Scheme+"://[[USER]:PASSWORD@]HOST:PORT[/DB]")
+	}
+	if u.Scheme != "valkeys" && q.Has("skip_verify") {
+		return nil, driver.Invalid("url: skip_verify", "only for valkeys:// (TLS)")
+	}
+	// valkey-go reads these as "anything but 0 means on"; the contract
+	// needs them off, so the only value worth writing is 0.
+	if v := q.Get("client_cache"); q.Has("client_cache") && v != "0" {
+		return nil, driver.Invalid("url: client_cache", "client-side caching is always off (it needs CLIENT TRACKING, which many hosted servers lack); only 0 is accepted, got "+quote(v))
+	}
+	if v := q.Get("max_retries"); q.Has("max_retries") && v != "0" {
+		return nil, driver.Invalid("url: max_retries", "the driver never re-sends a call whose reply was lost (CONTRACT T5); only 0 is accepted, got "+quote(v))
+	}
+	if v := q.Get("protocol"); q.Has("protocol") && v != "2" && v != "3" {
+		return nil, driver.Invalid("url: protocol", "want 2 or 3, got "+quote(v))
+	}
+	// The user's timeouts may be shorter than the budget, never longer: a
+	// dial or a stalled connection outliving the budget would outlive the
+	// call (T1, T4).
+	limits := map[string]time.Duration{"dial_timeout": cfg.Timeout, "write_timeout": cfg.Timeout}
+	for name := range limits {
+		v := q.Get(name)
+		if !q.Has(name) {
+			continue
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d > cfg.Timeout {
+			return nil, driver.Invalid("url: "+name, "want a Go duration between 1ns and the timeout ("+cfg.Timeout.String()+"), got "+quote(v))
+		}
+		limits[name] = d
+	}
+
+	// valkey.ParseURL reads "/" as database "" and fails: drop it.
+	path := strings.TrimSuffix(u.Path, "/")
+	if cluster {
+		if db := strings.TrimPrefix(path, "/"); db != "" && db != "0" {
+			return nil, driver.Invalid("url: path", "a cluster has only database 0, got "+quote(u.Path))
+		}
+		path = ""
+	}
+	if q.Has("db") {
+		if _, err := strconv.Atoi(q.Get("db")); err != nil {
+			return nil, driver.Invalid("url: db", "want a database number, got "+quote(q.Get("db")))
+		}
+	}
+	parsed := u
+	parsed.Path, parsed.RawPath = path, ""
+	for _, name := range []string{"client_cache", "max_retries", "dial_timeout", "write_timeout"} {
+		q.Del(name)
+	}
+	parsed.RawQuery = q.Encode()
+	co, err := valkey.ParseURL(parsed.String())
+	if err != nil {
+		return nil, invalidURL(err)
+	}
+	forceContract(&co, limits["dial_timeout"], limits["write_timeout"])
+	return &options{client: co, display: cfg.URL.Redacted()}, nil
+}
+
+// forceContract sets what the contract needs, whatever the URL says. Each
+// setting has a test that fails without it (settings_test.go).
+func forceContract(co *valkey.ClientOption, dial, write time.Duration) {
+	// No client-side cache: it needs CLIENT TRACKING, which many hosted
+	// servers refuse (every connection would fail), and the scripts' replies
+	// are never cacheable anyway.
+	co.DisableCache = true
+	// Never re-send a command whose reply was lost: a script may have run
+	// (T5). valkey-go retries only read-only commands, but a retried PING
+	// would wait out the budget on a refused server instead of failing at
+	// once (T2).
+	co.DisableRetry = true
+	// A dial and the connection handshake (HELLO, SELECT) end within the
+	// budget (T1, T4): the default is 5s.
+	co.Dialer.Timeout = dial
+	// A connection that stops answering is closed after about the budget
+	// (plus the keep-alive gap) rather than the default 10s (T4); it also
+	// bounds the cluster's slot-map refresh, which runs without a context.
+	co.ConnWriteTimeout = write
+	if co.Dialer.KeepAlive == 0 {
+		co.Dialer.KeepAlive = valkey.DefaultTCPKeepAlive
+	}
+	// The scripts write: masters only.
+	co.ReplicaOnly = false
+	co.SendToReplicas = nil
+	// A single address may still be a cluster node: valkey-go finds out
+	// with CLUSTER SLOTS when the client is built (ForceSingleClient false).
+	// Several addresses are always a cluster.
+	co.ForceSingleClient = false
+}
+
+// invalidURL wraps a valkey.ParseURL error. Those quote a parameter's
+// value or the path, never the userinfo.
+func invalidURL(err error) error {
+	return driver.Invalid("url", strings.TrimPrefix(err.Error(), "valkey: "))
+}
+
+func quote(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return strconv.Quote(s)
+}
