@@ -14,7 +14,7 @@ import (
 
 // startServers starts n memcached servers for t and returns their
 // addresses.
-func startServers(t *testing.T, n int) []string {
+func startServers(t testing.TB, n int) []string {
 	t.Helper()
 	addrs := make([]string, n)
 	for i := range addrs {

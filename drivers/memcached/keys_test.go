@@ -21,9 +21,9 @@ func parts() []string {
 		"a", "b", "a:b", "b:c", "c", ":", "::", "a b", " ", "\n", "\r\n", "\x00", "a\x00b", "\x7f",
 		"{tag}", "%3A", "rabc", "habc", "abc", "r", "h", "é", "日本",
 		strings.Repeat("x", 40), strings.Repeat("x", 41), // the plain/hashed boundary
-		strings.Repeat("é", 512),             // 1 KB of UTF-8
-		strings.Repeat("\xff", 1024),         // 1 KB of binary
-		strings.Repeat("a:", 512),            // 1 KB of separators
+		strings.Repeat("é", 512),     // 1 KB of UTF-8
+		strings.Repeat("\xff", 1024), // 1 KB of binary
+		strings.Repeat("a:", 512),    // 1 KB of separators
 		string(all), string(all[128:]), string(all[:32]),
 		"fleetstore:b:rx", // looks like a key
 	}
