@@ -54,7 +54,7 @@ func newStore(conn driver.Conn, scheme string, timeout time.Duration, log *zap.L
 func (s *Store) Hit(ctx context.Context, charges []Charge, claim *Claim) (Result, error) {
 	tenant, fractional, err := checkCharges(charges)
 	if err == nil && claim != nil {
-		err = checkClaim("claim", claim)
+		err = checkClaim(-1, claim)
 		if err == nil && tenant != "" && claim.Tenant != tenant {
 			err = driver.Invalid("claim.tenant", "every charge and the claim of one Hit must share one tenant")
 		}
@@ -121,7 +121,7 @@ func (s *Store) Release(ctx context.Context, claims ...Claim) error {
 
 func (s *Store) settle(ctx context.Context, op string, claims []Claim, call func(context.Context, []Claim) []error) error {
 	for i := range claims {
-		if err := checkClaim(fmt.Sprintf("claims[%d]", i), &claims[i]); err != nil {
+		if err := checkClaim(i, &claims[i]); err != nil {
 			return &opError{op: op, err: err}
 		}
 	}

@@ -19,31 +19,44 @@ const (
 	maxTTL       = 366 * 24 * time.Hour
 )
 
-func checkPart(field, v string, maxLen int) error {
+// partReason says why v is not 1–maxLen bytes ("" when it is). Field names
+// are built only on failure, so a valid Hit allocates nothing here.
+func partReason(v string, maxLen int) string {
 	if len(v) < 1 || len(v) > maxLen {
-		return driver.Invalid(field, "must be 1–"+strconv.Itoa(maxLen)+" bytes, got "+strconv.Itoa(len(v)))
+		return "must be 1–" + strconv.Itoa(maxLen) + " bytes, got " + strconv.Itoa(len(v))
+	}
+	return ""
+}
+
+func checkPart(field, v string, maxLen int) error {
+	if why := partReason(v, maxLen); why != "" {
+		return driver.Invalid(field, why)
 	}
 	return nil
 }
 
-func checkKind(field string, k driver.Kind) error {
-	if len(k) < 1 || len(k) > maxKindLen || k[0] < 'a' || k[0] > 'z' {
-		return driver.Invalid(field, fmt.Sprintf("must match [a-z][a-z0-9_]{0,31}, got %q", string(k)))
-	}
-	for i := 1; i < len(k); i++ {
+func kindReason(k driver.Kind) string {
+	bad := len(k) < 1 || len(k) > maxKindLen || k[0] < 'a' || k[0] > 'z'
+	for i := 1; !bad && i < len(k); i++ {
 		c := k[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
-			return driver.Invalid(field, fmt.Sprintf("must match [a-z][a-z0-9_]{0,31}, got %q", string(k)))
-		}
+		bad = !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_')
 	}
-	return nil
+	if bad {
+		return fmt.Sprintf("must match [a-z][a-z0-9_]{0,31}, got %q", string(k))
+	}
+	return ""
 }
 
-func checkTTL(field string, d time.Duration) error {
+func ttlReason(d time.Duration) string {
 	if d < minTTL || d > maxTTL {
-		return driver.Invalid(field, fmt.Sprintf("must be between 1ms and 366 days, got %v", d))
+		return fmt.Sprintf("must be between 1ms and 366 days, got %v", d)
 	}
-	return nil
+	return ""
+}
+
+// chargeField names field of charges[i].
+func chargeField(i int, field string) string {
+	return "charges[" + strconv.Itoa(i) + "]." + field
 }
 
 // checkCharges validates charges and returns the tenant they share ("" for
@@ -51,34 +64,33 @@ func checkTTL(field string, d time.Duration) error {
 func checkCharges(charges []driver.Charge) (tenant string, fractional bool, err error) {
 	for i := range charges {
 		c := &charges[i]
-		f := "charges[" + strconv.Itoa(i) + "]."
-		if err := checkKind(f+"kind", c.Kind); err != nil {
-			return "", false, err
+		if why := kindReason(c.Kind); why != "" {
+			return "", false, driver.Invalid(chargeField(i, "kind"), why)
 		}
-		if err := checkPart(f+"tenant", c.Tenant, maxPartLen); err != nil {
-			return "", false, err
+		if why := partReason(c.Tenant, maxPartLen); why != "" {
+			return "", false, driver.Invalid(chargeField(i, "tenant"), why)
 		}
 		if i == 0 {
 			tenant = c.Tenant
 		} else if c.Tenant != tenant {
-			return "", false, driver.Invalid(f+"tenant", "every charge and the claim of one Hit must share one tenant")
+			return "", false, driver.Invalid(chargeField(i, "tenant"), "every charge and the claim of one Hit must share one tenant")
 		}
 		for j := 0; j < i; j++ {
 			if charges[j].Kind == c.Kind {
-				return "", false, driver.Invalid(f+"kind", fmt.Sprintf("kind %q charged twice in one Hit", string(c.Kind)))
+				return "", false, driver.Invalid(chargeField(i, "kind"), fmt.Sprintf("kind %q charged twice in one Hit", string(c.Kind)))
 			}
 		}
 		inc := c.Increment.Truncate(time.Microsecond)
 		capacity := c.Capacity.Truncate(time.Microsecond)
 		fractional = fractional || inc != c.Increment || capacity != c.Capacity
 		if inc < time.Microsecond {
-			return "", false, driver.Invalid(f+"increment", fmt.Sprintf("must be at least 1µs, got %v", c.Increment))
+			return "", false, driver.Invalid(chargeField(i, "increment"), fmt.Sprintf("must be at least 1µs, got %v", c.Increment))
 		}
 		if capacity > gcra.MaxCapacity {
-			return "", false, driver.Invalid(f+"capacity", fmt.Sprintf("must be at most 366 days, got %v", c.Capacity))
+			return "", false, driver.Invalid(chargeField(i, "capacity"), fmt.Sprintf("must be at most 366 days, got %v", c.Capacity))
 		}
 		if inc > capacity {
-			return "", false, fmt.Errorf("%s: increment %v > capacity %v: %w", f[:len(f)-1], inc, capacity, driver.ErrOverCapacity)
+			return "", false, fmt.Errorf("charges[%d]: increment %v > capacity %v: %w", i, inc, capacity, driver.ErrOverCapacity)
 		}
 	}
 	return tenant, fractional, nil
@@ -96,24 +108,32 @@ func truncated(charges []driver.Charge) []driver.Charge {
 	return out
 }
 
-func checkClaim(field string, c *driver.Claim) error {
-	if err := checkPart(field+".tenant", c.Tenant, maxPartLen); err != nil {
-		return err
+// checkClaim validates a claim; index is its place in a batch settle, or
+// -1 for the claim of a Hit. Its errors name "claim.key", "claims[2].key"….
+func checkClaim(index int, c *driver.Claim) error {
+	field := func(name string) string {
+		if index < 0 {
+			return "claim." + name
+		}
+		return "claims[" + strconv.Itoa(index) + "]." + name
 	}
-	if err := checkPart(field+".source_id", c.SourceID, maxPartLen); err != nil {
-		return err
-	}
-	if err := checkPart(field+".key", c.Key, maxPartLen); err != nil {
-		return err
-	}
-	if err := checkPart(field+".hook_id", c.HookID, maxHookIDLen); err != nil {
-		return err
+	for _, p := range [...]struct {
+		name string
+		v    string
+		max  int
+	}{{"tenant", c.Tenant, maxPartLen}, {"source_id", c.SourceID, maxPartLen}, {"key", c.Key, maxPartLen}, {"hook_id", c.HookID, maxHookIDLen}} {
+		if why := partReason(p.v, p.max); why != "" {
+			return driver.Invalid(field(p.name), why)
+		}
 	}
 	if len(c.Node) > maxNodeLen {
-		return driver.Invalid(field+".node", "must be at most 256 bytes, got "+strconv.Itoa(len(c.Node)))
+		return driver.Invalid(field("node"), "must be at most 256 bytes, got "+strconv.Itoa(len(c.Node)))
 	}
-	if err := checkTTL(field+".ttl", c.TTL); err != nil {
-		return err
+	if why := ttlReason(c.TTL); why != "" {
+		return driver.Invalid(field("ttl"), why)
 	}
-	return checkTTL(field+".pending_ttl", c.PendingTTL)
+	if why := ttlReason(c.PendingTTL); why != "" {
+		return driver.Invalid(field("pending_ttl"), why)
+	}
+	return nil
 }

@@ -20,7 +20,8 @@ type shard struct {
 	buckets map[string]*tenantBuckets
 	claims  map[claimID]claimRecord
 	writes  int // since the last sweep
-	_       [40]byte
+	kept    int // records left by the last sweep
+	_       [32]byte
 }
 
 // tenantBuckets holds every kind's TAT of one tenant: one record per tenant,
@@ -82,15 +83,17 @@ func (b *tenantBuckets) set(kind string, tat int64) {
 	b.tats = append(b.tats, kindTAT{kind: kind, tat: tat})
 }
 
-// wrote counts a write and, once the shard has seen as many writes as it
-// holds records (plus a floor), drops every expired record: amortised O(1)
-// per write, and never more dead records than live ones plus the floor.
+// wrote counts a write and, once the shard has seen as many writes as the
+// last sweep left records (plus a floor), drops every expired record: a
+// sweep costs O(records) ≤ O(2·kept + 64), so O(1) per write amortised, and
+// the shard never holds more than its live records plus kept + 64.
 func (sh *shard) wrote(now int64) {
 	sh.writes++
-	if sh.writes < len(sh.buckets)+len(sh.claims)+64 {
+	if sh.writes < sh.kept+64 {
 		return
 	}
 	sh.writes = 0
+	defer func() { sh.kept = len(sh.buckets) + len(sh.claims) }()
 	for t, b := range sh.buckets {
 		if b.expires <= now {
 			delete(sh.buckets, t)
