@@ -1,0 +1,127 @@
+package scripts
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetstore/fleetstore/driver"
+)
+
+func TestEncodeInjective(t *testing.T) {
+	t.Parallel()
+	parts := []string{"a", "a:b", "a%3Ab", "{x}", "}", "{", "%", "%25", "\x00", "\n", "é", "a b", "A", "~._-", "c"}
+	seen := map[string]string{}
+	for _, p := range parts {
+		e := Encode(p)
+		if strings.ContainsAny(e, ":{}") {
+			t.Errorf("Encode(%q) = %q holds a separator or a brace", p, e)
+		}
+		if other, ok := seen[e]; ok {
+			t.Errorf("Encode(%q) = Encode(%q) = %q", p, other, e)
+		}
+		seen[e] = p
+	}
+	// Tenant "a:b" + source "c" never meets tenant "a" + source "b:c" (V2).
+	if ClaimKey("p", "a:b", "c", "k") == ClaimKey("p", "a", "b:c", "k") {
+		t.Fatal("claim keys collide")
+	}
+	// The hash tag is the encoded tenant, and the same for every key.
+	for _, k := range []string{BucketKey("p", "t}{x"), ClaimKey("p", "t}{x", "s}", "{k")} {
+		open := strings.IndexByte(k, '{')
+		end := strings.IndexByte(k[open:], '}')
+		if tag := k[open+1 : open+end]; tag != Encode("t}{x") {
+			t.Errorf("key %q has hash tag %q", k, tag)
+		}
+	}
+}
+
+func TestHitCall(t *testing.T) {
+	t.Parallel()
+	charges := []driver.Charge{
+		{Kind: "hooks", Tenant: "t", Increment: 125 * time.Microsecond, Capacity: time.Second},
+		{Kind: "bytes", Tenant: "t", Increment: 1900 * time.Millisecond, Capacity: 366 * 24 * time.Hour},
+	}
+	cl := &driver.Claim{Tenant: "t", SourceID: "s", Key: "k", HookID: "h", Node: "n", TTL: time.Hour, PendingTTL: 1500 * time.Microsecond}
+	keys, args := HitCall("p", charges, cl)
+	if want := []string{"p:{t}:b", "p:{t}:c:s:k"}; strings.Join(keys, " ") != strings.Join(want, " ") {
+		t.Errorf("keys %q, want %q", keys, want)
+	}
+	want := []string{"2", "hooks", "125", "1000000", "bytes", "1900000", "31622400000000", "h", "n", "2"}
+	if strings.Join(args, " ") != strings.Join(want, " ") {
+		t.Errorf("args %q, want %q", args, want)
+	}
+	keys, args = HitCall("p", nil, cl)
+	if len(keys) != 2 || strings.Join(args, " ") != "0 h n 2" {
+		t.Errorf("claim only: %q %q", keys, args)
+	}
+	keys, args = HitCall("p", charges[:1], nil)
+	if len(keys) != 1 || len(args) != 4 {
+		t.Errorf("charge only: %q %q", keys, args)
+	}
+}
+
+func TestDecodeHit(t *testing.T) {
+	t.Parallel()
+	good := []struct {
+		give any
+		want driver.Result
+	}{
+		{[]any{int64(1)}, driver.Result{Outcome: driver.OK}},
+		{[]any{int64(2), "hook"}, driver.Result{Outcome: driver.Duplicate, HookID: "hook"}},
+		{[]any{int64(3), int64(7)}, driver.Result{Outcome: driver.Pending, RetryAfter: 7 * time.Millisecond}},
+		{[]any{int64(4), int64(1)}, driver.Result{Outcome: driver.RateLimited, RetryAfter: time.Millisecond}},
+	}
+	for _, tt := range good {
+		got, err := DecodeHit(tt.give)
+		if err != nil || got != tt.want {
+			t.Errorf("DecodeHit(%v) = %v, %v; want %v", tt.give, got, err, tt.want)
+		}
+	}
+	bad := []any{nil, "OK", int64(1), []any{}, []any{"1"}, []any{int64(1), int64(2)}, []any{int64(2)},
+		[]any{int64(2), ""}, []any{int64(2), int64(5)}, []any{int64(3), int64(0)}, []any{int64(4), "5"},
+		[]any{int64(4), int64(-1)}, []any{int64(9), int64(1)}, []any{int64(1), nil, nil}, []any{nil}}
+	for _, give := range bad {
+		if _, err := DecodeHit(give); !errors.Is(err, ErrMalformed) {
+			t.Errorf("DecodeHit(%#v): got %v, want ErrMalformed", give, err)
+		}
+	}
+}
+
+func TestDecodeSettle(t *testing.T) {
+	t.Parallel()
+	errs, err := DecodeSettle([]any{int64(0), "", int64(1), "other", int64(2), ""}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost *driver.ClaimLostError
+	if errs[0] != nil || !errors.As(errs[1], &lost) || lost.Holder != "other" || !errors.Is(errs[2], driver.ErrAlreadyCommitted) {
+		t.Errorf("got %v", errs)
+	}
+	for _, give := range []any{nil, "OK", []any{int64(0)}, []any{"0", ""}, []any{int64(0), int64(0)}, []any{int64(7), ""}, []any{int64(0), "", int64(0), ""}} {
+		if _, err := DecodeSettle(give, 1); !errors.Is(err, ErrMalformed) {
+			t.Errorf("DecodeSettle(%#v, 1): got %v, want ErrMalformed", give, err)
+		}
+	}
+}
+
+func TestMillis(t *testing.T) {
+	t.Parallel()
+	for give, want := range map[time.Duration]string{
+		time.Millisecond: "1", 1500 * time.Microsecond: "2", time.Microsecond: "1", 366 * 24 * time.Hour: "31622400000",
+	} {
+		if got := Millis(give); got != want {
+			t.Errorf("Millis(%v) = %s, want %s", give, got, want)
+		}
+	}
+}
+
+func TestScriptsLoad(t *testing.T) {
+	t.Parallel()
+	for _, s := range []*Script{Hit, Settle} {
+		if len(s.SHA1) != 40 || !strings.Contains(s.Source, "local function decode_claim") {
+			t.Errorf("%s: sha %q, source of %d bytes", s.Name, s.SHA1, len(s.Source))
+		}
+	}
+}
