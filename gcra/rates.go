@@ -25,7 +25,9 @@ func Rate(n int64, period time.Duration, burst int64) (increment, capacity time.
 	if n <= 0 || period < time.Microsecond || burst <= 0 {
 		return 0, 0, ErrRate
 	}
-	incUS := ceilDiv(uint64(period/time.Microsecond), 1, uint64(n))
+	// ceil(ceil(period_ns / n) / 1000) = ceil(period_ns / (n·1000)): the
+	// increment is never shorter than asked, even for sub-µs remainders.
+	incUS := ceilDiv(ceilDiv(uint64(period), 1, uint64(n)), 1, uint64(time.Microsecond))
 	capUS, ok := mulU(incUS, uint64(burst))
 	if !ok || capUS > uint64(MaxCapacity/time.Microsecond) {
 		return 0, 0, ErrRate
@@ -49,6 +51,11 @@ func ByteRate(bytesPerSecond, burstBytes, bodySize int64) (increment, capacity t
 	incUS := ceilDiv(uint64(bodySize), usPerSecond, uint64(bytesPerSecond))
 	if capUS > uint64(MaxCapacity/time.Microsecond) {
 		return 0, 0, ErrRate
+	}
+	if bodySize > burstBytes {
+		// Rounding up may make both equal; a body over the burst must never
+		// conform.
+		incUS = max(incUS, capUS+1)
 	}
 	if incUS > uint64(math.MaxInt64/int64(time.Microsecond)) {
 		incUS = uint64(math.MaxInt64 / int64(time.Microsecond))
