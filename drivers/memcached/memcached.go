@@ -62,8 +62,8 @@
 // exactly (a cas back to nothing) while a GCRA charge is not (a TAT moved
 // by other charges meanwhile cannot be rolled back). So a denial, a
 // duplicate or a pending claim spends no charge, and a lost bucket race
-// leaves no claim. Contention retries back off a random 50µs–2ms and stop
-// at the call's deadline.
+// leaves no claim. Contention retries back off a random time (up to
+// 50µs·2^attempt, at most 2ms) and stop at the call's deadline.
 //
 // Round trips per Hit: with charges and a claim, 3 in the common path (gets,
 // add, cas); with charges only or a claim only, 2; a denial, duplicate,
@@ -84,7 +84,11 @@
 //
 // A write whose reply is lost (timeout, reset) may or may not have been
 // applied, and is never re-sent: the call returns ErrTimeout or
-// ErrUnavailable. The possible leftovers never charge twice:
+// ErrUnavailable. Only a read (gets, and the delete of Reset, and version)
+// is sent once more, and only when it failed on a pooled socket the server
+// had closed (EOF, reset: a restart), so a restart between two calls is
+// invisible (T5). The possible leftovers of a lost write never charge
+// twice:
 //
 //   - the claim add was lost or applied but the bucket was not charged: a
 //     retry of the Hit by the same hook finds its own pending claim and
@@ -113,7 +117,8 @@
 // second: an item given n seconds lives between n-1 and n. Every exptime is
 // therefore the time left rounded up, plus one second, so an item never
 // expires before its TAT or claim expiry (a 1.9s TAT outlives 1s, G9) and
-// lingers less than 2s past it (G7). The exact expiry is kept in µs in the
+// lingers less than 2s past it (G7: the expiry granularity of this driver
+// is 2s). The exact expiry is kept in µs in the
 // value, so the driver treats a lingering item as absent. Memcached reads
 // an exptime above 30 days (2 592 000 s) as an absolute Unix time, so
 // longer ones are sent as the client's Unix time of expiry (C9): with
