@@ -209,7 +209,7 @@ func testV4(t *T) {
 	for i := range noise {
 		noise[i] = byte(rng.IntN(256))
 	}
-	const budget = 300 * time.Millisecond
+	const budget = stallBudget
 	for _, reply := range [][]byte{
 		[]byte("-ERR garbage\r\n"),
 		[]byte("+OK\r\n"),

@@ -234,11 +234,20 @@ func (t *T) Logf(format string, args ...any) {
 }
 
 // Cleanup registers f to run when the clause ends, last first.
-func (t *T) Cleanup(f func()) { t.cleanups = append(t.cleanups, f) }
+// Safe from several goroutines.
+func (t *T) Cleanup(f func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.cleanups = append(t.cleanups, f)
+}
 
 func (t *T) runCleanups() {
-	for i := len(t.cleanups) - 1; i >= 0; i-- {
-		t.cleanups[i]()
+	t.mu.Lock()
+	fs := t.cleanups
+	t.cleanups = nil
+	t.mu.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
 	}
 }
 

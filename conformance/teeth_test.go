@@ -82,7 +82,7 @@ func (s stallConn) wait(ctx context.Context) error {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	time.Sleep(400 * time.Millisecond) // well past T1's 150ms budget
+	time.Sleep(600 * time.Millisecond) // well past T1's budget and slack
 	return errors.New("late")
 }
 

@@ -13,10 +13,14 @@ import (
 )
 
 // schedSlack is added to the contract's budget + 10ms when a clause checks
-// how long a call took: a loaded 2-core machine under -race can be late to
-// run the caller's goroutine. A driver that ignores its budget is late by
-// the whole budget, far more.
-const schedSlack = 40 * time.Millisecond
+// how long a call took: a loaded 2-core machine under -race is seen to be
+// 60ms late to wake a goroutine whose deadline passed. A driver that ignores
+// its budget is late by its own socket timeouts, far more.
+const schedSlack = 100 * time.Millisecond
+
+// stallBudget is the budget of the calls T1 and V4 make to a server that
+// never answers or answers nonsense.
+const stallBudget = 250 * time.Millisecond
 
 func init() {
 	register("T1", "every call returns within its budget + 10ms with ErrTimeout, also when the server never answers", testT1)
@@ -84,7 +88,7 @@ func testT1(t *T) {
 		t.Logf("no AddrURL or StallURL: the never-answering server part is not checked")
 		return
 	}
-	const budget = 150 * time.Millisecond
+	const budget = stallBudget
 	for _, tc := range []struct {
 		name      string
 		storeTime time.Duration
