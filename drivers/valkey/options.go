@@ -130,6 +130,20 @@ func forceContract(co *valkey.ClientOption, dial, write time.Duration) {
 	if co.Dialer.KeepAlive == 0 {
 		co.Dialer.KeepAlive = valkey.DefaultTCPKeepAlive
 	}
+	// Every connection has its reader running, also between calls, so a
+	// connection the server closed (a restart) is noticed and replaced
+	// before the next call is written to it. Without it an idle connection
+	// is only read during a call: the first call after a restart would be
+	// sent on the dead connection and fail, and re-sending it is not safe
+	// in general (T5: it may have run).
+	co.AlwaysPipelining = true
+	co.DisableAutoPipelining = false
+	// One connection per server, which auto-pipelining shares between all
+	// concurrent calls (valkey-go's default for a single server is up to
+	// four, picked by key slot). Calls then never wait on the dial and
+	// handshake of a second connection after the first has answered, and a
+	// fleet of nodes holds one connection each per server.
+	co.PipelineMultiplex = -1
 	// The scripts write: masters only.
 	co.ReplicaOnly = false
 	co.SendToReplicas = nil
