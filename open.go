@@ -79,10 +79,26 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 
 func openErr(err error) error { return fmt.Errorf("fleetstore: open: %w", err) }
 
-// urlReason is url.Parse's complaint without the URL itself.
+// urlReason is url.Parse's complaint without any part of the URL: its
+// messages quote the URL or a piece of it, which may be a password.
 func urlReason(err error) string {
-	if ue, ok := err.(*url.Error); ok {
-		return "malformed: " + ue.Err.Error()
+	ue, ok := err.(*url.Error)
+	if !ok {
+		return "malformed"
+	}
+	msg := ue.Err.Error()
+	for _, r := range []struct{ has, say string }{
+		{"invalid port", "malformed: invalid port after host"},
+		{"invalid URL escape", "malformed: invalid %-escape"},
+		{"missing protocol scheme", "malformed: missing scheme"},
+		{"first path segment in URL cannot contain colon", "malformed: missing scheme (or a space before it)"},
+		{"invalid character", "malformed: invalid character in host"},
+		{"missing ']'", "malformed: missing ']' in host"},
+		{"invalid control character", "malformed: control character in URL"},
+	} {
+		if strings.Contains(msg, r.has) {
+			return r.say
+		}
 	}
 	return "malformed"
 }
