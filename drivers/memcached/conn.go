@@ -20,6 +20,7 @@ type conn struct {
 	timeout time.Duration
 	now     func() int64 // client wall clock, µs
 	log     *zap.Logger
+	turns   *stripes
 }
 
 var _ driver.Conn = (*conn)(nil)
@@ -37,6 +38,13 @@ func (c *conn) begin(ctx context.Context) (*session, func(), error) {
 
 // Hit implements driver.Conn by the protocol of the package doc.
 func (c *conn) Hit(ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+	if len(charges) > 0 {
+		unlock, err := c.turns.lock(ctx, charges[0].Tenant)
+		if err != nil {
+			return driver.Result{}, err
+		}
+		defer unlock()
+	}
 	s, done, err := c.begin(ctx)
 	if err != nil {
 		return driver.Result{}, err
