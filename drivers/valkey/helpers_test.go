@@ -65,6 +65,7 @@ type proxy struct {
 	ln     net.Listener
 	target string
 	stall  atomic.Bool
+	hangUp atomic.Bool // the next reply is dropped and both sides closed
 	closed atomic.Int32
 	wg     sync.WaitGroup
 	mu     sync.Mutex
@@ -113,6 +114,10 @@ func (p *proxy) serve() {
 			buf := make([]byte, 32<<10)
 			for {
 				n, err := s.Read(buf)
+				if n > 0 && p.hangUp.Load() {
+					s.Close()
+					break
+				}
 				if n > 0 && !p.stall.Load() {
 					if _, err := c.Write(buf[:n]); err != nil {
 						break
@@ -192,4 +197,11 @@ func freePorts(t *testing.T, n int) []int {
 		ports[i] = testserver.FreePort(t)
 	}
 	return ports
+}
+
+// isBuilding reports whether a build of the client is running.
+func (l *lazyClient) isBuilding() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.building != nil
 }
