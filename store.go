@@ -95,7 +95,9 @@ func (s *Store) Hit(ctx context.Context, charges []Charge, claim *Claim) (Result
 //   - absent or expired: committed for this hook (the hook is durable);
 //   - held by another hook: no change, ErrClaimLost naming the holder.
 //
-// The claims are sent together (one round trip per store shard). Each claim
+// The claims are sent together (one round trip per store shard where the
+// backend has scripts; memcached settles each claim by compare-and-swap).
+// Each claim
 // gets its own result: the good ones are settled even when others fail, and
 // the failures are joined, each naming its claim (C10). Commit of no claims
 // returns nil.

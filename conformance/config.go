@@ -28,7 +28,8 @@ type Config struct {
 	Records func(ctx context.Context, keyPrefix, tenant string) ([]Record, error)
 
 	// Granularity is the store's expiry granularity: how long past its
-	// expiry a record may linger (memcached: 1s). Default 1ms.
+	// expiry a record may linger (memcached, whose clock ticks in whole
+	// seconds: 2s). Default 1ms.
 	Granularity time.Duration
 
 	// Restart, when set, restarts the server on the same address; T5 checks

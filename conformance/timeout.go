@@ -293,9 +293,11 @@ func testT5(t *T) {
 	if !errors.Is(err, fleetstore.ErrTimeout) && !errors.Is(err, fleetstore.ErrUnavailable) {
 		t.Errorf("hit whose reply was lost: got %v, want ErrTimeout or ErrUnavailable", err)
 	}
-	// The lost hit ran once: one of two units is left.
-	if got := t.conforming(st, c, 2); got != 1 {
-		t.Fatalf("after one hit whose reply was lost, %d of 2 units were left, want 1: the call was re-sent (%d charged)", got, 2-got)
+	// The lost hit ran at most once (a driver of several round trips may
+	// have lost an earlier reply and written nothing): at least one of the
+	// two units is left. A re-sent call would have charged both.
+	if got := t.conforming(st, c, 2); got < 1 {
+		t.Fatalf("after one hit whose reply was lost, no unit of 2 was left: the call was re-sent")
 	}
 }
 
