@@ -1,0 +1,159 @@
+package valkey
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetstore/fleetstore"
+)
+
+// fakeServer speaks enough RESP2 for valkey-go to connect (HELLO unknown,
+// no cluster) and answers every script call and DEL with reply (V4).
+func fakeServer(t *testing.T, reply string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var conns []net.Conn
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+			go serveFake(c, reply)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+func serveFake(c net.Conn, reply string) {
+	defer c.Close()
+	r := bufio.NewReader(c)
+	for {
+		cmd, err := readCommand(r)
+		if err != nil {
+			return
+		}
+		var out string
+		switch strings.ToUpper(cmd[0]) {
+		case "HELLO":
+			out = "-ERR unknown command 'HELLO'\r\n"
+		case "CLUSTER":
+			out = "-ERR This instance has cluster support disabled\r\n"
+		case "PING":
+			out = "+PONG\r\n"
+		case "CLIENT", "SELECT", "AUTH":
+			out = "+OK\r\n"
+		default:
+			out = reply
+		}
+		if _, err := c.Write([]byte(out)); err != nil {
+			return
+		}
+	}
+}
+
+func readCommand(r *bufio.Reader) ([]string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "*")))
+	if err != nil || n < 1 {
+		return nil, errors.New("bad command")
+	}
+	out := make([]string, n)
+	for i := range out {
+		if _, err := r.ReadString('\n'); err != nil { // $len
+			return nil, err
+		}
+		s, err := r.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		// Arguments here (scripts, keys) hold no CRLF but may be long:
+		// read until the value's own CRLF.
+		for !strings.HasSuffix(s, "\r\n") {
+			more, err := r.ReadString('\n')
+			if err != nil {
+				return nil, err
+			}
+			s += more
+		}
+		out[i] = strings.TrimSuffix(s, "\r\n")
+	}
+	return out, nil
+}
+
+// TestMalformedReplies: a server whose handshake is fine but whose script
+// replies are not what the scripts return gets an error value, never a
+// panic, for every call (V4).
+func TestMalformedReplies(t *testing.T) {
+	for _, reply := range []string{
+		":5\r\n",
+		"+OK\r\n",
+		"$-1\r\n",
+		"*-1\r\n",
+		"*0\r\n",
+		"*1\r\n:9\r\n",
+		"*1\r\n$2\r\nxx\r\n",
+		"*2\r\n:2\r\n:7\r\n",
+		"*2\r\n:2\r\n$0\r\n\r\n",
+		"*2\r\n:3\r\n$1\r\nx\r\n",
+		"*2\r\n:3\r\n:-5\r\n",
+		"*2\r\n:4\r\n*0\r\n",
+		"*3\r\n:1\r\n:1\r\n:1\r\n",
+		"*2\r\n:1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n",
+		"*2\r\n:7\r\n$0\r\n\r\n",
+		"*2\r\n:1\r\n:1\r\n",
+		"*2\r\n:0\r\n-ERR x\r\n",
+		"-ERR boom\r\n",
+		"%1\r\n+a\r\n:1\r\n",
+		"_\r\n",
+		"#t\r\n",
+		",1.5\r\n",
+	} {
+		addr := fakeServer(t, reply)
+		st, err := fleetstore.Open("valkey://"+addr, fleetstore.WithTimeout(300*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tenant := "t"
+		claim := fleetstore.Claim{Tenant: tenant, SourceID: "s", Key: "k", HookID: "h", TTL: time.Minute, PendingTTL: time.Minute}
+		res, err := st.Hit(budget(t, time.Second), []fleetstore.Charge{{Kind: "hooks", Tenant: tenant, Increment: time.Millisecond, Capacity: time.Second}}, &claim)
+		if !errors.Is(err, fleetstore.ErrUnavailable) {
+			t.Errorf("hit, reply %q: got %v %v, want ErrUnavailable", reply, res, err)
+		}
+		// A settle reply of the right shape ({2, ""}) is a legitimate
+		// outcome; anything else must be an error.
+		if err := st.Commit(budget(t, time.Second), claim); err == nil {
+			t.Errorf("commit, reply %q: no error", reply)
+		}
+		two := claim
+		two.Tenant = "u"
+		if err := st.Release(budget(t, time.Second), claim, two); err == nil {
+			t.Errorf("release, reply %q: no error", reply)
+		}
+		if err := st.Reset(budget(t, time.Second), tenant); err != nil && !errors.Is(err, fleetstore.ErrUnavailable) {
+			t.Errorf("reset, reply %q: got %v, want nil or ErrUnavailable", reply, err)
+		}
+		st.Close()
+	}
+}
