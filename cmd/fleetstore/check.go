@@ -33,7 +33,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	only := fs.String("only", "", "comma-separated clause ids to run, e.g. G1,C10 (default all)")
 	verbose := fs.Bool("v", false, "print every clause's messages, not only those of failures and skips")
-	granularity := fs.Duration("granularity", 0, "the store's expiry granularity (default 1ms; memcached: 1s)")
+	granularity := fs.Duration("granularity", 0, "the store's expiry granularity (default 1ms; 2s for memcached://)")
 	positional, err := parseArgs(fs, args)
 	if err == flag.ErrHelp {
 		fmt.Fprint(stdout, checkUsage)
@@ -62,7 +62,9 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fleetstore check: %v\n", err)
 		return exitUsage
 	}
-	cfg.Granularity = *granularity
+	if *granularity > 0 {
+		cfg.Granularity = *granularity
+	}
 	var ids []string
 	if *only != "" {
 		ids = strings.Split(*only, ",")
@@ -124,8 +126,13 @@ func checkConfig(raw string) (conformance.Config, string, error) {
 			},
 		}, shown, nil
 	}
+	var granularity time.Duration
+	if u.Scheme == "memcached" {
+		granularity = 2 * time.Second // whole-second expiry, rounded up, plus memcached's own tick
+	}
 	return conformance.Config{
-		URL: raw,
+		URL:         raw,
+		Granularity: granularity,
 		AddrURL: func(addr string) string {
 			v := *u
 			v.Host = addr
