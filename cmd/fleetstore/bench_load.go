@@ -149,6 +149,9 @@ func (w *worker) run(ctx context.Context, measureFrom time.Time) {
 	cfg := w.l.cfg
 	store := w.l.store
 	claim := &fleetstore.Claim{Node: "bench", TTL: cfg.ttl, PendingTTL: cfg.pendingTTL}
+	// Calls run on the store's own budget, not the run's deadline: a call
+	// that starts just before the end must not be counted as a timeout.
+	callCtx := context.WithoutCancel(ctx)
 	for ctx.Err() == nil {
 		ev, fresh := w.event()
 		w.seq++
@@ -158,7 +161,7 @@ func (w *worker) run(ctx context.Context, measureFrom time.Time) {
 		claim.HookID = w.hookID()
 
 		t0 := time.Now()
-		res, err := store.Hit(ctx, w.charges, claim)
+		res, err := store.Hit(callCtx, w.charges, claim)
 		t1 := time.Now()
 		if err != nil && ctx.Err() != nil {
 			return // cut short by the end of the run: not a store error
@@ -183,7 +186,7 @@ func (w *worker) run(ctx context.Context, measureFrom time.Time) {
 		}
 
 		t2 := time.Now()
-		err = store.Commit(ctx, *claim)
+		err = store.Commit(callCtx, *claim)
 		t3 := time.Now()
 		if err != nil && ctx.Err() != nil {
 			return
@@ -281,7 +284,7 @@ func pingBaseline(ctx context.Context, store *fleetstore.Store, d time.Duration)
 		if !t0.Before(end) {
 			break
 		}
-		err := store.Ping(ctx)
+		err := store.Ping(context.WithoutCancel(ctx))
 		t1 := time.Now()
 		if err != nil && ctx.Err() != nil {
 			break
