@@ -1,0 +1,215 @@
+// Command compare measures fleetstore's Redis and Valkey drivers side by
+// side with what users pick instead — go-redis/redis_rate and throttled's
+// GCRA over go-redis — and with a plain PING, the one-round-trip floor,
+// against one redis-server, in one run:
+//
+//	cd bench && go run ./cmd/compare            # or: make compare
+//	cd bench && go run ./cmd/compare -json      # one JSON object per row, nothing else
+//
+// It starts its own redis-server on a free loopback port in a temp dir (no
+// persistence) and stops it at exit, unless -addr names a server. For each
+// concurrency (-c, default 1 and 64) and each system it runs -warmup, then
+// counts and times -d, and prints ops/s, p50 and p99 latency, the
+// server's and this process's CPU per op, then the ratios of each peer to
+// fleetstore and the project's goals. Limits are generous, so every
+// decision is allowed: what is measured is the cost of deciding.
+//
+// fleetstore does a webhook edge's whole job per hook: two charges (hooks
+// and bytes buckets) and a claim on a fresh event key in one Hit, then a
+// Commit (the -hook rows: ops/s are hooks, p50/p99 the Hit's, hook p50/p99
+// both calls); the -hit rows are the Hit alone. The peers charge one
+// bucket per call. Before the load it measures Redis memory per tenant
+// (hooks and bytes buckets) and per committed claim: INFO memory
+// used_memory before and after -items of each.
+//
+// With -json every row is one object on its own line: system,
+// concurrency, ops_per_sec, p50_us, p99_us (and more fields, see row);
+// the memory rows have system memory_per_tenant and memory_per_claim,
+// bytes (per item) and items, and zeros in the latency fields.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+type config struct {
+	addr, serverBin     string
+	concurrency         []int
+	only                []string
+	run                 runConfig
+	items               int
+	json, markdown      bool
+	cpuProfile          string
+	skipMemory, skipRun bool
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg config
+	var conc, only string
+	fs.StringVar(&cfg.addr, "addr", "", "host:port of a running server (default: start redis-server on a free loopback port)")
+	fs.StringVar(&cfg.serverBin, "server", "redis-server", "server binary to start when -addr is empty (valkey-server works too)")
+	fs.StringVar(&conc, "c", "1,64", "concurrencies, comma-separated")
+	fs.DurationVar(&cfg.run.duration, "d", 5*time.Second, "measured duration of each row")
+	fs.DurationVar(&cfg.run.warmup, "warmup", time.Second, "load before each measured duration, not counted")
+	fs.IntVar(&cfg.run.pool, "pool", 64, "go-redis pool size, for every go-redis based system alike")
+	fs.DurationVar(&cfg.run.timeout, "timeout", time.Second, "fleetstore's per-call budget (URL timeout=)")
+	fs.IntVar(&cfg.run.tenants, "tenants", 1000, "tenants (buckets) per row, taken in turn")
+	fs.IntVar(&cfg.items, "items", 100_000, "tenants and claims written for the memory rows (0: skip them)")
+	fs.StringVar(&only, "only", "", "systems to run, comma-separated (default all): "+systemNames())
+	fs.BoolVar(&cfg.json, "json", false, "print only one JSON object per row")
+	fs.BoolVar(&cfg.markdown, "md", false, "print the table as Markdown")
+	fs.BoolVar(&cfg.run.serverStats, "server-stats", false, "reset and print INFO commandstats per row (server µs per command)")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write this process's CPU profile of the whole run to this file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	for f := range strings.SplitSeq(conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fmt.Fprintf(stderr, "compare: -c: want positive integers, got %q\n", conc)
+			return 2
+		}
+		cfg.concurrency = append(cfg.concurrency, n)
+	}
+	if only != "" {
+		cfg.only = strings.Split(only, ",")
+	}
+	cfg.skipMemory = cfg.items <= 0
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := compare(ctx, cfg, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "compare:", err)
+		return 1
+	}
+	return 0
+}
+
+func systemNames() string {
+	names := make([]string, len(systems))
+	for i, s := range systems {
+		names[i] = s.name
+	}
+	return strings.Join(names, ",")
+}
+
+func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
+	sys, err := systemsNamed(cfg.only)
+	if err != nil {
+		return err
+	}
+	progress := func(format string, a ...any) {
+		if !cfg.json {
+			fmt.Fprintf(stderr, format+"\n", a...)
+		}
+	}
+	addr := cfg.addr
+	if addr == "" {
+		srv, err := startServer(ctx, cfg.serverBin)
+		if err != nil {
+			return err
+		}
+		defer srv.close()
+		addr = srv.addr
+		progress("started %s on %s", cfg.serverBin, addr)
+	}
+	admin := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer admin.Close()
+	version, err := serverVersion(ctx, admin)
+	if err != nil {
+		return fmt.Errorf("%s: %w", addr, err)
+	}
+
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	var mem []row
+	if !cfg.skipMemory {
+		progress("memory: %d tenants, %d committed claims …", cfg.items, cfg.items)
+		rows, warning, err := measureMemory(ctx, admin, addr, cfg.items, cfg.run.timeout)
+		if err != nil {
+			return err
+		}
+		if warning != nil {
+			fmt.Fprintln(stderr, "compare: warning:", warning)
+		}
+		mem = rows
+	}
+
+	var rows []row
+	for _, c := range cfg.concurrency {
+		for _, s := range sys {
+			progress("%-24s c=%-3d …", s.name, c)
+			r, err := measure(ctx, admin, addr, s, c, cfg.run)
+			if err != nil {
+				return err
+			}
+			if r.Errors > 0 {
+				fmt.Fprintf(stderr, "compare: %s c=%d: %d errors, the first: %s\n", s.name, c, r.Errors, r.Error)
+			}
+			if cfg.json {
+				if err := json.NewEncoder(stdout).Encode(r); err != nil {
+					return err
+				}
+			}
+			rows = append(rows, r)
+		}
+	}
+	if cfg.json {
+		enc := json.NewEncoder(stdout)
+		for _, r := range mem {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	printReport(stdout, rows, mem, cfg, version)
+	return nil
+}
+
+// serverVersion returns e.g. "redis-server 7.0.15" from INFO server
+// (valkey also reports a redis_version: its own comes first).
+func serverVersion(ctx context.Context, admin *goredis.Client) (string, error) {
+	info, err := admin.Info(ctx, "server").Result()
+	if err != nil {
+		return "", err
+	}
+	fields := map[string]string{}
+	for line := range strings.SplitSeq(info, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			fields[k] = v
+		}
+	}
+	if v, ok := fields["valkey_version"]; ok {
+		return "valkey-server " + v, nil
+	}
+	return "redis-server " + fields["redis_version"], nil
+}

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fleetstore/fleetstore"
+)
+
+// worker is one of a run's concurrent callers. Only its goroutine touches
+// it until the run ends.
+type worker struct {
+	id, conc uint64
+	seq      uint64
+	prefix   []byte
+	buf      []byte
+	charges  []fleetstore.Charge
+
+	ops, notOK, errs uint64
+	hit, whole       *hdrhistogram.Histogram // ns
+	firstErr         error
+}
+
+// next returns this worker's next sequence number, spread over the
+// workers so that they take tenants in turn.
+func (w *worker) next() uint64 {
+	w.seq++
+	return w.seq*w.conc + w.id
+}
+
+// key returns a fresh event key (never used before in this run).
+func (w *worker) key() string {
+	w.buf = strconv.AppendUint(append(w.buf[:0], w.prefix...), w.seq, 10)
+	return string(w.buf)
+}
+
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, int64(time.Minute), 3) }
+
+func record(h *hdrhistogram.Histogram, d time.Duration) {
+	_ = h.RecordValue(min(max(int64(d), 1), int64(time.Minute)))
+}
+
+// row is one measured line of the table.
+type row struct {
+	System      string  `json:"system"`
+	Concurrency int     `json:"concurrency"`
+	OpsPerSec   float64 `json:"ops_per_sec"`
+	P50us       float64 `json:"p50_us"`
+	P99us       float64 `json:"p99_us"`
+	HookP50us   float64 `json:"hook_p50_us,omitempty"`     // hook rows: Hit + Commit
+	HookP99us   float64 `json:"hook_p99_us,omitempty"`     // hook rows: Hit + Commit
+	ServerCPUus float64 `json:"server_cpu_us_per_op"`      // redis-server user+sys CPU per op
+	ClientCPUus float64 `json:"client_cpu_us_per_op"`      // this process's user+sys CPU per op
+	Ops         uint64  `json:"ops"`                       // ops in the measured window
+	NotOK       uint64  `json:"not_ok"`                    // answers other than allowed/OK
+	Errors      uint64  `json:"errors"`                    // error values
+	Bytes       float64 `json:"bytes,omitempty"`           // memory rows: bytes per item
+	Items       int     `json:"items,omitempty"`           // memory rows: items written
+	Seconds     float64 `json:"seconds,omitempty"`         // measured window, s
+	Error       string  `json:"first_error,omitempty"`     // the first error seen
+	Scripts     string  `json:"server_commands,omitempty"` // -server-stats: commandstats of the window
+}
+
+// runConfig is what every run shares.
+type runConfig struct {
+	warmup, duration time.Duration
+	pool             int
+	timeout          time.Duration
+	tenants          int
+	serverStats      bool
+}
+
+// measure runs sys with conc workers for cfg.warmup, then counts and
+// times it for cfg.duration.
+func measure(ctx context.Context, admin *goredis.Client, addr string, sys system, conc int, cfg runConfig) (row, error) {
+	run := runID()
+	e := &env{addr: addr, run: run, pool: cfg.pool, timeout: cfg.timeout}
+	e.tenants = make([]string, cfg.tenants)
+	for i := range e.tenants {
+		e.tenants[i] = "t-" + run + "-" + strconv.Itoa(i)
+	}
+	do, closeSys, err := sys.open(e)
+	if err != nil {
+		return row{}, fmt.Errorf("%s: open: %w", sys.name, err)
+	}
+	defer closeSys()
+
+	var measuring, stop atomic.Bool
+	workers := make([]*worker, conc)
+	var wg sync.WaitGroup
+	for i := range workers {
+		w := &worker{id: uint64(i), conc: uint64(conc), prefix: []byte("evt-" + run + "-" + strconv.Itoa(i) + "-"),
+			hit: newHist(), whole: newHist()}
+		w.charges = []fleetstore.Charge{
+			{Kind: fleetstore.Hooks, Increment: fsIncrement, Capacity: fsCapacity},
+			{Kind: fleetstore.Bytes, Increment: fsIncrement, Capacity: fsCapacity},
+		}
+		workers[i] = w
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() && ctx.Err() == nil {
+				t0 := time.Now()
+				hit, ok, err := do(ctx, w)
+				d := time.Since(t0)
+				if !measuring.Load() {
+					continue
+				}
+				w.ops++
+				switch {
+				case err != nil:
+					w.errs++
+					if w.firstErr == nil {
+						w.firstErr = err
+					}
+				case !ok:
+					w.notOK++
+				}
+				if hit == 0 {
+					hit = d
+				}
+				record(w.hit, hit)
+				record(w.whole, d)
+			}
+		}()
+	}
+	sleep(ctx, cfg.warmup)
+	if cfg.serverStats {
+		_ = admin.ConfigResetStat(ctx).Err()
+	}
+	srv0, _ := serverCPU(ctx, admin)
+	cli0 := clientCPU()
+	t0 := time.Now()
+	measuring.Store(true)
+	sleep(ctx, cfg.duration)
+	measuring.Store(false)
+	elapsed := time.Since(t0)
+	cli1 := clientCPU()
+	srv1, _ := serverCPU(ctx, admin)
+	var cmdstats string
+	if cfg.serverStats {
+		cmdstats, _ = commandStats(ctx, admin)
+	}
+	stop.Store(true)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return row{}, err
+	}
+
+	r := row{System: sys.name, Concurrency: conc, Seconds: elapsed.Seconds(), Scripts: cmdstats}
+	hit, whole := newHist(), newHist()
+	for _, w := range workers {
+		r.Ops += w.ops
+		r.NotOK += w.notOK
+		r.Errors += w.errs
+		if w.firstErr != nil && r.Error == "" {
+			r.Error = w.firstErr.Error()
+		}
+		hit.Merge(w.hit)
+		whole.Merge(w.whole)
+	}
+	r.OpsPerSec = float64(r.Ops) / elapsed.Seconds()
+	r.P50us = us(hit.ValueAtQuantile(50))
+	r.P99us = us(hit.ValueAtQuantile(99))
+	if sys.hook {
+		r.HookP50us = us(whole.ValueAtQuantile(50))
+		r.HookP99us = us(whole.ValueAtQuantile(99))
+	}
+	if r.Ops > 0 {
+		r.ServerCPUus = round1((srv1 - srv0).Seconds() * 1e6 / float64(r.Ops))
+		r.ClientCPUus = round1((cli1 - cli0).Seconds() * 1e6 / float64(r.Ops))
+	}
+	r.OpsPerSec = float64(int64(r.OpsPerSec + 0.5))
+	r.Seconds = round1(r.Seconds)
+	return r, nil
+}
+
+func us(ns int64) float64 { return round1(float64(ns) / 1e3) }
+
+func round1(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// serverCPU returns the server's user + sys CPU time (INFO cpu).
+func serverCPU(ctx context.Context, admin *goredis.Client) (time.Duration, error) {
+	info, err := admin.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for _, field := range []string{"used_cpu_user", "used_cpu_sys"} {
+		v, err := infoField(info, field)
+		if err != nil {
+			return 0, err
+		}
+		total += v
+	}
+	return time.Duration(total * float64(time.Second)), nil
+}
+
+// infoField reads one numeric field of an INFO reply.
+func infoField(info, field string) (float64, error) {
+	for line := range strings.SplitSeq(info, "\n") {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && name == field {
+			return strconv.ParseFloat(value, 64)
+		}
+	}
+	return 0, fmt.Errorf("INFO has no %s", field)
+}
+
+// commandStats summarises INFO commandstats: each command's calls and
+// µs per call, busiest first as the server lists them.
+func commandStats(ctx context.Context, admin *goredis.Client) (string, error) {
+	info, err := admin.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return "", err
+	}
+	var parts []string
+	for line := range strings.SplitSeq(info, "\n") {
+		line = strings.TrimSpace(line)
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		name = strings.TrimPrefix(name, "cmdstat_")
+		if name == "config" || name == "info" {
+			continue // the bench's own
+		}
+		var calls, per string
+		for kv := range strings.SplitSeq(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				calls = v
+			case "usec_per_call":
+				per = v
+			}
+		}
+		parts = append(parts, name+" calls="+calls+" usec_per_call="+per)
+	}
+	return strings.Join(parts, "; "), nil
+}

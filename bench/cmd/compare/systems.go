@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/throttled/throttled/v2"
+	goredisstore "github.com/throttled/throttled/v2/store/goredisstore.v9"
+	"github.com/valkey-io/valkey-go"
+
+	"github.com/fleetstore/fleetstore"
+	_ "github.com/fleetstore/fleetstore/drivers/redis"
+	_ "github.com/fleetstore/fleetstore/drivers/valkey"
+)
+
+// op is one decision (or one hook) of a system, by worker w. It returns
+// hit, the latency to report when the op is more than one call (a hook:
+// the Hit, then the Commit), else 0 (the op's own latency is reported);
+// ok is false for any answer but "allowed".
+type op func(ctx context.Context, w *worker) (hit time.Duration, ok bool, err error)
+
+// system is one row of the table: how to open it for one run.
+type system struct {
+	name  string
+	about string
+	hook  bool // op is a whole hook (Hit + Commit); hit latency is reported apart
+	open  func(e *env) (op, func(), error)
+}
+
+// env is what a run's system is opened with.
+type env struct {
+	addr    string
+	run     string // unique per run: key prefixes and tenants are fresh
+	pool    int    // go-redis pool size
+	timeout time.Duration
+	tenants []string
+}
+
+// The generous limits: every decision is allowed, so what is measured is
+// the cost of deciding. fleetstore: 1µs per hook, an hour of burst.
+const (
+	fsIncrement = time.Microsecond
+	fsCapacity  = time.Hour
+	claimTTL    = time.Minute
+	pendingTTL  = 30 * time.Second
+)
+
+var (
+	// redis_rate: a million per second, a burst of a billion.
+	rrLimit = redis_rate.Limit{Rate: 1_000_000, Period: time.Second, Burst: 1_000_000_000}
+	// throttled: the same.
+	thQuota = throttled.RateQuota{MaxRate: throttled.PerSec(1_000_000), MaxBurst: 1_000_000_000}
+)
+
+var systems = []system{
+	{name: "ping-go-redis", about: "PING, go-redis v9 (the round-trip floor of the redis driver, redis_rate, throttled)", open: openPingGoRedis},
+	{name: "ping-valkey-go", about: "PING, valkey-go with the valkey driver's settings (its round-trip floor)", open: openPingValkey},
+	{name: "fleetstore-redis-hit", about: "fleetstore redis://: Hit alone (hooks + bytes charges and a claim, one script call)", open: openFleetstore("redis", false)},
+	{name: "fleetstore-redis-hook", about: "fleetstore redis://: the whole hook, Hit then Commit; p50/p99 are the Hit's, ops/s are hooks", hook: true, open: openFleetstore("redis", true)},
+	{name: "fleetstore-valkey-hit", about: "fleetstore valkey://: Hit alone", open: openFleetstore("valkey", false)},
+	{name: "fleetstore-valkey-hook", about: "fleetstore valkey://: Hit then Commit; p50/p99 are the Hit's, ops/s are hooks", hook: true, open: openFleetstore("valkey", true)},
+	{name: "redis_rate", about: "go-redis/redis_rate v10 Allow: one GCRA bucket, one Lua script call", open: openRedisRate},
+	{name: "throttled", about: "throttled v2 GCRA RateLimit over its go-redis v9 store: one bucket, GET+TIME then a CAS script", open: openThrottled},
+}
+
+func newGoRedis(e *env) *goredis.Client {
+	return goredis.NewClient(&goredis.Options{Addr: e.addr, PoolSize: e.pool})
+}
+
+func openPingGoRedis(e *env) (op, func(), error) {
+	c := newGoRedis(e)
+	return func(ctx context.Context, _ *worker) (time.Duration, bool, error) {
+		return 0, true, c.Ping(ctx).Err()
+	}, func() { _ = c.Close() }, nil
+}
+
+// newValkey builds a valkey-go client with the settings the valkey driver
+// forces (drivers/valkey/options.go): no cache, no retries, the reader
+// always on, one connection shared by auto-pipelining.
+func newValkey(e *env) (valkey.Client, error) {
+	return valkey.NewClient(valkey.ClientOption{
+		InitAddress:       []string{e.addr},
+		DisableCache:      true,
+		DisableRetry:      true,
+		AlwaysPipelining:  true,
+		PipelineMultiplex: -1,
+	})
+}
+
+func openPingValkey(e *env) (op, func(), error) {
+	c, err := newValkey(e)
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := c.B().Ping().Build().Pin() // pinned: reusable by every call
+	return func(ctx context.Context, _ *worker) (time.Duration, bool, error) {
+		return 0, true, c.Do(ctx, cmd).Error()
+	}, c.Close, nil
+}
+
+// openFleetstore opens a Store of scheme doing the webhook edge's job: two
+// charges (hooks, bytes) and a claim on a fresh event key per Hit; with
+// commit, a Commit after each OK Hit.
+func openFleetstore(scheme string, commit bool) func(e *env) (op, func(), error) {
+	return func(e *env) (op, func(), error) {
+		u := fmt.Sprintf("%s://%s/0?timeout=%s&key_prefix=fs%s", scheme, e.addr, e.timeout, e.run)
+		if scheme == "redis" {
+			u += "&pool_size=" + strconv.Itoa(e.pool)
+		}
+		st, err := fleetstore.Open(u)
+		if err != nil {
+			return nil, nil, err
+		}
+		return func(ctx context.Context, w *worker) (time.Duration, bool, error) {
+			tenant := e.tenants[w.next()%uint64(len(e.tenants))]
+			w.charges[0].Tenant, w.charges[1].Tenant = tenant, tenant
+			key := w.key()
+			claim := fleetstore.Claim{Tenant: tenant, SourceID: "github", Key: key, HookID: key, Node: "edge-1",
+				TTL: claimTTL, PendingTTL: pendingTTL}
+			t0 := time.Now()
+			res, err := st.Hit(ctx, w.charges, &claim)
+			hit := time.Since(t0)
+			if err != nil || res.Outcome != fleetstore.OK {
+				return hit, false, err
+			}
+			if commit {
+				if err := st.Commit(ctx, claim); err != nil {
+					return hit, false, err
+				}
+			}
+			return hit, true, nil
+		}, func() { _ = st.Close() }, nil
+	}
+}
+
+func openRedisRate(e *env) (op, func(), error) {
+	c := newGoRedis(e)
+	l := redis_rate.NewLimiter(c)
+	return func(ctx context.Context, w *worker) (time.Duration, bool, error) {
+		key := "rr" + e.run + ":" + e.tenants[w.next()%uint64(len(e.tenants))]
+		res, err := l.Allow(ctx, key, rrLimit)
+		if err != nil {
+			return 0, false, err
+		}
+		return 0, res.Allowed == 1, nil
+	}, func() { _ = c.Close() }, nil
+}
+
+func openThrottled(e *env) (op, func(), error) {
+	c := newGoRedis(e)
+	store, err := goredisstore.NewCtx(c, "th"+e.run+":")
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := throttled.NewGCRARateLimiterCtx(store, thQuota)
+	if err != nil {
+		return nil, nil, err
+	}
+	return func(ctx context.Context, w *worker) (time.Duration, bool, error) {
+		limited, _, err := l.RateLimitCtx(ctx, e.tenants[w.next()%uint64(len(e.tenants))], 1)
+		if err != nil {
+			return 0, false, err
+		}
+		return 0, !limited, nil
+	}, func() { _ = c.Close() }, nil
+}
+
+// systemsNamed returns the systems in names (all when names is empty).
+func systemsNamed(names []string) ([]system, error) {
+	if len(names) == 0 {
+		return systems, nil
+	}
+	var out []system
+	for _, n := range names {
+		found := false
+		for _, s := range systems {
+			if s.name == n {
+				out = append(out, s)
+				found = true
+			}
+		}
+		if !found {
+			return nil, errors.New("unknown system " + strconv.Quote(n))
+		}
+	}
+	return out, nil
+}
