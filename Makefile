@@ -7,7 +7,7 @@
 GO ?= go
 PKGS ?= ./...
 
-.PHONY: test servers fmt vet bench check
+.PHONY: test servers fmt vet bench check compare
 
 test: servers fmt vet
 	$(GO) test -race -shuffle=on -count=1 -p 1 -timeout 30m $(PKGS)
@@ -42,3 +42,12 @@ bench:
 # The contract checked against FLEETSTORE_URL (default memory://).
 check:
 	$(GO) run ./cmd/fleetstore check
+
+# fleetstore side by side with redis_rate, throttled and a plain PING
+# (bench/, its own module): starts redis-server on a free loopback port,
+# prints the table. JSON=1 prints only the JSON rows (one per line);
+# COMPARE_FLAGS adds flags, e.g. COMPARE_FLAGS="-d 10s -md". The servers
+# target runs first, its messages on stderr so stdout stays the rows.
+compare:
+	@$(MAKE) --no-print-directory servers >&2
+	@cd bench && $(GO) run ./cmd/compare $(if $(JSON),-json) $(COMPARE_FLAGS)
