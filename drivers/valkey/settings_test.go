@@ -323,6 +323,11 @@ func TestCrossSlotRefused(t *testing.T) {
 
 // TestCloseReleasesGoroutines: after calls on a cluster (a connection and
 // its goroutines per node), Close leaves no goroutine behind (T4).
+//
+// valkey-go caveat: when the parallel first dials to the several addresses
+// race with the first slot-map read, the connection that lost is closed by
+// a goroutine that sleeps 5s first (clusterClient._refresh), whatever
+// Close does. So the wait here is 5s plus slack, not the suite's 2s.
 func TestCloseReleasesGoroutines(t *testing.T) {
 	cl := startCluster(t)
 	runtime.GC()
@@ -337,11 +342,11 @@ func TestCloseReleasesGoroutines(t *testing.T) {
 		t.Logf("no goroutine while open (%d): nothing to check", during)
 	}
 	c.Close()
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(7 * time.Second)
 	for runtime.NumGoroutine() > before {
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines before, %d 2s after Close\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+			t.Fatalf("%d goroutines before, %d 7s after Close\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
