@@ -36,6 +36,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -52,7 +53,7 @@ type config struct {
 	run                 runConfig
 	items               int
 	json, markdown      bool
-	cpuProfile          string
+	cpuProfile, memProf string
 	skipMemory, skipRun bool
 }
 
@@ -79,6 +80,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.markdown, "md", false, "print the table as Markdown")
 	fs.BoolVar(&cfg.run.serverStats, "server-stats", false, "reset and print INFO commandstats per row (server µs per command)")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write this process's CPU profile of the whole run to this file")
+	fs.StringVar(&cfg.memProf, "memprofile", "", "write this process's allocation profile (every 4 KiB sampled) to this file at exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -150,6 +152,15 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 
+	if cfg.memProf != "" {
+		runtime.MemProfileRate = 4096
+		defer func() {
+			if err := writeAllocs(cfg.memProf); err != nil {
+				fmt.Fprintln(stderr, "compare: memprofile:", err)
+			}
+		}()
+	}
+
 	var mem []row
 	if !cfg.skipMemory {
 		progress("memory: %d tenants, %d committed claims …", cfg.items, cfg.items)
@@ -193,6 +204,18 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	printReport(stdout, rows, mem, cfg, version)
 	return nil
+}
+
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // serverVersion returns e.g. "redis-server 7.0.15" from INFO server

@@ -19,7 +19,7 @@ func printReport(w io.Writer, rows, mem []row, cfg config, version string) {
 	fmt.Fprintf(w, "%s, %s %s/%s, %d CPUs (GOMAXPROCS %d), load average %s\n\n",
 		cpuModel(), runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), loadAverage())
 
-	head := []string{"system", "c", "ops/s", "p50 µs", "p99 µs", "hook p50 µs", "hook p99 µs", "server CPU µs/op", "client CPU µs/op", "not OK", "errors"}
+	head := []string{"system", "c", "ops/s", "p50 µs", "p99 µs", "hook p50 µs", "hook p99 µs", "server CPU µs/op", "client CPU µs/op", "client allocs/op", "not OK", "errors"}
 	var lines [][]string
 	for _, r := range rows {
 		hook50, hook99 := "", ""
@@ -27,7 +27,7 @@ func printReport(w io.Writer, rows, mem []row, cfg config, version string) {
 			hook50, hook99 = num(r.HookP50us), num(r.HookP99us)
 		}
 		lines = append(lines, []string{r.System, strconv.Itoa(r.Concurrency), strconv.FormatFloat(r.OpsPerSec, 'f', 0, 64),
-			num(r.P50us), num(r.P99us), hook50, hook99, num(r.ServerCPUus), num(r.ClientCPUus),
+			num(r.P50us), num(r.P99us), hook50, hook99, num(r.ServerCPUus), num(r.ClientCPUus), num(r.Allocs),
 			strconv.FormatUint(r.NotOK, 10), strconv.FormatUint(r.Errors, 10)})
 	}
 	table(w, head, lines, cfg.markdown)
@@ -56,7 +56,15 @@ func printReport(w io.Writer, rows, mem []row, cfg config, version string) {
 // printRatios prints, for every system that is not fleetstore's, its
 // ops/s and p50 divided by fleetstore's Hit rows at the same concurrency.
 func printRatios(w io.Writer, rows []row, markdown bool) {
-	refs := []string{"fleetstore-redis-hit", "fleetstore-valkey-hit"}
+	var refs []string
+	for _, name := range []string{"fleetstore-redis-hit", "fleetstore-valkey-hit"} {
+		for _, r := range rows {
+			if r.System == name {
+				refs = append(refs, name)
+				break
+			}
+		}
+	}
 	head := []string{"peer", "c"}
 	for _, ref := range refs {
 		head = append(head, "ops/s ÷ "+ref, "p50 ÷ "+ref)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,6 +60,7 @@ type row struct {
 	HookP99us   float64 `json:"hook_p99_us,omitempty"`     // hook rows: Hit + Commit
 	ServerCPUus float64 `json:"server_cpu_us_per_op"`      // redis-server user+sys CPU per op
 	ClientCPUus float64 `json:"client_cpu_us_per_op"`      // this process's user+sys CPU per op
+	Allocs      float64 `json:"client_allocs_per_op"`      // this process's heap allocations per op
 	Ops         uint64  `json:"ops"`                       // ops in the measured window
 	NotOK       uint64  `json:"not_ok"`                    // answers other than allowed/OK
 	Errors      uint64  `json:"errors"`                    // error values
@@ -138,12 +140,17 @@ func measure(ctx context.Context, admin *goredis.Client, addr string, sys system
 	}
 	srv0, _ := serverCPU(ctx, admin)
 	cli0 := clientCPU()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	mallocs0 := ms.Mallocs
 	t0 := time.Now()
 	measuring.Store(true)
 	sleep(ctx, cfg.duration)
 	measuring.Store(false)
 	elapsed := time.Since(t0)
 	cli1 := clientCPU()
+	runtime.ReadMemStats(&ms)
+	mallocs1 := ms.Mallocs
 	srv1, _ := serverCPU(ctx, admin)
 	var cmdstats string
 	if cfg.serverStats {
@@ -177,6 +184,7 @@ func measure(ctx context.Context, admin *goredis.Client, addr string, sys system
 	if r.Ops > 0 {
 		r.ServerCPUus = round1((srv1 - srv0).Seconds() * 1e6 / float64(r.Ops))
 		r.ClientCPUus = round1((cli1 - cli0).Seconds() * 1e6 / float64(r.Ops))
+		r.Allocs = round1(float64(mallocs1-mallocs0) / float64(r.Ops))
 	}
 	r.OpsPerSec = float64(int64(r.OpsPerSec + 0.5))
 	r.Seconds = round1(r.Seconds)

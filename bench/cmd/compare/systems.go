@@ -60,11 +60,13 @@ var (
 var systems = []system{
 	{name: "ping-go-redis", about: "PING, go-redis v9 (the round-trip floor of the redis driver, redis_rate, throttled)", open: openPingGoRedis},
 	{name: "ping-valkey-go", about: "PING, valkey-go with the valkey driver's settings (its round-trip floor)", open: openPingValkey},
+	{name: "script-floor", about: "EVALSHA of a script that returns {1} at once, with a Hit's KEYS and ARGV, go-redis v9 (the floor of any one-script decision)", open: openScriptFloor},
 	{name: "fleetstore-redis-hit", about: "fleetstore redis://: Hit alone (hooks + bytes charges and a claim, one script call)", open: openFleetstore("redis", false)},
 	{name: "fleetstore-redis-hook", about: "fleetstore redis://: the whole hook, Hit then Commit; p50/p99 are the Hit's, ops/s are hooks", hook: true, open: openFleetstore("redis", true)},
 	{name: "fleetstore-valkey-hit", about: "fleetstore valkey://: Hit alone", open: openFleetstore("valkey", false)},
 	{name: "fleetstore-valkey-hook", about: "fleetstore valkey://: Hit then Commit; p50/p99 are the Hit's, ops/s are hooks", hook: true, open: openFleetstore("valkey", true)},
 	{name: "redis_rate", about: "go-redis/redis_rate v10 Allow: one GCRA bucket, one Lua script call", open: openRedisRate},
+	{name: "redis_rate-job", about: "redis_rate doing a Hit's job without atomicity: Allow on hooks, Allow on bytes, SET NX PX of the claim (three round trips)", open: openRedisRateJob},
 	{name: "throttled", about: "throttled v2 GCRA RateLimit over its go-redis v9 store: one bucket, GET+TIME then a CAS script", open: openThrottled},
 }
 
@@ -76,6 +78,23 @@ func openPingGoRedis(e *env) (op, func(), error) {
 	c := newGoRedis(e)
 	return func(ctx context.Context, _ *worker) (time.Duration, bool, error) {
 		return 0, true, c.Ping(ctx).Err()
+	}, func() { _ = c.Close() }, nil
+}
+
+// floorScript returns what an OK Hit returns, touching nothing: what is
+// left of a Hit's cost is the script call itself and its arguments.
+var floorScript = goredis.NewScript("return {1}")
+
+func openScriptFloor(e *env) (op, func(), error) {
+	c := newGoRedis(e)
+	return func(ctx context.Context, w *worker) (time.Duration, bool, error) {
+		tenant := e.tenants[w.next()%uint64(len(e.tenants))]
+		key := w.key()
+		// The KEYS and ARGV of a Hit with two charges and a claim
+		// (internal/scripts.HitCall).
+		keys := []string{"fs" + e.run + ":{" + tenant + "}:b", "fs" + e.run + ":{" + tenant + "}:c:github:" + key}
+		err := floorScript.Run(ctx, c, keys, "2", "hooks", "1", "3600000000", "bytes", "1", "3600000000", key, "edge-1", "30000").Err()
+		return 0, err == nil, err
 	}, func() { _ = c.Close() }, nil
 }
 
@@ -148,6 +167,27 @@ func openRedisRate(e *env) (op, func(), error) {
 			return 0, false, err
 		}
 		return 0, res.Allowed == 1, nil
+	}, func() { _ = c.Close() }, nil
+}
+
+// openRedisRateJob does with redis_rate what one fleetstore Hit does:
+// two buckets and a claim, here in three round trips and not all or
+// nothing (a denied bytes bucket leaves the hooks bucket charged).
+func openRedisRateJob(e *env) (op, func(), error) {
+	c := newGoRedis(e)
+	l := redis_rate.NewLimiter(c)
+	return func(ctx context.Context, w *worker) (time.Duration, bool, error) {
+		tenant := e.tenants[w.next()%uint64(len(e.tenants))]
+		prefix := "rj" + e.run + ":" + tenant
+		for _, kind := range []string{":hooks", ":bytes"} {
+			res, err := l.Allow(ctx, prefix+kind, rrLimit)
+			if err != nil || res.Allowed != 1 {
+				return 0, false, err
+			}
+		}
+		key := w.key()
+		ok, err := c.SetNX(ctx, prefix+":c:github:"+key, key, pendingTTL).Result()
+		return 0, ok, err
 	}, func() { _ = c.Close() }, nil
 }
 
