@@ -1,0 +1,22 @@
+// Package faults is fleetstore's fault suite: tests, and nothing else, that
+// start real servers on loopback ports and then abuse them while a Store
+// of each network driver (redis, valkey, memcached) is in use:
+//
+//   - kill -9 during a load run, then a restart on the same port;
+//   - a pause (CLIENT PAUSE for Redis and Valkey, SIGSTOP for memcached)
+//     for twice the call budget;
+//   - 10 000 calls against a listener that accepts and never answers;
+//   - a burst of concurrent callers much larger than the connection pool.
+//
+// Each test asserts counts and bounds, never speeds: every call returns a
+// result or an error value (ErrTimeout, ErrUnavailable) within its budget +
+// 10ms (CONTRACT T1) plus schedSlack; the Store recovers by itself after a
+// restart; no goroutine and no socket outlives Close (T4); connections stay
+// within the pool. The figures each test logs (go test -v ./faults) are the
+// README's "Failure behaviour" section.
+//
+// The servers come from internal/testserver; a missing binary skips the
+// tests locally and fails them when CI is set. The Valkey driver runs
+// against valkey-server when it is on PATH, else against redis-server
+// (Debian ships no valkey-server; the protocol is the same).
+package faults

@@ -1,0 +1,88 @@
+package faults
+
+import (
+	"testing"
+	"time"
+)
+
+// TestKillRestart kills the server with SIGKILL while 4 callers hit it
+// (each at most once every 2ms), keeps it down for 500ms and starts it
+// again on the same port. The same Store, never reopened:
+//
+//   - every call, failed or not, returns within budget + 10ms + schedSlack
+//     (or the probe's worst wake-up delay, when larger), and every failure
+//     is ErrTimeout or ErrUnavailable (no panic: a panic in any goroutine
+//     would end the test binary);
+//   - the calls made while the server is down fail (the kill took);
+//   - a call succeeds within 1s after the server answers again, and every
+//     call started later than that succeeds.
+//
+// The Redis driver's recovery is go-redis's: after pool_size failed dials
+// its pool stops dialing and probes the server once a second
+// (internal/pool tryDial), so calls succeed again at the first probe after
+// the restart: here about 1s - down after it, up to 1s for other outages.
+func TestKillRestart(t *testing.T) {
+	const (
+		budget   = 100 * time.Millisecond
+		down     = 500 * time.Millisecond
+		recovery = time.Second
+	)
+	forEach(t, func(t *testing.T, tg target) {
+		srv := tg.start(t)
+		s := openStore(t, tg, srv.Addr(), budget, "")
+		waitReady(t, s)
+
+		pr := startProbe()
+		stop := runLoad(s, 4, 2*time.Millisecond)
+		time.Sleep(300 * time.Millisecond)
+		killAt := time.Now()
+		if err := srv.Kill(); err != nil {
+			stop()
+			pr.slack(schedSlack)
+			t.Fatalf("kill: %v", err)
+		}
+		killed := time.Now()
+		time.Sleep(down)
+		restartAt := time.Now()
+		if err := srv.Restart(); err != nil {
+			stop()
+			pr.slack(schedSlack)
+			t.Fatalf("restart: %v", err)
+		}
+		upAt := time.Now() // the server answers
+		time.Sleep(recovery + time.Second)
+		recs := stop()
+		slack := pr.slack(schedSlack)
+		endAt := time.Now()
+
+		worst, timeouts, unavailable := checkCalls(t, recs, budget, slack)
+
+		downCalls := within(recs, killed, restartAt)
+		if len(downCalls) == 0 || failed(downCalls) != len(downCalls) {
+			t.Errorf("%d of %d calls made while the server was down failed; want all, and some", failed(downCalls), len(downCalls))
+		}
+		first, ok := firstOK(recs, killAt)
+		var rec time.Duration
+		switch {
+		case !ok:
+			t.Errorf("no call succeeded after the restart")
+		default:
+			rec = max(first.Sub(upAt), 0)
+			if rec > recovery {
+				t.Errorf("first success %v after the server answered again; want within %v", rec, recovery)
+			}
+		}
+		late := within(recs, upAt.Add(recovery), endAt)
+		if n := failed(late); n > 0 || len(late) == 0 {
+			t.Errorf("%d of %d calls started more than %v after the restart failed; want none, of some", n, len(late), recovery)
+			for _, r := range late {
+				if r.err != nil {
+					t.Logf("  %s at +%v: %v", r.op, r.start.Sub(upAt), r.err)
+				}
+			}
+		}
+		t.Logf("FIGURE kill driver=%s budget=%v calls=%d failed=%d (timeout %d, unavailable %d) worst=%v slack=%v probe=%v down_calls=%d restart_took=%v recovery=%v",
+			tg.name, budget, len(recs), failed(recs), timeouts, unavailable, worst.Round(100*time.Microsecond), slack.Round(time.Millisecond), pr.worst.Round(time.Millisecond),
+			len(downCalls), upAt.Sub(restartAt).Round(time.Millisecond), rec.Round(100*time.Microsecond))
+	})
+}

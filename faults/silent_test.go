@@ -1,0 +1,182 @@
+package faults
+
+import (
+	"context"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// TestSilentListener makes 10 000 calls, 64 at a time, with a 20ms budget
+// against a listener that accepts connections and never answers, then
+// closes the Store:
+//
+//   - every call fails with ErrTimeout or ErrUnavailable within budget +
+//     10ms + crowdSlack (T1);
+//   - within cleanWindow of Close, every socket the driver opened is
+//     closed (the listener reads EOF on each) and the goroutines are those
+//     that ran before the Store was opened (goleak, T4).
+func TestSilentListener(t *testing.T) {
+	const (
+		budget  = 20 * time.Millisecond
+		calls   = 10000
+		callers = 64
+		// cleanWindow is how long after Close the goroutine count may take
+		// to come back: valkey-go schedules a cluster-topology refresh,
+		// after a random sleep of up to 1s, when a connection closes
+		// (valkey-go cluster.go lazyRefresh), also during Close.
+		cleanWindow = 2 * time.Second
+	)
+	forEach(t, func(t *testing.T, tg target) {
+		before := runtime.NumGoroutine()
+		ignore := goleak.IgnoreCurrent()
+		ln := newSilentListener(t)
+		s := openStore(t, tg, ln.addr(), budget, "")
+
+		var (
+			next  atomic.Int64
+			mu    sync.Mutex
+			recs  []record
+			wg    sync.WaitGroup
+			start = time.Now()
+			pr    = startProbe()
+		)
+		for w := range callers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				h := newHooks(randomName("silent-"), w)
+				var mine []record
+				for next.Add(1) <= calls {
+					charges, claim := h.next()
+					t0 := time.Now()
+					_, err := s.Hit(context.Background(), charges, &claim)
+					mine = append(mine, record{op: "hit", start: t0, took: time.Since(t0), err: err})
+				}
+				mu.Lock()
+				recs = append(recs, mine...)
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		during := runtime.NumGoroutine()
+		slack := pr.slack(crowdSlack)
+
+		worst, timeouts, unavailable := checkCalls(t, recs, budget, slack)
+		if n := failed(recs); n != calls {
+			t.Errorf("%d of %d calls failed; want every one (nothing answers)", n, calls)
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		closedAt := time.Now()
+		open := ln.waitAllClosed(cleanWindow)
+		socketsGone := time.Since(closedAt)
+		if open > 0 {
+			t.Errorf("%d sockets still open %v after Close; want 0", open, cleanWindow)
+		}
+		ln.close()
+		// The listener's goroutines are gone: count the driver's.
+		for runtime.NumGoroutine() > before && time.Since(closedAt) < cleanWindow {
+			time.Sleep(5 * time.Millisecond)
+		}
+		goroutinesGone := time.Since(closedAt)
+		if err := goleak.Find(ignore); err != nil {
+			t.Errorf("goroutines left %v after Close: %v", goroutinesGone.Round(time.Millisecond), err)
+		}
+		after := runtime.NumGoroutine()
+		t.Logf("FIGURE silent driver=%s budget=%v calls=%d in %v failed=%d (timeout %d, unavailable %d) worst=%v slack=%v probe=%v accepted=%d goroutines before=%d during=%d after_close=%d back_in=%v sockets_closed_in=%v",
+			tg.name, budget, len(recs), elapsed.Round(time.Millisecond), failed(recs), timeouts, unavailable, worst.Round(100*time.Microsecond),
+			slack.Round(time.Millisecond), pr.worst.Round(time.Millisecond), ln.accepted.Load(), before, during, after, goroutinesGone.Round(time.Millisecond), socketsGone.Round(time.Millisecond))
+	})
+}
+
+// silentListener accepts TCP connections and never writes a byte. It
+// reads each connection until EOF, so it knows how many the client still
+// holds open.
+type silentListener struct {
+	ln       net.Listener
+	accepted atomic.Int64
+	live     atomic.Int64
+	wg       sync.WaitGroup
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+}
+
+func newSilentListener(t *testing.T) *silentListener {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("silent listener: %v", err)
+	}
+	l := &silentListener{ln: ln, conns: make(map[net.Conn]struct{})}
+	l.wg.Add(1)
+	go l.accept()
+	t.Cleanup(l.close)
+	return l
+}
+
+func (l *silentListener) addr() string { return l.ln.Addr().String() }
+
+func (l *silentListener) accept() {
+	defer l.wg.Done()
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			return
+		}
+		l.accepted.Add(1)
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			c.Close()
+			return
+		}
+		l.conns[c] = struct{}{}
+		l.live.Add(1)
+		l.wg.Add(1)
+		l.mu.Unlock()
+		go func() {
+			defer l.wg.Done()
+			io.Copy(io.Discard, c) // until the client closes it (or close does)
+			l.mu.Lock()
+			delete(l.conns, c)
+			l.mu.Unlock()
+			c.Close()
+			l.live.Add(-1)
+		}()
+	}
+}
+
+// waitAllClosed waits until the client has closed every connection, for at
+// most d, and returns how many are still open.
+func (l *silentListener) waitAllClosed(d time.Duration) int64 {
+	deadline := time.Now().Add(d)
+	for l.live.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return l.live.Load()
+}
+
+func (l *silentListener) close() {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.closed = true
+	l.ln.Close()
+	for c := range l.conns {
+		c.Close()
+	}
+	l.mu.Unlock()
+	l.wg.Wait()
+}
