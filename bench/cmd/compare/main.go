@@ -10,25 +10,38 @@
 // persistence) and stops it at exit, unless -addr names a server. For each
 // concurrency (-c, default 1 and 64) and each system it runs -warmup, then
 // counts and times -d, and prints ops/s, p50 and p99 latency, the
-// server's and this process's CPU per op, then the ratios of each peer to
-// fleetstore and the project's goals. Limits are generous, so every
-// decision is allowed: what is measured is the cost of deciding.
+// server's and this process's CPU per op and this process's allocations
+// per op; then the ratios of each peer to fleetstore's Hit and the
+// project's goals. Limits are generous, so every decision is allowed:
+// what is measured is the cost of deciding. Every row uses fresh tenants
+// and keys; -rounds N repeats the rows, interleaved, and reports each
+// row's median round.
 //
-// fleetstore does a webhook edge's whole job per hook: two charges (hooks
-// and bytes buckets) and a claim on a fresh event key in one Hit, then a
-// Commit (the -hook rows: ops/s are hooks, p50/p99 the Hit's, hook p50/p99
-// both calls); the -hit rows are the Hit alone. The peers charge one
-// bucket per call. Before the load it measures Redis memory per tenant
-// (hooks and bytes buckets) and per committed claim: INFO memory
-// used_memory before and after -items of each.
+// The rows:
+//
+//	ping-go-redis           PING, go-redis v9: the floor of the redis driver and of the peers
+//	ping-valkey-go          PING, valkey-go with the valkey driver's settings: its floor
+//	script-floor            EVALSHA of "return {1}" with a Hit's KEYS and ARGV: the floor of any one-script decision
+//	fleetstore-redis-hit    Store.Hit: hooks and bytes charges and a claim on a fresh event key, one script call
+//	fleetstore-redis-hook   the whole hook: Hit, then Commit; ops/s are hooks, p50/p99 the Hit's, hook p50/p99 both
+//	fleetstore-valkey-hit   as fleetstore-redis-hit, valkey driver
+//	fleetstore-valkey-hook  as fleetstore-redis-hook, valkey driver
+//	redis_rate              redis_rate v10 Allow: one bucket, one script call
+//	redis_rate-job          redis_rate doing a Hit's job: two Allow and a SET NX PX (three round trips, not all or nothing)
+//	throttled               throttled v2 GCRA over its go-redis v9 store: one bucket, GET+TIME then a CAS script
+//
+// Before the load it measures Redis memory per tenant (the hooks and
+// bytes buckets) and per committed claim: INFO memory used_memory before
+// and after -items of each, through the redis driver.
 //
 // With -json every row is one object on its own line: system,
-// concurrency, ops_per_sec, p50_us, p99_us (and more fields, see row);
-// the memory rows have system memory_per_tenant and memory_per_claim,
-// bytes (per item) and items, and zeros in the latency fields.
+// concurrency, ops_per_sec, p50_us, p99_us, and more (see row); the
+// memory rows have system memory_per_tenant and memory_per_claim, bytes
+// (per item) and items, and zeros in the latency fields.
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -38,6 +51,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -54,7 +68,8 @@ type config struct {
 	items               int
 	json, markdown      bool
 	cpuProfile, memProf string
-	skipMemory, skipRun bool
+	skipMemory          bool
+	rounds              int
 }
 
 func main() {
@@ -74,6 +89,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.run.pool, "pool", 64, "go-redis pool size, for every go-redis based system alike")
 	fs.DurationVar(&cfg.run.timeout, "timeout", time.Second, "fleetstore's per-call budget (URL timeout=)")
 	fs.IntVar(&cfg.run.tenants, "tenants", 1000, "tenants (buckets) per row, taken in turn")
+	fs.IntVar(&cfg.rounds, "rounds", 1, "run every row this many times, interleaved, and report each row's median round by ops/s")
 	fs.IntVar(&cfg.items, "items", 100_000, "tenants and claims written for the memory rows (0: skip them)")
 	fs.StringVar(&only, "only", "", "systems to run, comma-separated (default all): "+systemNames())
 	fs.BoolVar(&cfg.json, "json", false, "print only one JSON object per row")
@@ -81,6 +97,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.run.serverStats, "server-stats", false, "reset and print INFO commandstats per row (server µs per command)")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write this process's CPU profile of the whole run to this file")
 	fs.StringVar(&cfg.memProf, "memprofile", "", "write this process's allocation profile (every 4 KiB sampled) to this file at exit")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: compare [flags]\n\nflags:")
+		fs.PrintDefaults()
+		fmt.Fprintln(stderr, "\nsystems (rows):")
+		for _, s := range systems {
+			fmt.Fprintf(stderr, "  %-23s %s\n", s.name, s.about)
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -91,6 +115,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		cfg.concurrency = append(cfg.concurrency, n)
+	}
+	if cfg.rounds < 1 {
+		fmt.Fprintln(stderr, "compare: -rounds: want at least 1")
+		return 2
 	}
 	if only != "" {
 		cfg.only = strings.Split(only, ",")
@@ -174,23 +202,36 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		mem = rows
 	}
 
+	// Every round runs every row once; rounds interleave, so that a slow
+	// spell of the machine does not fall on one system only. Each row
+	// reports its median round by ops/s.
+	byRow := map[string][]row{}
+	for round := 1; round <= cfg.rounds; round++ {
+		for _, c := range cfg.concurrency {
+			for _, s := range sys {
+				progress("round %d/%d  %-24s c=%-3d …", round, cfg.rounds, s.name, c)
+				r, err := measure(ctx, admin, addr, s, c, cfg.run)
+				if err != nil {
+					return err
+				}
+				if r.Errors > 0 {
+					fmt.Fprintf(stderr, "compare: %s c=%d: %d errors, the first: %s\n", s.name, c, r.Errors, r.Error)
+				}
+				k := s.name + "/" + strconv.Itoa(c)
+				byRow[k] = append(byRow[k], r)
+			}
+		}
+	}
 	var rows []row
 	for _, c := range cfg.concurrency {
 		for _, s := range sys {
-			progress("%-24s c=%-3d …", s.name, c)
-			r, err := measure(ctx, admin, addr, s, c, cfg.run)
-			if err != nil {
-				return err
-			}
-			if r.Errors > 0 {
-				fmt.Fprintf(stderr, "compare: %s c=%d: %d errors, the first: %s\n", s.name, c, r.Errors, r.Error)
-			}
+			r := median(byRow[s.name+"/"+strconv.Itoa(c)])
+			rows = append(rows, r)
 			if cfg.json {
 				if err := json.NewEncoder(stdout).Encode(r); err != nil {
 					return err
 				}
 			}
-			rows = append(rows, r)
 		}
 	}
 	if cfg.json {
@@ -204,6 +245,14 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	printReport(stdout, rows, mem, cfg, version)
 	return nil
+}
+
+// median returns the round with the median ops/s (the lower middle one of
+// an even count).
+func median(rounds []row) row {
+	sorted := slices.Clone(rounds)
+	slices.SortFunc(sorted, func(a, b row) int { return cmp.Compare(a.OpsPerSec, b.OpsPerSec) })
+	return sorted[(len(sorted)-1)/2]
 }
 
 func writeAllocs(path string) error {
