@@ -16,8 +16,8 @@ import (
 // server's own count of client connections (INFO clients for Redis and
 // Valkey, stats curr_connections for memcached) is sampled every 2ms:
 //
-//   - every call returns a result or ErrTimeout/ErrUnavailable within
-//     budget + 10ms + crowdSlack, and some calls succeed;
+//   - every call returns a result or ErrTimeout (T1: the budget ran out)
+//     within budget + 10ms + crowdSlack, and some calls succeed;
 //   - during the bursts the driver holds at most target.busyConns
 //     connections (the pool size; memcached: one per call in flight, it
 //     has no cap), after them at most target.idleConns, and none within
@@ -56,7 +56,7 @@ func TestBurst(t *testing.T) {
 		}
 		idle -= base
 
-		worst, timeouts, unavailable := checkCalls(t, recs, budget, slack)
+		sum := checkCalls(t, tg.name, recs, budget, slack, true)
 		ok := len(recs) - failed(recs)
 		if ok == 0 {
 			t.Errorf("no call of %d succeeded", len(recs))
@@ -91,8 +91,9 @@ func TestBurst(t *testing.T) {
 		}
 		t.Logf("FIGURE burst driver=%s budget=%v callers=%d rounds=%d pool=%s calls=%d ok=%d (OK %d) failed=%d (timeout %d, unavailable %d) worst=%v slack=%v probe=%v conns_busy=%d conns_idle=%d conns_after_close=%d samples=%d",
 			tg.name, budget, callers, rounds, map[bool]string{true: tg.poolParam + "=" + strconv.Itoa(pool), false: "none"}[tg.poolParam != ""],
-			len(recs), ok, outcomes[fleetstore.OK], failed(recs), timeouts, unavailable, worst.Round(100*time.Microsecond), slack.Round(time.Millisecond), pr.worst.Round(time.Millisecond),
-			busy, idle, left, *samples)
+			len(recs), ok, outcomes[fleetstore.OK], failed(recs), sum.timeouts, sum.unavailable, sum.worst.Round(100*time.Microsecond), slack.Round(time.Millisecond), pr.worst.Round(time.Millisecond),
+			busy, idle, max(left, 0), *samples)
+		skipIfKnown(t, sum)
 	})
 }
 

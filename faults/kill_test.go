@@ -55,7 +55,7 @@ func TestKillRestart(t *testing.T) {
 		slack := pr.slack(schedSlack)
 		endAt := time.Now()
 
-		worst, timeouts, unavailable := checkCalls(t, recs, budget, slack)
+		sum := checkCalls(t, tg.name, recs, budget, slack, false)
 
 		downCalls := within(recs, killed, restartAt)
 		if len(downCalls) == 0 || failed(downCalls) != len(downCalls) {
@@ -82,7 +82,7 @@ func TestKillRestart(t *testing.T) {
 			}
 		}
 		t.Logf("FIGURE kill driver=%s budget=%v calls=%d failed=%d (timeout %d, unavailable %d) worst=%v slack=%v probe=%v down_calls=%d restart_took=%v recovery=%v",
-			tg.name, budget, len(recs), failed(recs), timeouts, unavailable, worst.Round(100*time.Microsecond), slack.Round(time.Millisecond), pr.worst.Round(time.Millisecond),
+			tg.name, budget, len(recs), failed(recs), sum.timeouts, sum.unavailable, sum.worst.Round(100*time.Microsecond), slack.Round(time.Millisecond), pr.worst.Round(time.Millisecond),
 			len(downCalls), upAt.Sub(restartAt).Round(time.Millisecond), rec.Round(100*time.Microsecond))
 	})
 }
