@@ -75,7 +75,7 @@ func (c *conn) Release(ctx context.Context, claims []driver.Claim) []error {
 func (c *conn) settle(ctx context.Context, commit bool, claims []driver.Claim) []error {
 	groups := [][]int{nil}
 	if c.cluster {
-		groups = groupByTenant(claims)
+		groups = scripts.GroupByTenant(claims)
 	} else {
 		for i := range claims {
 			groups[0] = append(groups[0], i)
@@ -124,23 +124,6 @@ func (c *conn) settle(ctx context.Context, commit bool, claims []driver.Claim) [
 		c.answered()
 	}
 	return errs
-}
-
-// groupByTenant returns the indices of claims grouped by tenant, in order
-// of first appearance.
-func groupByTenant(claims []driver.Claim) [][]int {
-	var groups [][]int
-	at := make(map[string]int)
-	for i := range claims {
-		g, ok := at[claims[i].Tenant]
-		if !ok {
-			g = len(groups)
-			at[claims[i].Tenant] = g
-			groups = append(groups, nil)
-		}
-		groups[g] = append(groups[g], i)
-	}
-	return groups
 }
 
 // Reset implements driver.Conn: one DEL of the tenant's bucket hash (G5).

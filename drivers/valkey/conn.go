@@ -71,7 +71,7 @@ func (c *conn) settle(ctx context.Context, commit bool, claims []driver.Claim) [
 		}
 		return errs
 	}
-	groups := groupByTenant(claims)
+	groups := scripts.GroupByTenant(claims)
 	calls := make([]scriptCall, len(groups))
 	for g, idx := range groups {
 		batch := make([]driver.Claim, len(idx))
@@ -108,23 +108,6 @@ func (c *conn) settle(ctx context.Context, commit bool, claims []driver.Claim) [
 		c.answered()
 	}
 	return errs
-}
-
-// groupByTenant returns the indices of claims grouped by tenant, in order
-// of first appearance.
-func groupByTenant(claims []driver.Claim) [][]int {
-	var groups [][]int
-	at := make(map[string]int)
-	for i := range claims {
-		g, ok := at[claims[i].Tenant]
-		if !ok {
-			g = len(groups)
-			at[claims[i].Tenant] = g
-			groups = append(groups, nil)
-		}
-		groups[g] = append(groups[g], i)
-	}
-	return groups
 }
 
 // Reset implements driver.Conn: one DEL of the tenant's bucket hash (G5).

@@ -169,3 +169,21 @@ func shape(v any) string {
 	}
 	return fmt.Sprintf("%T", v)
 }
+
+// GroupByTenant returns the indices of claims grouped by tenant, in order
+// of first appearance: one settle script call per group keeps every call's
+// keys in one cluster slot (the tenant's hash tag).
+func GroupByTenant(claims []driver.Claim) [][]int {
+	var groups [][]int
+	at := make(map[string]int)
+	for i := range claims {
+		g, ok := at[claims[i].Tenant]
+		if !ok {
+			g = len(groups)
+			at[claims[i].Tenant] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}

@@ -28,9 +28,18 @@ const clusterSlots = 16384
 func StartCluster(t testing.TB, opts ...RedisOption) *Cluster {
 	t.Helper()
 	cfg := newRedisConfig(opts)
+	return startCluster(t, func(_ int, extra []string) *Redis {
+		return startRedis(t, cfg, t.TempDir(), extra)
+	})
+}
+
+// startCluster starts three cluster-enabled nodes with start, joins them
+// and assigns every slot, and waits for cluster_state:ok.
+func startCluster(t testing.TB, start func(i int, extra []string) *Redis) *Cluster {
+	t.Helper()
 	c := &Cluster{}
 	var busPorts []string
-	for range 3 {
+	for i := range 3 {
 		// The bus port is chosen too: PORT+10000 may be taken.
 		bus := strconv.Itoa(FreePort(t))
 		lines := []string{
@@ -39,7 +48,7 @@ func StartCluster(t testing.TB, opts ...RedisOption) *Cluster {
 			"cluster-node-timeout 5000",
 			"cluster-port " + bus,
 		}
-		c.Nodes = append(c.Nodes, startRedis(t, cfg, t.TempDir(), lines))
+		c.Nodes = append(c.Nodes, start(i, lines))
 		busPorts = append(busPorts, bus)
 	}
 	first := c.Nodes[0]

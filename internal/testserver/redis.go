@@ -74,36 +74,47 @@ func StartRedis(t testing.TB, opts ...RedisOption) *Redis {
 
 func startRedis(t testing.TB, c redisConfig, dir string, extra []string) *Redis {
 	t.Helper()
-	bin := Need(t, c.bin)
 	var last error
 	for range 3 { // the free port may be taken by the time the server binds it
-		port := FreePort(t)
-		r := &Redis{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port,
-			Password: c.password, t: t, bin: bin, dir: dir, conf: filepath.Join(dir, "redis.conf")}
-		lines := []string{
-			"port " + strconv.Itoa(port),
-			"bind 127.0.0.1",
-			"dir " + dir,
-			"save \"\"",
-			"appendonly no",
-			"daemonize no",
-			"logfile " + filepath.Join(dir, "server.log"),
-		}
-		if c.password != "" {
-			lines = append(lines, "requirepass "+c.password, "masterauth "+c.password)
-		}
-		lines = append(lines, extra...)
-		lines = append(lines, c.lines...)
-		if err := os.WriteFile(r.conf, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-			t.Fatalf("testserver: %v", err)
-		}
-		if last = r.start(); last == nil {
-			t.Cleanup(r.Stop)
+		r, err := tryStartRedis(t, c, dir, FreePort(t), extra)
+		if err == nil {
 			return r
 		}
+		last = err
 	}
 	t.Fatalf("testserver: %s: %v", c.bin, last)
 	return nil
+}
+
+// tryStartRedis writes the config of a server on port and starts it; it
+// is stopped at t.Cleanup.
+func tryStartRedis(t testing.TB, c redisConfig, dir string, port int, extra []string) (*Redis, error) {
+	t.Helper()
+	bin := Need(t, c.bin)
+	r := &Redis{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port,
+		Password: c.password, t: t, bin: bin, dir: dir, conf: filepath.Join(dir, "redis.conf")}
+	lines := []string{
+		"port " + strconv.Itoa(port),
+		"bind 127.0.0.1",
+		"dir " + dir,
+		"save \"\"",
+		"appendonly no",
+		"daemonize no",
+		"logfile " + filepath.Join(dir, "server.log"),
+	}
+	if c.password != "" {
+		lines = append(lines, "requirepass "+c.password, "masterauth "+c.password)
+	}
+	lines = append(lines, extra...)
+	lines = append(lines, c.lines...)
+	if err := os.WriteFile(r.conf, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatalf("testserver: %v", err)
+	}
+	if err := r.start(); err != nil {
+		return nil, err
+	}
+	t.Cleanup(r.Stop)
+	return r, nil
 }
 
 func (r *Redis) start() error {

@@ -1,14 +1,8 @@
 package testserver
 
 import (
-	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
-	"time"
 )
 
 // ValkeyBinary returns the server binary the Valkey driver's tests use:
@@ -30,30 +24,10 @@ func StartRedisAt(t testing.TB, port int, opts ...RedisOption) *Redis {
 
 func startRedisAt(t testing.TB, c redisConfig, dir string, port int, extra []string) *Redis {
 	t.Helper()
-	bin := Need(t, c.bin)
-	r := &Redis{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port,
-		Password: c.password, t: t, bin: bin, dir: dir, conf: filepath.Join(dir, "redis.conf")}
-	lines := []string{
-		"port " + strconv.Itoa(port),
-		"bind 127.0.0.1",
-		"dir " + dir,
-		"save \"\"",
-		"appendonly no",
-		"daemonize no",
-		"logfile " + filepath.Join(dir, "server.log"),
-	}
-	if c.password != "" {
-		lines = append(lines, "requirepass "+c.password, "masterauth "+c.password)
-	}
-	lines = append(lines, extra...)
-	lines = append(lines, c.lines...)
-	if err := os.WriteFile(r.conf, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		t.Fatalf("testserver: %v", err)
-	}
-	if err := r.start(); err != nil {
+	r, err := tryStartRedis(t, c, dir, port, extra)
+	if err != nil {
 		t.Fatalf("testserver: %s on port %d: %v", c.bin, port, err)
 	}
-	t.Cleanup(r.Stop)
 	return r
 }
 
@@ -61,33 +35,7 @@ func startRedisAt(t testing.TB, c redisConfig, dir string, port int, extra []str
 func StartClusterAt(t testing.TB, ports [3]int, opts ...RedisOption) *Cluster {
 	t.Helper()
 	cfg := newRedisConfig(opts)
-	c := &Cluster{}
-	var busPorts []string
-	for _, port := range ports {
-		bus := strconv.Itoa(FreePort(t))
-		lines := []string{
-			"cluster-enabled yes",
-			"cluster-config-file nodes.conf",
-			"cluster-node-timeout 5000",
-			"cluster-port " + bus,
-		}
-		c.Nodes = append(c.Nodes, startRedisAt(t, cfg, t.TempDir(), port, lines))
-		busPorts = append(busPorts, bus)
-	}
-	first := c.Nodes[0]
-	for i, n := range c.Nodes[1:] {
-		if _, err := first.Do("CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(n.Port), busPorts[i+1]); err != nil {
-			t.Fatalf("testserver: cluster meet: %v", err)
-		}
-	}
-	for i, n := range c.Nodes {
-		lo, hi := i*clusterSlots/3, (i+1)*clusterSlots/3-1
-		if err := addSlots(n, lo, hi); err != nil {
-			t.Fatalf("testserver: cluster addslots: %v", err)
-		}
-	}
-	if err := c.WaitOK(30 * time.Second); err != nil {
-		t.Fatalf("testserver: %v", err)
-	}
-	return c
+	return startCluster(t, func(i int, extra []string) *Redis {
+		return startRedisAt(t, cfg, t.TempDir(), ports[i], extra)
+	})
 }
