@@ -12,16 +12,20 @@ import (
 
 // TestBurst releases 512 callers at once, three times, on a Store whose
 // pool holds 16 connections (pool_size=16 for Redis, max_idle_conns=16 for
-// memcached; valkey has no pool: one auto-pipelined connection), while the
-// server's own count of client connections (INFO clients for Redis and
-// Valkey, stats curr_connections for memcached) is sampled every 2ms:
+// memcached; valkey has no pool: one auto-pipelined connection). Every 2ms
+// it counts the connections two ways: the sockets this process holds open
+// (exact, at once: see openSockets), and the server's own count (INFO
+// clients connected_clients for Redis and Valkey, stats curr_connections
+// for memcached), which also counts a socket the client closed until the
+// server reads its EOF:
 //
 //   - every call returns a result or ErrTimeout (T1: the budget ran out)
 //     within budget + 10ms + crowdSlack, and some calls succeed;
-//   - during the bursts the driver holds at most target.busyConns
-//     connections (the pool size; memcached: one per call in flight, it
-//     has no cap), after them at most target.idleConns, and none within
-//     2s of Close.
+//   - the driver's sockets: during the bursts at most target.busyConns
+//     (the pool size; memcached: one per call in flight, it has no cap),
+//     after them at most target.idleConns, none after Close;
+//   - the server's count is back to its value before Open within 2s of
+//     Close.
 func TestBurst(t *testing.T) {
 	const (
 		budget  = 100 * time.Millisecond
@@ -31,10 +35,7 @@ func TestBurst(t *testing.T) {
 	)
 	forEach(t, func(t *testing.T, tg target) {
 		srv := tg.start(t)
-		base, err := srv.Conns() // the counting connection itself
-		if err != nil {
-			t.Fatalf("count connections: %v", err)
-		}
+		base := counts(t, srv) // the counting connection itself
 		params := ""
 		if tg.poolParam != "" {
 			params = tg.poolParam + "=" + strconv.Itoa(pool)
@@ -42,46 +43,39 @@ func TestBurst(t *testing.T) {
 		s := openStore(t, tg, srv.Addr(), budget, params)
 		waitReady(t, s)
 
-		stopSampling, samples := sample(t, srv)
+		stopSampling := sample(t, srv)
 		pr := startProbe()
 		var recs []record
 		for range rounds {
 			recs = append(recs, burst(s, callers)...)
 		}
 		slack := pr.slack(crowdSlack)
-		busy := stopSampling() - base
-		idle, err := srv.Conns()
-		if err != nil {
-			t.Fatalf("count connections: %v", err)
-		}
-		idle -= base
+		peak, samples := stopSampling()
+		busy := peak.minus(base)
+		idle := counts(t, srv).minus(base)
 
 		sum := checkCalls(t, tg.name, recs, budget, slack, true)
 		ok := len(recs) - failed(recs)
 		if ok == 0 {
 			t.Errorf("no call of %d succeeded", len(recs))
 		}
-		if want := tg.busyConns(callers, pool); busy > want {
-			t.Errorf("%d connections during the bursts; want at most %d", busy, want)
+		if want := tg.busyConns(callers, pool); busy.client > want {
+			t.Errorf("the driver held %d sockets during the bursts; want at most %d", busy.client, want)
 		}
-		if want := tg.idleConns(pool); idle > want {
-			t.Errorf("%d connections after the bursts; want at most %d", idle, want)
+		if want := tg.idleConns(pool); idle.client > want {
+			t.Errorf("the driver held %d sockets after the bursts; want at most %d", idle.client, want)
 		}
 		if err := s.Close(); err != nil {
 			t.Errorf("close: %v", err)
 		}
 		closedAt := time.Now()
-		left := idle
-		for left > 0 && time.Since(closedAt) < 2*time.Second {
+		left := counts(t, srv).minus(base)
+		for (left.client > 0 || left.server > 0) && time.Since(closedAt) < 2*time.Second {
 			time.Sleep(10 * time.Millisecond)
-			n, err := srv.Conns()
-			if err != nil {
-				t.Fatalf("count connections: %v", err)
-			}
-			left = n - base
+			left = counts(t, srv).minus(base)
 		}
-		if left > 0 {
-			t.Errorf("%d connections 2s after Close; want 0", left)
+		if left.client > 0 || left.server > 0 {
+			t.Errorf("2s after Close the driver holds %d sockets and the server counts %d more connections than before Open; want 0 and 0", left.client, left.server)
 		}
 		outcomes := map[fleetstore.Outcome]int{}
 		for _, r := range recs {
@@ -89,10 +83,14 @@ func TestBurst(t *testing.T) {
 				outcomes[r.outcome]++
 			}
 		}
-		t.Logf("FIGURE burst driver=%s budget=%v callers=%d rounds=%d pool=%s calls=%d ok=%d (OK %d) failed=%d (timeout %d, unavailable %d) worst=%v slack=%v probe=%v conns_busy=%d conns_idle=%d conns_after_close=%d samples=%d",
-			tg.name, budget, callers, rounds, map[bool]string{true: tg.poolParam + "=" + strconv.Itoa(pool), false: "none"}[tg.poolParam != ""],
+		poolDesc := "none"
+		if tg.poolParam != "" {
+			poolDesc = tg.poolParam + "=" + strconv.Itoa(pool)
+		}
+		t.Logf("FIGURE burst driver=%s budget=%v callers=%d rounds=%d pool=%s calls=%d ok=%d (OK %d) failed=%d (timeout %d, unavailable %d) worst=%v slack=%v probe=%v sockets_busy=%d sockets_idle=%d server_busy=%d server_idle=%d after_close=%d/%d samples=%d",
+			tg.name, budget, callers, rounds, poolDesc,
 			len(recs), ok, outcomes[fleetstore.OK], failed(recs), sum.timeouts, sum.unavailable, sum.worst.Round(100*time.Microsecond), slack.Round(time.Millisecond), pr.worst.Round(time.Millisecond),
-			busy, idle, max(left, 0), *samples)
+			busy.client, idle.client, busy.server, idle.server, max(left.client, 0), max(left.server, 0), samples)
 		skipIfKnown(t, sum)
 	})
 }
@@ -123,24 +121,53 @@ func burst(s *fleetstore.Store, callers int) []record {
 	return recs
 }
 
-// sample counts the server's client connections every 2ms until stop,
-// which returns the largest count seen; *n is the number of samples.
-func sample(t *testing.T, srv server) (stop func() int, n *int) {
+// connCount is a count of the connections to one server: the sockets this
+// process holds open, and the server's own count.
+type connCount struct{ client, server int }
+
+func (c connCount) minus(d connCount) connCount {
+	return connCount{c.client - d.client, c.server - d.server}
+}
+
+func counts(t *testing.T, srv server) connCount {
+	t.Helper()
+	c, err := countNow(srv)
+	if err != nil {
+		t.Fatalf("count connections: %v", err)
+	}
+	return c
+}
+
+func countNow(srv server) (connCount, error) {
+	server, err := srv.Conns()
+	if err != nil {
+		return connCount{}, err
+	}
+	client, err := openSockets()
+	return connCount{client, server}, err
+}
+
+// sample counts connections every 2ms until stop, which returns the
+// largest of each count seen and the number of samples.
+func sample(t *testing.T, srv server) (stop func() (connCount, int)) {
 	quit := make(chan struct{})
 	done := make(chan struct{})
-	most, samples := 0, 0
-	var sampleErr error
+	var (
+		most    connCount
+		samples int
+		failure error
+	)
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(2 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			c, err := srv.Conns()
+			c, err := countNow(srv)
 			if err != nil {
-				sampleErr = err
+				failure = err
 				return
 			}
-			most = max(most, c)
+			most.client, most.server = max(most.client, c.client), max(most.server, c.server)
 			samples++
 			select {
 			case <-quit:
@@ -149,12 +176,12 @@ func sample(t *testing.T, srv server) (stop func() int, n *int) {
 			}
 		}
 	}()
-	return func() int {
+	return func() (connCount, int) {
 		close(quit)
 		<-done
-		if sampleErr != nil {
-			t.Fatalf("count connections: %v", sampleErr)
+		if failure != nil {
+			t.Fatalf("count connections: %v", failure)
 		}
-		return most
-	}, &samples
+		return most, samples
+	}
 }
