@@ -13,7 +13,7 @@ import (
 // again on the same port. The same Store, never reopened:
 //
 //   - every call, failed or not, returns within budget + 10ms + schedSlack
-//     (or the probe's worst wake-up delay, when larger), and every failure
+//     (or twice the probe's worst stall, when larger), and every failure
 //     is ErrTimeout or ErrUnavailable (no panic: a panic in any goroutine
 //     would end the test binary);
 //   - the calls made while the server is down fail (the kill took);

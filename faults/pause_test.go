@@ -13,8 +13,8 @@ import (
 // then SIGCONT for memcached) while 4 callers hit it, each at most once
 // every 2ms. The connections stay open; nothing is refused:
 //
-//   - every call returns within budget + 10ms + schedSlack (or the probe's
-//     worst wake-up delay, when larger), and every failure is ErrTimeout
+//   - every call returns within budget + 10ms + schedSlack (or twice the
+//     probe's worst stall, when larger), and every failure is ErrTimeout
 //     (T1: the server holds the call, the budget runs out);
 //   - some calls time out (the pause took);
 //   - a call succeeds within 1s after the pause ends.
