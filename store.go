@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -24,13 +25,19 @@ type Store struct {
 	log      *zap.Logger
 	nonBlock bool
 
-	mu     sync.RWMutex // held for reading by every call, for writing by Close
-	closed bool
+	// Every call counts itself in calls while it runs; Close sets closed,
+	// then waits for calls to drain. No lock is shared by calls, and a call
+	// that meets a closing Store returns ErrClosed at once instead of
+	// waiting for Close (T1, T6).
+	calls   atomic.Int64
+	closed  atomic.Bool
+	drained chan struct{} // a token when the last call leaves a closed Store
+	closeMu sync.Mutex    // serialises Close
 }
 
 func newStore(conn driver.Conn, scheme string, timeout time.Duration, log *zap.Logger) *Store {
 	_, nb := conn.(driver.NonBlocking)
-	return &Store{conn: conn, scheme: scheme, timeout: timeout, log: log, nonBlock: nb}
+	return &Store{conn: conn, scheme: scheme, timeout: timeout, log: log, nonBlock: nb, drained: make(chan struct{}, 1)}
 }
 
 // Hit charges every bucket in charges and, when claim is not nil, claims its
@@ -65,7 +72,7 @@ func (s *Store) Hit(ctx context.Context, charges []Charge, claim *Claim) (Result
 	if !s.enter() {
 		return Result{}, &opError{op: "hit", err: ErrClosed}
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	if len(charges) == 0 && claim == nil {
 		return Result{Outcome: OK}, nil
 	}
@@ -130,7 +137,7 @@ func (s *Store) settle(ctx context.Context, op string, claims []Claim, call func
 	if !s.enter() {
 		return &opError{op: op, err: ErrClosed}
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	if len(claims) == 0 {
 		return nil
 	}
@@ -193,7 +200,7 @@ func (s *Store) call(ctx context.Context, op string, f func(context.Context) err
 	if !s.enter() {
 		return &opError{op: op, err: ErrClosed}
 	}
-	defer s.mu.RUnlock()
+	defer s.leave()
 	ctx, cancel, err := s.budget(ctx)
 	if err != nil {
 		return &opError{op: op, err: err}
@@ -207,15 +214,18 @@ func (s *Store) call(ctx context.Context, op string, f func(context.Context) err
 }
 
 // Close releases every connection and goroutine of the Store (T4). It waits
-// for calls in flight, which end within their budget. After Close every
-// method returns ErrClosed; closing twice returns nil (T6).
+// for calls in flight, which end within their budget; calls made while it
+// waits return ErrClosed at once. After Close every method returns
+// ErrClosed; closing twice returns nil (T6).
 func (s *Store) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closed.Swap(true) {
 		return nil
 	}
-	s.closed = true
+	for s.calls.Load() != 0 {
+		<-s.drained
+	}
 	err := s.conn.Close()
 	s.log.Debug("store closed", zap.String("scheme", s.scheme))
 	if err != nil {
@@ -224,14 +234,25 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// enter takes the read lock for one call; false (lock not held) once closed.
+// enter counts a call in; false (not counted) once the Store is closed or
+// closing.
 func (s *Store) enter() bool {
-	s.mu.RLock()
-	if s.closed {
-		s.mu.RUnlock()
+	s.calls.Add(1)
+	if s.closed.Load() {
+		s.leave()
 		return false
 	}
 	return true
+}
+
+// leave counts a call out and wakes Close when it was the last one.
+func (s *Store) leave() {
+	if s.calls.Add(-1) == 0 && s.closed.Load() {
+		select {
+		case s.drained <- struct{}{}:
+		default: // a token is already waiting
+		}
+	}
 }
 
 var noCancel = context.CancelFunc(func() {})
