@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -173,7 +174,8 @@ func deleteMatching(ctx context.Context, admin *goredis.Client, pattern string) 
 	}
 }
 
-// runID is a short random id that makes a run's keys and tenants fresh.
+// runID is a short random id that makes a run's keys and tenants fresh
+// (and findable: every key of a run holds it).
 func runID() string {
-	return strconv.FormatInt(time.Now().UnixNano()%1e12, 36)
+	return strconv.FormatUint(rand.Uint64()>>12, 36)
 }

@@ -69,6 +69,8 @@ type row struct {
 	Seconds     float64 `json:"seconds,omitempty"`         // measured window, s
 	Error       string  `json:"first_error,omitempty"`     // the first error seen
 	Scripts     string  `json:"server_commands,omitempty"` // -server-stats: commandstats of the window
+
+	run string // the run id in every key the row wrote
 }
 
 // runConfig is what every run shares.
@@ -162,7 +164,7 @@ func measure(ctx context.Context, admin *goredis.Client, addr string, sys system
 		return row{}, err
 	}
 
-	r := row{System: sys.name, Concurrency: conc, Seconds: elapsed.Seconds(), Scripts: cmdstats}
+	r := row{System: sys.name, Concurrency: conc, Seconds: elapsed.Seconds(), Scripts: cmdstats, run: run}
 	hit, whole := newHist(), newHist()
 	for _, w := range workers {
 		r.Ops += w.ops
