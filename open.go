@@ -36,6 +36,9 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 	if u.Scheme == "" {
 		return nil, openErr(driver.Invalid("url", "missing scheme (want e.g. memory:// or redis://host:6379)"))
 	}
+	if u.Fragment != "" {
+		return nil, openErr(driver.Invalid("url", "a store URL has no #fragment"))
+	}
 	d, ok := lookup(u.Scheme)
 	if !ok {
 		return nil, openErr(fmt.Errorf("%w %q (registered: %s); forgotten import of github.com/fleetstore/fleetstore/drivers/%s?",
@@ -45,11 +48,16 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, openErr(driver.Invalid("url: query", "malformed: "+err.Error()))
 	}
+	for _, k := range []string{"timeout", "key_prefix"} {
+		if len(q[k]) > 1 {
+			return nil, openErr(driver.Invalid("url: "+k, fmt.Sprintf("given %d times", len(q[k]))))
+		}
+	}
 	cfg := driver.Config{KeyPrefix: DefaultKeyPrefix, Timeout: DefaultTimeout, Logger: o.logger}
 	if vs, ok := q["timeout"]; ok {
-		t, err := time.ParseDuration(vs[len(vs)-1])
+		t, err := time.ParseDuration(vs[0])
 		if err != nil || t <= 0 {
-			return nil, openErr(driver.Invalid("url: timeout", fmt.Sprintf("want a positive Go duration such as 50ms, got %q", vs[len(vs)-1])))
+			return nil, openErr(driver.Invalid("url: timeout", fmt.Sprintf("want a positive Go duration such as 50ms, got %q", vs[0])))
 		}
 		cfg.Timeout = t
 		q.Del("timeout")
@@ -58,7 +66,7 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 		cfg.Timeout = o.timeout
 	}
 	if vs, ok := q["key_prefix"]; ok {
-		p := vs[len(vs)-1]
+		p := vs[0]
 		if err := checkKeyPrefix(p); err != nil {
 			return nil, openErr(err)
 		}

@@ -86,6 +86,9 @@ func TestOpenInvalid(t *testing.T) {
 		{give: "memory://%zz", wantField: "url"},
 		{give: "memory://[::1", wantField: "url"},
 		{give: "mem ory://x", wantField: "url"},
+		{give: "memory://NAME#frag", wantField: "url", wantIn: "fragment"},
+		{give: "memory://?timeout=bad&timeout=1s", wantField: "url: timeout", wantIn: "2 times"},
+		{give: "memory://?key_prefix=a&key_prefix=b", wantField: "url: key_prefix", wantIn: "2 times"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.give, func(t *testing.T) {
@@ -158,7 +161,6 @@ func TestOpenConfig(t *testing.T) {
 	}{
 		{name: "defaults", wantTimeout: fleetstore.DefaultTimeout, wantPrefix: fleetstore.DefaultKeyPrefix},
 		{name: "query", query: "?timeout=250ms&key_prefix=edge-1", wantTimeout: 250 * time.Millisecond, wantPrefix: "edge-1"},
-		{name: "last value wins", query: "?timeout=1s&timeout=2s", wantTimeout: 2 * time.Second, wantPrefix: fleetstore.DefaultKeyPrefix},
 		{name: "WithTimeout overrides the query", query: "?timeout=5s", opts: []fleetstore.Option{fleetstore.WithTimeout(7 * time.Second)},
 			wantTimeout: 7 * time.Second, wantPrefix: fleetstore.DefaultKeyPrefix},
 		{name: "WithTimeout without query", opts: []fleetstore.Option{fleetstore.WithTimeout(3 * time.Millisecond)},

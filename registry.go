@@ -43,6 +43,9 @@ func Register(scheme string, d driver.Driver) {
 	if scheme == "" {
 		panic("fleetstore: Register with an empty scheme")
 	}
+	if !validScheme(scheme) {
+		panic("fleetstore: Register scheme " + scheme + " is not a URL scheme ([a-z][a-z0-9+.-]*)")
+	}
 	if d == nil {
 		panic("fleetstore: Register driver is nil")
 	}
@@ -69,4 +72,19 @@ func lookup(scheme string) (driver.Driver, bool) {
 	defer driversMu.RUnlock()
 	d, ok := drivers[scheme]
 	return d, ok
+}
+
+// validScheme reports whether s can be the scheme of a parsed URL (RFC 3986,
+// lower case as url.Parse returns it).
+func validScheme(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '+' || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -162,6 +162,9 @@ func TestRegisterPanics(t *testing.T) {
 		{name: "nil driver", scheme: fmt.Sprintf("fake-nil%d", fakeSeq.Add(1)), driver: nil},
 		{name: "duplicate", scheme: fresh, driver: &fakeDriver{}},
 		{name: "duplicate memory", scheme: "memory", driver: &fakeDriver{}},
+		{name: "space in scheme", scheme: "has space", driver: &fakeDriver{}},
+		{name: "upper case scheme", scheme: "Redis", driver: &fakeDriver{}},
+		{name: "digit first", scheme: "9p", driver: &fakeDriver{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

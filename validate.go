@@ -86,6 +86,9 @@ func checkCharges(charges []driver.Charge) (tenant string, fractional bool, err 
 		if inc < time.Microsecond {
 			return "", false, driver.Invalid(chargeField(i, "increment"), fmt.Sprintf("must be at least 1µs, got %v", c.Increment))
 		}
+		if capacity < time.Microsecond {
+			return "", false, driver.Invalid(chargeField(i, "capacity"), fmt.Sprintf("must be at least 1µs, got %v", c.Capacity))
+		}
 		if capacity > gcra.MaxCapacity {
 			return "", false, driver.Invalid(chargeField(i, "capacity"), fmt.Sprintf("must be at most 366 days, got %v", c.Capacity))
 		}

@@ -66,6 +66,21 @@ func testC2(t *T) {
 	t.want("drain bytes", t.hit(st, []fleetstore.Charge{full}, nil), fleetstore.OK)
 	t.want("retry with a drained bucket", t.hit(st, []fleetstore.Charge{b, full}, &claim), fleetstore.OK)
 	t.wantLeft("after one hit and four retries", st, b, 9)
+
+	// A retry writes nothing: the claim still frees PendingTTL after the
+	// first hit, not after the retry.
+	short := t.claimFor(tenant, "hook-a")
+	short.PendingTTL = 3 * time.Second
+	t.want("first hit", t.hit(st, nil, &short), fleetstore.OK)
+	firstDone := time.Now()
+	time.Sleep(time.Second)
+	t.want("retry a second later", t.hit(st, nil, &short), fleetstore.OK)
+	res := t.hit(st, nil, other(short, "hook-b"))
+	t.want("another hook after the retry", res, fleetstore.Pending)
+	if most := short.PendingTTL - time.Since(firstDone) + time.Millisecond + 2*t.s.cfg.Granularity; res.RetryAfter > most {
+		t.Errorf("pending retry-after %v after a retry: at most %v remain of the first hit's %v (the retry rewrote the claim)",
+			res.RetryAfter, most, short.PendingTTL)
+	}
 }
 
 func testC3(t *T) {
@@ -76,10 +91,35 @@ func testC3(t *T) {
 	claim.PendingTTL = 5 * time.Second
 	start := time.Now()
 	t.want("hit", t.hit(st, []fleetstore.Charge{b}, &claim), fleetstore.OK)
+	hitDone := time.Now()
+	time.Sleep(time.Second)
+	asked := time.Now()
 	res := t.hit(st, []fleetstore.Charge{b}, other(claim, "hook-b"))
 	t.want("another hook", res, fleetstore.Pending)
-	t.within("pending retry-after (the claim's remaining 5s)", res.RetryAfter, 5*time.Second-time.Since(start)-slack, 5*time.Second)
+	// The remaining time, not the PendingTTL: at most 5s minus the second
+	// slept, rounded up.
+	t.within("pending retry-after a second into a 5s claim", res.RetryAfter,
+		claim.PendingTTL-time.Since(start)-slack, claim.PendingTTL-asked.Sub(hitDone)+time.Millisecond+2*t.s.cfg.Granularity)
 	t.wantLeft("after one hit and one pending", st, b, 9)
+
+	// Rounded up, never down: a 10.5ms pending claim asked about less than
+	// 0.5ms later has more than 10ms left, so its retry-after is 11ms or
+	// more (G2's rule for the claim's wait).
+	for attempt := 0; attempt < 20; attempt++ {
+		c := t.claimFor(tenant, "hook-a")
+		c.PendingTTL = 10500 * time.Microsecond
+		begin := time.Now()
+		t.want("hit", t.hit(st, nil, &c), fleetstore.OK)
+		res := t.hit(st, nil, other(c, "hook-b"))
+		between := time.Since(begin)
+		if res.Outcome != fleetstore.Pending {
+			continue // more than 10.5ms apart
+		}
+		if floor := (c.PendingTTL - between + time.Millisecond - 1).Truncate(time.Millisecond); res.RetryAfter < floor {
+			t.Fatalf("pending retry-after %v at most %v after a hit with PendingTTL %v: at least %v remained, so it must be at least %v (rounded down?)",
+				res.RetryAfter, between, c.PendingTTL, c.PendingTTL-between, floor)
+		}
+	}
 }
 
 func testC4(t *T) {
@@ -114,9 +154,11 @@ func testC5(t *T) {
 	st := t.open()
 	tenant := t.tenant()
 	claim := t.claimFor(tenant, "hook-a")
-	claim.TTL = 3 * time.Second
+	claim.TTL = 2 * time.Second
 	t.want("hit", t.hit(st, nil, &claim), fleetstore.OK)
-	time.Sleep(500 * time.Millisecond)
+	// Commit 1.5s after the hit: a TTL counted from the hit would end 0.5s
+	// after the commit.
+	time.Sleep(1500 * time.Millisecond)
 	committedAt := time.Now()
 	t.commit(st, claim)
 	res := t.hit(st, nil, other(claim, "hook-b"))
@@ -132,8 +174,8 @@ func testC5(t *T) {
 		}
 	}
 	// Expires TTL from the commit, not from the hit.
-	time.Sleep(time.Until(committedAt.Add(claim.TTL - time.Second)))
-	t.want("a second before TTL from the commit", t.hit(st, nil, other(claim, "hook-b")), fleetstore.Duplicate)
+	time.Sleep(time.Until(committedAt.Add(1200 * time.Millisecond)))
+	t.want("1.2s after a commit with TTL 2s made 1.5s after the hit", t.hit(st, nil, other(claim, "hook-b")), fleetstore.Duplicate)
 
 	rel := t.claimFor(tenant, "hook-a")
 	t.want("hit", t.hit(st, nil, &rel), fleetstore.OK)

@@ -148,6 +148,8 @@ func testG5(t *T) {
 	t.want("drain a/hooks", t.hit(st, []fleetstore.Charge{aHooks}, nil), fleetstore.OK)
 	t.want("a/bytes after a/hooks drained (independent kind)", t.hit(st, []fleetstore.Charge{aBytes}, nil), fleetstore.OK)
 	t.want("b/hooks after a/hooks drained (independent tenant)", t.hit(st, []fleetstore.Charge{bHooks}, nil), fleetstore.OK)
+	held := t.claimFor(a, "hook-a")
+	t.want("a's claim", t.hit(st, nil, &held), fleetstore.OK)
 	t.want("a/hooks drained", t.hit(st, []fleetstore.Charge{aHooks}, nil), fleetstore.RateLimited)
 	t.want("a/bytes drained", t.hit(st, []fleetstore.Charge{aBytes}, nil), fleetstore.RateLimited)
 	if err := st.Reset(t.ctx(), a); err != nil {
@@ -156,6 +158,7 @@ func testG5(t *T) {
 	t.want("a/hooks after Reset(a)", t.hit(st, []fleetstore.Charge{aHooks}, nil), fleetstore.OK)
 	t.want("a/bytes after Reset(a)", t.hit(st, []fleetstore.Charge{aBytes}, nil), fleetstore.OK)
 	t.want("b/hooks after Reset(a) (must still be drained)", t.hit(st, []fleetstore.Charge{bHooks}, nil), fleetstore.RateLimited)
+	t.want("a's claim after Reset(a) (claims are kept)", t.hit(st, nil, other(held, "hook-b")), fleetstore.Pending)
 	if err := st.Reset(t.ctx(), t.tenant()); err != nil {
 		t.Fatalf("reset of a tenant with no buckets: %v", err)
 	}

@@ -47,6 +47,7 @@ func testV1(t *T) {
 		{"charges[0].increment", with(func(c *fleetstore.Charge) { c.Increment = -time.Second }), nil},
 		{"charges[0].increment", with(func(c *fleetstore.Charge) { c.Increment = 999 * time.Nanosecond }), nil},
 		{"charges[0].capacity", with(func(c *fleetstore.Charge) { c.Capacity = 367 * day }), nil},
+		{"charges[0].capacity", with(func(c *fleetstore.Charge) { c.Capacity = -time.Second }), nil},
 		{"charges[1].tenant", []fleetstore.Charge{good, charge(fleetstore.Bytes, "other", time.Second, time.Second)}, nil},
 		{"charges[1].kind", []fleetstore.Charge{good, good}, nil},
 		{"claim.tenant", nil, func(c *fleetstore.Claim) { c.Tenant = "" }},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -223,7 +224,78 @@ var variants = []struct {
 			return res, err
 		}
 	}},
+	{"commit-ttl-from-hit", "C5", func(b *broken) {
+		var hitAt sync.Map // claim identity → time of its first hit
+		inner := b.Conn
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			if claim != nil {
+				hitAt.LoadOrStore(claimID(claim), time.Now())
+			}
+			return c.Hit(ctx, charges, claim)
+		}
+		b.commit = func(c driver.Conn, ctx context.Context, claims []driver.Claim) []error {
+			shorter := make([]driver.Claim, len(claims))
+			for i, cl := range claims {
+				if at, ok := hitAt.Load(claimID(&cl)); ok && cl.TTL > time.Since(at.(time.Time)) {
+					cl.TTL -= time.Since(at.(time.Time))
+				}
+				shorter[i] = cl
+			}
+			return inner.Commit(ctx, shorter)
+		}
+	}},
+	{"pending-retry-after-full-ttl", "C3", func(b *broken) {
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			res, err := c.Hit(ctx, charges, claim)
+			if res.Outcome == driver.Pending {
+				res.RetryAfter = claim.PendingTTL.Round(time.Millisecond)
+			}
+			return res, err
+		}
+	}},
+	{"pending-retry-after-rounded-down", "C3", func(b *broken) {
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			res, err := c.Hit(ctx, charges, claim)
+			if res.Outcome == driver.Pending && res.RetryAfter > time.Millisecond {
+				res.RetryAfter -= time.Millisecond
+			}
+			return res, err
+		}
+	}},
+	{"own-retry-rewrites-claim", "C2", func(b *broken) {
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			res, err := c.Hit(ctx, charges, claim)
+			if err == nil && res.Outcome == driver.OK && claim != nil {
+				// Charges right, but re-takes the claim: a retry pushes out
+				// the pending expiry.
+				_ = c.Release(ctx, []driver.Claim{*claim})
+				return c.Hit(ctx, nil, claim)
+			}
+			return res, err
+		}
+	}},
+	{"reset-drops-claims", "G5", func(b *broken) {
+		var mu sync.Mutex
+		seen := map[string][]driver.Claim{}
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			if claim != nil {
+				mu.Lock()
+				seen[claim.Tenant] = append(seen[claim.Tenant], *claim)
+				mu.Unlock()
+			}
+			return c.Hit(ctx, charges, claim)
+		}
+		b.reset = func(c driver.Conn, ctx context.Context, tenant string) error {
+			mu.Lock()
+			claims := seen[tenant]
+			mu.Unlock()
+			_ = c.Release(ctx, claims)
+			return c.Reset(ctx, tenant)
+		}
+	}},
 }
+
+func claimID(c *driver.Claim) string { return c.Tenant + "\x00" + c.SourceID + "\x00" + c.Key }
 
 func init() {
 	for _, v := range variants {

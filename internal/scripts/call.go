@@ -54,10 +54,14 @@ func SettleCall(keyPrefix string, commit bool, claims []driver.Claim) (keys, arg
 	return keys, args
 }
 
-// Millis formats d as whole milliseconds rounded up, at least 1 (PX).
+// Millis formats d for PX: whole milliseconds rounded up, plus one. Redis
+// expires a key at its own millisecond clock (the current time truncated
+// to the ms) plus PX, up to 1ms before now + PX; the extra millisecond
+// keeps a record alive for at least d (C9), at the cost of lingering up to
+// 2ms past it (the store's expiry granularity).
 func Millis(d time.Duration) string {
 	ms := (d + time.Millisecond - 1) / time.Millisecond
-	return strconv.FormatInt(int64(max(ms, 1)), 10)
+	return strconv.FormatInt(int64(max(ms, 1))+1, 10)
 }
 
 // ErrMalformed is the error of a reply that is not what the script

@@ -118,7 +118,8 @@ if n > 0 then
   -- full bucket, G7): ms from now to that TAT, rounded up. Other kinds of
   -- the hash may have later TATs, so only ever lengthen the expiry (PTTL
   -- is -1 for the hash HSET just created).
-  local ms = math.floor((last - now + 999) / 1000)
+  -- Plus one: Redis expires at its truncated ms clock + PX (see Millis).
+  local ms = math.floor((last - now + 999) / 1000) + 1
   if redis.call('PTTL', KEYS[1]) < ms then
     redis.call('PEXPIRE', KEYS[1], string.format('%d', ms))
   end

@@ -48,12 +48,12 @@ func TestHitCall(t *testing.T) {
 	if want := []string{"p:{t}:b", "p:{t}:c:s:k"}; strings.Join(keys, " ") != strings.Join(want, " ") {
 		t.Errorf("keys %q, want %q", keys, want)
 	}
-	want := []string{"2", "hooks", "125", "1000000", "bytes", "1900000", "31622400000000", "h", "n", "2"}
+	want := []string{"2", "hooks", "125", "1000000", "bytes", "1900000", "31622400000000", "h", "n", "3"}
 	if strings.Join(args, " ") != strings.Join(want, " ") {
 		t.Errorf("args %q, want %q", args, want)
 	}
 	keys, args = HitCall("p", nil, cl)
-	if len(keys) != 2 || strings.Join(args, " ") != "0 h n 2" {
+	if len(keys) != 2 || strings.Join(args, " ") != "0 h n 3" {
 		t.Errorf("claim only: %q %q", keys, args)
 	}
 	keys, args = HitCall("p", charges[:1], nil)
@@ -109,7 +109,7 @@ func TestDecodeSettle(t *testing.T) {
 func TestMillis(t *testing.T) {
 	t.Parallel()
 	for give, want := range map[time.Duration]string{
-		time.Millisecond: "1", 1500 * time.Microsecond: "2", time.Microsecond: "1", 366 * 24 * time.Hour: "31622400000",
+		time.Millisecond: "2", 1500 * time.Microsecond: "3", time.Microsecond: "2", 366 * 24 * time.Hour: "31622400001",
 	} {
 		if got := Millis(give); got != want {
 			t.Errorf("Millis(%v) = %s, want %s", give, got, want)
