@@ -28,7 +28,7 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 	if o.timeoutSet && o.timeout <= 0 {
 		return nil, openErr(driver.Invalid("timeout", fmt.Sprintf("WithTimeout must be positive, got %v", o.timeout)))
 	}
-	u, err := url.Parse(rawURL)
+	u, err := parseURL(rawURL)
 	if err != nil {
 		// url.Error quotes the whole URL, password included: say only why.
 		return nil, openErr(driver.Invalid("url", urlReason(err)))
@@ -138,4 +138,39 @@ func checkKeyPrefix(p string) error {
 		}
 	}
 	return nil
+}
+
+// parseURL is url.Parse, except that the host may be a comma-separated
+// list, e.g. memcached://h1:11211,h2,[::1]:11212: net/url reads everything
+// after the last colon as one port. The list is kept whole in URL.Host for
+// the driver to split and check.
+func parseURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err == nil {
+		return u, nil
+	}
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return nil, err
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	auth := rest[:end]
+	userinfo, hosts := "", auth
+	if at := strings.LastIndexByte(auth, '@'); at >= 0 {
+		userinfo, hosts = auth[:at+1], auth[at+1:]
+	}
+	if !strings.Contains(hosts, ",") || strings.ContainsFunc(hosts, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-_:[],", r))
+	}) {
+		return nil, err
+	}
+	u, err2 := url.Parse(scheme + "://" + userinfo + "multihost" + rest[end:])
+	if err2 != nil {
+		return nil, err
+	}
+	u.Host = hosts
+	return u, nil
 }

@@ -322,3 +322,27 @@ func TestOpenMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenHostList: a comma-separated host list reaches the driver whole,
+// whatever net/url thinks of its ports (memcached://h1:11211,h2).
+func TestOpenHostList(t *testing.T) {
+	t.Parallel()
+	for _, hosts := range []string{"h1:11211,h2", "[::1]:1,127.0.0.1:2", "127.0.0.1:1,[::1]:2", "a,b,c"} {
+		conn := &fakeConn{}
+		scheme, d := registerFake(conn)
+		st, err := fleetstore.Open(scheme + "://" + hosts + "/?timeout=1s")
+		if err != nil {
+			t.Fatalf("open %s: %v", hosts, err)
+		}
+		st.Close()
+		if got := d.lastConfig(t).URL.Host; got != hosts {
+			t.Errorf("driver got host %q, want %q", got, hosts)
+		}
+	}
+	// Anything else wrong with the authority is still refused.
+	for _, give := range []string{"memory://h 1,h2", "memory://h1,h2\x01"} {
+		if _, err := fleetstore.Open(give); !errors.Is(err, fleetstore.ErrInvalid) {
+			t.Errorf("Open(%q): %v, want ErrInvalid", give, err)
+		}
+	}
+}

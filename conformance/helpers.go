@@ -3,7 +3,7 @@ package conformance
 import (
 	"errors"
 	"fmt"
-	"net/url"
+	"net"
 	"strings"
 	"time"
 
@@ -43,13 +43,20 @@ func (t *T) addrURL(addr string) string {
 }
 
 // serverAddr is the first host:port of the configured URL ("" for none).
+// It reads the authority as text: url.Parse refuses host lists.
 func (t *T) serverAddr() string {
-	u, err := url.Parse(t.s.cfg.URL)
-	if err != nil || u.Host == "" {
+	_, rest, ok := strings.Cut(t.s.cfg.URL, "://")
+	if !ok {
 		return ""
 	}
-	host, _, _ := strings.Cut(u.Host, ",")
-	if !strings.Contains(host, ":") {
+	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
+		rest = rest[:end]
+	}
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+		rest = rest[at+1:]
+	}
+	host, _, _ := strings.Cut(rest, ",")
+	if _, port, err := net.SplitHostPort(host); err != nil || port == "" {
 		return ""
 	}
 	return host

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -337,7 +338,7 @@ func TestMalformedClaimRecord(t *testing.T) {
 	srv := testserver.StartRedis(t)
 	st, prefix := openStore(t, srv.URL())
 	c := claim("t", "s", "k", "h")
-	for _, v := range []string{"garbage", "p999h", "x003abc", ""} {
+	for _, v := range []string{"garbage", "p999h", "x003abc", "", "c1e1hookAhookAhookA", "c000", "c-01hookA", "c0.5hookA", "p 05hookA", "p257" + strings.Repeat("h", 257)} {
 		if _, err := srv.Do("SET", scripts.ClaimKey(prefix, c.Tenant, c.SourceID, c.Key), v, "EX", "60"); err != nil {
 			t.Fatal(err)
 		}
@@ -352,6 +353,17 @@ func TestMalformedClaimRecord(t *testing.T) {
 	}
 	_, err := st.Hit(ctx(t), []fleetstore.Charge{hooks("t")}, nil)
 	wantErrIs(t, "hit on a string bucket", err, fleetstore.ErrUnavailable)
+	// A bucket hash whose TAT is not the digits the script writes.
+	for _, v := range []string{"garbage", "", "0x10", "  5", "-99999999999999999", "1e15", "1.5"} {
+		if _, err := srv.Do("DEL", scripts.BucketKey(prefix, "t")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := srv.Do("HSET", scripts.BucketKey(prefix, "t"), "hooks", v); err != nil {
+			t.Fatal(err)
+		}
+		_, err := st.Hit(ctx(t), []fleetstore.Charge{hooks("t")}, nil)
+		wantErrIs(t, "hit on a bucket TAT of "+strconv.Quote(v), err, fleetstore.ErrUnavailable)
+	}
 }
 
 // TestLargeValues: TATs near 366 days ahead and 125µs increments keep

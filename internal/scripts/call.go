@@ -133,6 +133,9 @@ func DecodeSettle(reply any, n int) ([]error, error) {
 		switch code {
 		case 0:
 		case 1:
+			if holder == "" { // hook_ids are 1–256 bytes
+				return nil, malformed("settle", reply)
+			}
 			errs[i] = &driver.ClaimLostError{Holder: holder}
 		case 2:
 			errs[i] = driver.ErrAlreadyCommitted

@@ -20,10 +20,12 @@ end
 local function decode_claim(v)
   -- The first byte is the state.
   local st = string.sub(v, 1, 1)
-  -- The next three bytes are the hook_id's length.
-  local n = tonumber(string.sub(v, 2, 4))
+  -- The next three bytes are the hook_id's length: exactly three digits,
+  -- 1–256 (tonumber alone would take " 5", "0x5" or "1e1").
+  local digits = string.sub(v, 2, 4)
+  local n = string.match(digits, '^%d%d%d$') and tonumber(digits)
   -- Anything else is some other program's key under our prefix: refuse.
-  if (st ~= 'p' and st ~= 'c') or n == nil or #v < 4 + n then
+  if (st ~= 'p' and st ~= 'c') or not n or n < 1 or n > 256 or #v < 4 + n then
     error('fleetstore: malformed claim record')
   end
   -- The hook_id follows the length; the node (unused here) follows it.

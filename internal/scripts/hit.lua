@@ -66,7 +66,15 @@ if n > 0 then
     local inc = tonumber(ARGV[3 * i])
     local cap = tonumber(ARGV[3 * i + 1])
     -- An absent kind (false from HMGET) is a full bucket: TAT 0 ≤ now.
-    local tat = tonumber(stored[i]) or 0
+    local tat = 0
+    if stored[i] then
+      -- Anything but the decimal digits this script writes is some other
+      -- program's value under our prefix: refuse rather than guess (V4).
+      if not string.match(stored[i], '^%d+$') then
+        error('fleetstore: malformed bucket TAT')
+      end
+      tat = tonumber(stored[i])
+    end
     -- gcra.Charge: t = max(tat, now); new_tat = t + I; allow = new_tat - C.
     local new_tat = math.max(tat, now) + inc
     local allow = new_tat - cap
