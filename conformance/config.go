@@ -8,8 +8,10 @@ import (
 // Config describes the store under test. Only URL is required.
 type Config struct {
 	// URL of a live store with its driver registered (blank-import it), e.g.
-	// "redis://127.0.0.1:6379/0". The suite adds a random key_prefix and
-	// random tenants, so it never needs an empty store and never flushes it.
+	// "redis://127.0.0.1:6379/0". Every Store opened on it must share one
+	// state (memory://NAME, not memory://). The suite adds a random
+	// key_prefix and random tenants, so it never needs an empty store and
+	// never flushes it.
 	URL string
 
 	// AddrURL returns this driver's URL for another address ("host:port").

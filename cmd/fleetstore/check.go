@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -68,6 +69,12 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	var ids []string
 	if *only != "" {
 		ids = strings.Split(*only, ",")
+		for _, id := range ids {
+			if !slices.Contains(conformance.Clauses(), id) {
+				fmt.Fprintf(stderr, "fleetstore check: -only: no clause %q (have %s)\n", id, strings.Join(conformance.Clauses(), ","))
+				return exitUsage
+			}
+		}
 	}
 
 	fmt.Fprintf(stdout, "fleetstore check %s\n", shown)

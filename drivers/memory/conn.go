@@ -8,7 +8,10 @@ import (
 	"github.com/fleetstore/fleetstore/gcra"
 )
 
-type conn struct{ st *state }
+type conn struct {
+	st      *state
+	release func() // forgets a named state with its last Store; nil for memory://
+}
 
 var (
 	_ driver.Conn        = (*conn)(nil)
@@ -138,9 +141,14 @@ func (c *conn) Reset(_ context.Context, tenant string) error {
 
 func (*conn) Ping(context.Context) error { return nil }
 
-// Close implements driver.Conn. Named state outlives the Conn: other stores
-// of the same NAME still use it.
-func (*conn) Close() error { return nil }
+// Close implements driver.Conn. A named state outlives the Conn while other
+// Stores of the same NAME are open, and is forgotten with the last.
+func (c *conn) Close() error {
+	if c.release != nil {
+		c.release()
+	}
+	return nil
+}
 
 func retryAfter(waitMicros int64) time.Duration {
 	return time.Duration(gcra.RetryAfterMillis(waitMicros)) * time.Millisecond

@@ -4,7 +4,9 @@
 //
 //	memory://        a private store, new on every Open
 //	memory://NAME    stores opened with the same NAME (and key_prefix) in one
-//	                 process share state: fleet nodes in tests
+//	                 process share state: fleet nodes in tests. The state
+//	                 lives while a Store is open on it and is forgotten
+//	                 when the last one closes.
 //
 // It accepts only the common parameters (timeout, key_prefix). State is
 // sharded by tenant, each shard under its own lock, so one Hit takes one
@@ -37,7 +39,7 @@ func Monotonic() int64 { return origin.UnixMicro() + time.Since(origin).Microsec
 type Driver struct {
 	now   Clock
 	mu    sync.Mutex
-	named map[string]*state // NAME + "\x00" + key_prefix
+	named map[string]*named // NAME + "\x00" + key_prefix
 }
 
 // Default is the driver the root package registers as "memory".
@@ -48,7 +50,7 @@ func New(now Clock) *Driver {
 	if now == nil {
 		now = Monotonic
 	}
-	return &Driver{now: now, named: make(map[string]*state)}
+	return &Driver{now: now, named: make(map[string]*named)}
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -72,19 +74,51 @@ func (d *Driver) Open(cfg driver.Config) (driver.Conn, error) {
 	if u.Host == "" {
 		return &conn{st: newState(d.now)}, nil
 	}
-	return &conn{st: d.shared(u.Host, cfg.KeyPrefix)}, nil
+	key := u.Host + "\x00" + cfg.KeyPrefix
+	return &conn{st: d.acquire(key), release: func() { d.release(key) }}, nil
 }
 
-func (d *Driver) shared(name, prefix string) *state {
-	key := name + "\x00" + prefix
+// named is the state of memory://NAME, shared by the Stores open on it.
+type named struct {
+	st   *state
+	refs int
+}
+
+// acquire returns the state of key, made on first use, and counts one
+// more Store on it.
+func (d *Driver) acquire(key string) *state {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	st, ok := d.named[key]
+	n, ok := d.named[key]
 	if !ok {
-		st = newState(d.now)
-		d.named[key] = st
+		n = &named{st: newState(d.now)}
+		d.named[key] = n
 	}
-	return st
+	n.refs++
+	return n.st
+}
+
+// release counts one Store off key's state and forgets the state with the
+// last one, as SQLite forgets a shared in-memory database: memory://NAME
+// lives while a Store is open on it.
+func (d *Driver) release(key string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n, ok := d.named[key]; ok {
+		if n.refs--; n.refs <= 0 {
+			delete(d.named, key)
+		}
+	}
+}
+
+func (d *Driver) lookup(name, keyPrefix string) (*state, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n, ok := d.named[name+"\x00"+keyPrefix]
+	if !ok {
+		return nil, false
+	}
+	return n.st, true
 }
 
 // Record is one live record of a tenant, for the conformance suite's expiry
@@ -98,9 +132,7 @@ type Record struct {
 // with key_prefix (G7). Records of private stores (memory://) are not
 // reachable.
 func (d *Driver) Records(name, keyPrefix, tenant string) []Record {
-	d.mu.Lock()
-	st, ok := d.named[name+"\x00"+keyPrefix]
-	d.mu.Unlock()
+	st, ok := d.lookup(name, keyPrefix)
 	if !ok {
 		return nil
 	}
@@ -110,9 +142,7 @@ func (d *Driver) Records(name, keyPrefix, tenant string) []Record {
 // Size returns how many buckets and claims the named store holds, live or
 // not yet swept: the memory it keeps.
 func (d *Driver) Size(name, keyPrefix string) (buckets, claims int) {
-	d.mu.Lock()
-	st, ok := d.named[name+"\x00"+keyPrefix]
-	d.mu.Unlock()
+	st, ok := d.lookup(name, keyPrefix)
 	if !ok {
 		return 0, 0
 	}

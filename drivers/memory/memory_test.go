@@ -299,20 +299,24 @@ func TestNamedStores(t *testing.T) {
 		})
 	}
 }
-
-// TestNamedOutlivesClose: closing one Store of a NAME leaves the state to
-// the others, and a Store opened later on the same NAME sees it.
-func TestNamedOutlivesClose(t *testing.T) {
+// TestNamedLifetime: memory://NAME lives while a Store is open on it and
+// is forgotten with the last one (no state leaks per name).
+func TestNamedLifetime(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	a := f.open(t, "fleet")
+	b := f.open(t, "fleet")
 	want(t, "claim on a", hit(t, a, nil, claimFor("hook-a")), ok())
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b := f.open(t, "fleet")
 	want(t, "claim on b after a closed", hit(t, b, nil, claimFor("hook-b")),
 		fleetstore.Result{Outcome: fleetstore.Pending, RetryAfter: 30 * time.Second})
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := f.open(t, "fleet")
+	want(t, "claim on a new store after every store closed", hit(t, c, nil, claimFor("hook-c")), ok())
 }
 
 // TestOpenParams: only the common parameters are accepted, and a path or a
