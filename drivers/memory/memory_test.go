@@ -299,6 +299,7 @@ func TestNamedStores(t *testing.T) {
 		})
 	}
 }
+
 // TestNamedLifetime: memory://NAME lives while a Store is open on it and
 // is forgotten with the last one (no state leaks per name).
 func TestNamedLifetime(t *testing.T) {
