@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
@@ -36,7 +37,10 @@ func (c *conn) failed(ctx context.Context, err error) error {
 	case errors.Is(err, context.Canceled) && ctx.Err() == context.Canceled:
 		return err // the caller gave up: says nothing about the store
 	case !answered && (errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) ||
-		errors.As(err, &ne) && ne.Timeout()):
+		errors.As(err, &ne) && ne.Timeout() || errors.Is(err, goredis.ErrPoolTimeout) || pastDeadline(ctx)):
+		// ErrPoolTimeout: go-redis waits for a pool connection on a timer
+		// of its own (pool_timeout = the budget) beside ctx.Done(), and may
+		// wake on the timer while ctx.Err() is still nil.
 		err = fmt.Errorf("%w: %w", driver.ErrTimeout, err)
 	default:
 		err = fmt.Errorf("%w: %w", driver.ErrUnavailable, err)
@@ -106,4 +110,11 @@ func (c *conn) checkEviction() {
 			c.log.Debug("fleetstore: cannot read redis maxmemory-policy", zap.String("url", c.display), zap.Error(err))
 		}
 	}
+}
+
+// pastDeadline reports whether ctx's deadline has passed, before its own
+// timer has cancelled it.
+func pastDeadline(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
