@@ -14,8 +14,9 @@
 // per op; then the ratios of each peer to fleetstore's Hit and the
 // project's goals. Limits are generous, so every decision is allowed:
 // what is measured is the cost of deciding. Every row uses fresh tenants
-// and keys; -rounds N repeats the rows, interleaved, and reports each
-// row's median round.
+// and keys; -rounds N repeats the rows, interleaved, and pools each
+// row's rounds, so that a busy spell of a shared machine is spread over
+// every system.
 //
 // The rows:
 //
@@ -41,7 +42,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -51,7 +51,6 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -89,7 +88,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.run.pool, "pool", 64, "go-redis pool size, for every go-redis based system alike")
 	fs.DurationVar(&cfg.run.timeout, "timeout", time.Second, "fleetstore's per-call budget (URL timeout=)")
 	fs.IntVar(&cfg.run.tenants, "tenants", 1000, "tenants (buckets) per row, taken in turn")
-	fs.IntVar(&cfg.rounds, "rounds", 1, "run every row this many times, interleaved, and report each row's median round by ops/s")
+	fs.IntVar(&cfg.rounds, "rounds", 1, "run every row this many times, interleaved, and pool the rounds (-d each)")
 	fs.IntVar(&cfg.items, "items", 100_000, "tenants and claims written for the memory rows (0: skip them)")
 	fs.StringVar(&only, "only", "", "systems to run, comma-separated (default all): "+systemNames())
 	fs.BoolVar(&cfg.json, "json", false, "print only one JSON object per row")
@@ -204,18 +203,18 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 
 	// Every round runs every row once; rounds interleave, so that a slow
 	// spell of the machine does not fall on one system only. Each row
-	// reports its median round by ops/s.
-	byRow := map[string][]row{}
+	// pools its rounds.
+	byRow := map[string][]*sample{}
 	for round := 1; round <= cfg.rounds; round++ {
 		for _, c := range cfg.concurrency {
 			for _, s := range sys {
 				progress("round %d/%d  %-24s c=%-3d …", round, cfg.rounds, s.name, c)
-				r, err := measure(ctx, admin, addr, s, c, cfg.run)
+				sm, err := measure(ctx, admin, addr, s, c, cfg.run)
 				if err != nil {
 					return err
 				}
-				if r.Errors > 0 {
-					fmt.Fprintf(stderr, "compare: %s c=%d: %d errors, the first: %s\n", s.name, c, r.Errors, r.Error)
+				if sm.errs > 0 {
+					fmt.Fprintf(stderr, "compare: %s c=%d: %d errors, the first: %v\n", s.name, c, sm.errs, sm.firstErr)
 				}
 				// The next row starts on an empty keyspace: the keys a row
 				// wrote would otherwise expire during later rows and charge
@@ -224,20 +223,20 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 				if cfg.addr == "" {
 					err = admin.FlushAll(ctx).Err()
 				} else {
-					err = deleteMatching(ctx, admin, "*"+r.run+"*")
+					err = deleteMatching(ctx, admin, "*"+sm.run+"*")
 				}
 				if err != nil {
 					return fmt.Errorf("clean up after %s: %w", s.name, err)
 				}
 				k := s.name + "/" + strconv.Itoa(c)
-				byRow[k] = append(byRow[k], r)
+				byRow[k] = append(byRow[k], sm)
 			}
 		}
 	}
 	var rows []row
 	for _, c := range cfg.concurrency {
 		for _, s := range sys {
-			r := median(byRow[s.name+"/"+strconv.Itoa(c)])
+			r := summarize(byRow[s.name+"/"+strconv.Itoa(c)])
 			rows = append(rows, r)
 			if cfg.json {
 				if err := json.NewEncoder(stdout).Encode(r); err != nil {
@@ -257,14 +256,6 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 	printReport(stdout, rows, mem, cfg, version)
 	return nil
-}
-
-// median returns the round with the median ops/s (the lower middle one of
-// an even count).
-func median(rounds []row) row {
-	sorted := slices.Clone(rounds)
-	slices.SortFunc(sorted, func(a, b row) int { return cmp.Compare(a.OpsPerSec, b.OpsPerSec) })
-	return sorted[(len(sorted)-1)/2]
 }
 
 func writeAllocs(path string) error {

@@ -14,8 +14,8 @@ import (
 // printReport prints the machine, the table, the memory rows, the ratios
 // of each peer to fleetstore and the goals.
 func printReport(w io.Writer, rows, mem []row, cfg config, version string) {
-	fmt.Fprintf(w, "%s; %v per row after %v warm-up, median of %d round(s); go-redis pool %d; %d tenants per row\n",
-		version, cfg.run.duration, cfg.run.warmup, cfg.rounds, cfg.run.pool, cfg.run.tenants)
+	fmt.Fprintf(w, "%s; %d interleaved round(s) of %v per row after %v warm-up; go-redis pool %d; %d tenants per row\n",
+		version, cfg.rounds, cfg.run.duration, cfg.run.warmup, cfg.run.pool, cfg.run.tenants)
 	fmt.Fprintf(w, "%s, %s %s/%s, %d CPUs (GOMAXPROCS %d), load average %s\n\n",
 		cpuModel(), runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), loadAverage())
 

@@ -68,9 +68,7 @@ type row struct {
 	Items       int     `json:"items,omitempty"`           // memory rows: items written
 	Seconds     float64 `json:"seconds,omitempty"`         // measured window, s
 	Error       string  `json:"first_error,omitempty"`     // the first error seen
-	Scripts     string  `json:"server_commands,omitempty"` // -server-stats: commandstats of the window
-
-	run string // the run id in every key the row wrote
+	Scripts     string  `json:"server_commands,omitempty"` // -server-stats: commandstats of each round
 }
 
 // runConfig is what every run shares.
@@ -84,7 +82,7 @@ type runConfig struct {
 
 // measure runs sys with conc workers for cfg.warmup, then counts and
 // times it for cfg.duration.
-func measure(ctx context.Context, admin *goredis.Client, addr string, sys system, conc int, cfg runConfig) (row, error) {
+func measure(ctx context.Context, admin *goredis.Client, addr string, sys system, conc int, cfg runConfig) (*sample, error) {
 	run := runID()
 	e := &env{addr: addr, run: run, pool: cfg.pool, timeout: cfg.timeout}
 	e.tenants = make([]string, cfg.tenants)
@@ -93,7 +91,7 @@ func measure(ctx context.Context, admin *goredis.Client, addr string, sys system
 	}
 	do, closeSys, err := sys.open(e)
 	if err != nil {
-		return row{}, fmt.Errorf("%s: open: %w", sys.name, err)
+		return nil, fmt.Errorf("%s: open: %w", sys.name, err)
 	}
 	defer closeSys()
 
@@ -161,36 +159,84 @@ func measure(ctx context.Context, admin *goredis.Client, addr string, sys system
 	stop.Store(true)
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return row{}, err
+		return nil, err
 	}
 
-	r := row{System: sys.name, Concurrency: conc, Seconds: elapsed.Seconds(), Scripts: cmdstats, run: run}
-	hit, whole := newHist(), newHist()
+	sm := &sample{system: sys.name, concurrency: conc, hook: sys.hook, run: run, elapsed: elapsed,
+		serverCPU: srv1 - srv0, clientCPU: cli1 - cli0, mallocs: mallocs1 - mallocs0, cmdstats: cmdstats,
+		hit: newHist(), whole: newHist()}
 	for _, w := range workers {
-		r.Ops += w.ops
-		r.NotOK += w.notOK
-		r.Errors += w.errs
-		if w.firstErr != nil && r.Error == "" {
-			r.Error = w.firstErr.Error()
+		sm.ops += w.ops
+		sm.notOK += w.notOK
+		sm.errs += w.errs
+		if w.firstErr != nil && sm.firstErr == nil {
+			sm.firstErr = w.firstErr
 		}
-		hit.Merge(w.hit)
-		whole.Merge(w.whole)
+		sm.hit.Merge(w.hit)
+		sm.whole.Merge(w.whole)
 	}
-	r.OpsPerSec = float64(r.Ops) / elapsed.Seconds()
+	return sm, nil
+}
+
+// sample is one measured run of one row.
+type sample struct {
+	system      string
+	concurrency int
+	hook        bool
+	run         string // the run id in every key the run wrote
+	elapsed     time.Duration
+	ops         uint64
+	notOK, errs uint64
+	firstErr    error
+	hit, whole  *hdrhistogram.Histogram
+	serverCPU   time.Duration
+	clientCPU   time.Duration
+	mallocs     uint64
+	cmdstats    string
+}
+
+// summarize pools a row's samples (its rounds): ops and time add up,
+// latencies merge into one histogram, so that every round weighs by what
+// it measured.
+func summarize(samples []*sample) row {
+	first := samples[0]
+	r := row{System: first.system, Concurrency: first.concurrency}
+	hit, whole := newHist(), newHist()
+	var elapsed, srv, cli time.Duration
+	var mallocs uint64
+	var stats []string
+	for _, sm := range samples {
+		r.Ops += sm.ops
+		r.NotOK += sm.notOK
+		r.Errors += sm.errs
+		if sm.firstErr != nil && r.Error == "" {
+			r.Error = sm.firstErr.Error()
+		}
+		hit.Merge(sm.hit)
+		whole.Merge(sm.whole)
+		elapsed += sm.elapsed
+		srv += sm.serverCPU
+		cli += sm.clientCPU
+		mallocs += sm.mallocs
+		if sm.cmdstats != "" {
+			stats = append(stats, sm.cmdstats)
+		}
+	}
+	r.Scripts = strings.Join(stats, " | ")
+	r.Seconds = round1(elapsed.Seconds())
+	r.OpsPerSec = float64(int64(float64(r.Ops)/elapsed.Seconds() + 0.5))
 	r.P50us = us(hit.ValueAtQuantile(50))
 	r.P99us = us(hit.ValueAtQuantile(99))
-	if sys.hook {
+	if first.hook {
 		r.HookP50us = us(whole.ValueAtQuantile(50))
 		r.HookP99us = us(whole.ValueAtQuantile(99))
 	}
 	if r.Ops > 0 {
-		r.ServerCPUus = round1((srv1 - srv0).Seconds() * 1e6 / float64(r.Ops))
-		r.ClientCPUus = round1((cli1 - cli0).Seconds() * 1e6 / float64(r.Ops))
-		r.Allocs = round1(float64(mallocs1-mallocs0) / float64(r.Ops))
+		r.ServerCPUus = round1(srv.Seconds() * 1e6 / float64(r.Ops))
+		r.ClientCPUus = round1(cli.Seconds() * 1e6 / float64(r.Ops))
+		r.Allocs = round1(float64(mallocs) / float64(r.Ops))
 	}
-	r.OpsPerSec = float64(int64(r.OpsPerSec + 0.5))
-	r.Seconds = round1(r.Seconds)
-	return r, nil
+	return r
 }
 
 func us(ns int64) float64 { return round1(float64(ns) / 1e3) }
