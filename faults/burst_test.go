@@ -11,7 +11,7 @@ import (
 )
 
 // TestBurst releases 512 callers at once, three times, on a Store whose
-// pool holds 16 connections (pool_size=16 for Redis, max_idle_conns=16 for
+// pool holds 16 connections (pool_size=16 for Redis, max_conns=16 for
 // memcached; valkey has no pool: one auto-pipelined connection). Every 2ms
 // it counts the connections two ways: the sockets this process holds open
 // (exact, at once: see openSockets), and the server's own count (INFO
@@ -22,8 +22,8 @@ import (
 //   - every call returns a result or ErrTimeout (T1: the budget ran out)
 //     within budget + 10ms + crowdSlack, and some calls succeed;
 //   - the driver's sockets: during the bursts at most target.busyConns
-//     (the pool size; memcached: one per call in flight, it has no cap),
-//     after them at most target.idleConns, none after Close;
+//     (the pool size), after them at most target.idleConns, none after
+//     Close;
 //   - the server's count is back to its value before Open within 2s of
 //     Close.
 func TestBurst(t *testing.T) {

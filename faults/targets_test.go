@@ -72,11 +72,11 @@ var targets = []target{
 		url: func(addr, params string) string {
 			return "memcached://" + addr + "?" + params
 		},
-		// The driver's pool keeps up to max_idle_conns idle sessions; a
-		// call that finds none makes a new one: one socket per call in
-		// flight, no cap.
-		poolParam: "max_idle_conns",
-		busyConns: func(callers, _ int) int { return callers },
+		// max_conns caps the sessions (one socket per server each) a
+		// Store keeps open, in use or idle; a caller waits for one up to
+		// its budget. max_idle_conns defaults to at most max_conns.
+		poolParam: "max_conns",
+		busyConns: func(_, pool int) int { return pool },
 		idleConns: func(pool int) int { return pool },
 	},
 }

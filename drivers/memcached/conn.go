@@ -27,13 +27,13 @@ var _ driver.Conn = (*conn)(nil)
 
 func wallMicros() int64 { return time.Now().UnixMicro() }
 
-// begin resolves the servers and takes a session for one call.
+// begin resolves the servers and takes a session for one call, waiting
+// for one while max_conns are in use, no longer than ctx.
 func (c *conn) begin(ctx context.Context) (*session, func(), error) {
 	if err := c.sv.resolve(ctx); err != nil {
 		return nil, nil, err
 	}
-	s, done := c.pool.acquire(ctx, c.timeout)
-	return s, done, nil
+	return c.pool.acquire(ctx, c.timeout)
 }
 
 // Hit implements driver.Conn by the protocol of the package doc.
@@ -472,8 +472,9 @@ func (c *conn) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close implements driver.Conn: every idle socket is closed; a session in
-// use (there is none when the Store calls Close) closes on release.
+// Close implements driver.Conn: every idle socket is closed and every
+// caller waiting for a session returns ErrClosed; a session in use (there
+// is none when the Store calls Close) closes on release.
 func (c *conn) Close() error {
 	c.pool.close()
 	return nil

@@ -18,10 +18,34 @@
 //
 //	timeout         the default per-call budget (Go duration, default 100ms)
 //	key_prefix      the namespace of every key (default "fleetstore")
-//	max_idle_conns  idle connections kept per server (default 64): set it
-//	                to the peak number of concurrent calls
+//	max_conns       the most connections the Store opens to each server
+//	                (default 64, or max_idle_conns when that is set
+//	                higher): a call that finds them all in use waits for
+//	                one, no longer than its budget (then ErrTimeout)
+//	max_idle_conns  idle connections kept per server (default 64, at most
+//	                max_conns): set it to the usual number of concurrent
+//	                calls
+//
+// For example, a Store whose node makes up to 32 calls at once, on two
+// servers:
+//
+//	memcached://cache1:11211,cache2:11211?timeout=50ms&max_conns=32&max_idle_conns=32
 //
 // An unknown parameter is an error at Open.
+//
+// The cap is per Store and per server: a call holds at most one socket to
+// each server it touches, so a Store holds at most max_conns sockets to
+// each server, whatever the number of callers. The default, 64, is the
+// concurrency the package is measured at (fleetstore bench -c 64): a call
+// holds its connection for its 1–3 round trips, well under a millisecond
+// on a local network, so 64 connections serve tens of thousands of calls
+// a second and callers beyond them queue briefly instead of dialing.
+// More sockets do not make memcached faster (its few worker threads serve
+// them all) and each costs a dial and a file descriptor on both sides:
+// without a cap a burst of 512 callers dialed about 400 sockets at once
+// and half its calls ran out of budget. Mind memcached's own limit (-c,
+// default 1024 connections): the fleet's Stores × max_conns must stay
+// below it.
 //
 // # Items
 //
@@ -132,18 +156,23 @@
 // # Budget
 //
 // gomemcache takes no context and applies one socket timeout per client.
-// The driver keeps a pool of clients, each serving one call at a time, and
-// lays the call's deadline on that client's sockets: every socket deadline
+// The driver keeps a pool of clients (sessions), each serving one call at
+// a time and holding at most one socket per server, at most max_conns
+// sessions alive at once; a call that finds max_conns in use waits in its
+// own goroutine for one to be released, until its deadline (ErrTimeout)
+// or Close (ErrClosed), first come first served. The driver lays the
+// call's deadline on its session's sockets: every socket deadline
 // gomemcache sets is capped at the call's deadline, dials use the call's
 // context, and a cancelled context moves the deadlines to the past. A
 // call therefore returns by its deadline even against a server that
 // accepts and never answers (T1), and leaves no goroutine or socket
 // behind it (T4): a socket that timed out is closed, the client is not
-// reused. Close closes every idle socket.
+// reused. Close closes every idle socket and wakes every waiting caller.
 package memcached
 
 import (
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -161,6 +190,10 @@ const DefaultPort = "11211"
 // DefaultMaxIdleConns is the default of the max_idle_conns parameter.
 const DefaultMaxIdleConns = 64
 
+// DefaultMaxConns is the default of the max_conns parameter, when
+// max_idle_conns is not set higher.
+const DefaultMaxConns = 64
+
 // Driver is the memcached driver, registered as "memcached".
 type Driver struct{}
 
@@ -170,7 +203,7 @@ var _ driver.Driver = Driver{}
 func (Driver) Open(cfg driver.Config) (driver.Conn, error) {
 	u := cfg.URL
 	q := u.Query()
-	if err := driver.CheckParams(q, "max_idle_conns"); err != nil {
+	if err := driver.CheckParams(q, "max_conns", "max_idle_conns"); err != nil {
 		return nil, err
 	}
 	if u.User != nil {
@@ -183,24 +216,38 @@ func (Driver) Open(cfg driver.Config) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	maxIdle := DefaultMaxIdleConns
-	if vs, ok := q["max_idle_conns"]; ok {
-		n, err := strconv.Atoi(vs[len(vs)-1])
-		if err != nil || n < 1 {
-			return nil, driver.Invalid("url: max_idle_conns", "want a positive integer, got "+strconv.Quote(vs[len(vs)-1]))
-		}
-		maxIdle = n
+	maxIdle, err := positiveParam(q, "max_idle_conns", DefaultMaxIdleConns)
+	if err != nil {
+		return nil, err
+	}
+	maxConns, err := positiveParam(q, "max_conns", max(DefaultMaxConns, maxIdle))
+	if err != nil {
+		return nil, err
 	}
 	sv := &servers{hosts: hosts}
 	return &conn{
 		keys:    keys{prefix: cfg.KeyPrefix},
 		sv:      sv,
-		pool:    &pool{sv: sv, timeout: cfg.Timeout, maxIdle: maxIdle},
+		pool:    newPool(sv, cfg.Timeout, maxConns, maxIdle),
 		timeout: cfg.Timeout,
 		now:     wallMicros,
 		log:     cfg.Logger,
 		turns:   newStripes(),
 	}, nil
+}
+
+// positiveParam is the positive integer parameter name of q (the last
+// one given), or def when absent.
+func positiveParam(q url.Values, name string, def int) (int, error) {
+	vs, ok := q[name]
+	if !ok {
+		return def, nil
+	}
+	n, err := strconv.Atoi(vs[len(vs)-1])
+	if err != nil || n < 1 {
+		return 0, driver.Invalid("url: "+name, "want a positive integer, got "+strconv.Quote(vs[len(vs)-1]))
+	}
+	return n, nil
 }
 
 // parseHosts splits "h1:p1,h2,[::1]:p3" into "host:port" strings.

@@ -20,6 +20,7 @@ func TestOpen(t *testing.T) {
 		give      string
 		wantHosts []string
 		wantIdle  int
+		wantConns int    // 0: DefaultMaxConns
 		wantErr   string // a field the error names; "" for none
 	}{
 		{give: "memcached://h1:11211", wantHosts: []string{"h1:11211"}, wantIdle: DefaultMaxIdleConns},
@@ -27,6 +28,12 @@ func TestOpen(t *testing.T) {
 		{give: "memcached://[::1]:11300", wantHosts: []string{"[::1]:11300"}, wantIdle: DefaultMaxIdleConns},
 		{give: "memcached://[::1]", wantHosts: []string{"[::1]:11211"}, wantIdle: DefaultMaxIdleConns},
 		{give: "memcached://h1/?max_idle_conns=8", wantHosts: []string{"h1:11211"}, wantIdle: 8},
+		{give: "memcached://h1?max_conns=16", wantHosts: []string{"h1:11211"}, wantIdle: 16, wantConns: 16}, // idle at most max_conns
+		{give: "memcached://h1?max_conns=128", wantHosts: []string{"h1:11211"}, wantIdle: DefaultMaxIdleConns, wantConns: 128},
+		{give: "memcached://h1?max_idle_conns=200", wantHosts: []string{"h1:11211"}, wantIdle: 200, wantConns: 200}, // the cap follows a larger idle setting
+		{give: "memcached://h1?max_conns=4&max_idle_conns=8", wantHosts: []string{"h1:11211"}, wantIdle: 4, wantConns: 4},
+		{give: "memcached://h1?max_conns=0", wantErr: "url: max_conns"},
+		{give: "memcached://h1?max_conns=x", wantErr: "url: max_conns"},
 		{give: "memcached://", wantErr: "url: host"},
 		{give: "memcached://h1:0", wantErr: "url: host"},
 		{give: "memcached://h1:99999", wantErr: "url: host"},
@@ -60,6 +67,13 @@ func TestOpen(t *testing.T) {
 			if !slices.Equal(cn.sv.hosts, tt.wantHosts) || cn.pool.maxIdle != tt.wantIdle {
 				t.Errorf("hosts %v, max idle %d, want %v, %d", cn.sv.hosts, cn.pool.maxIdle, tt.wantHosts, tt.wantIdle)
 			}
+			wantConns := tt.wantConns
+			if wantConns == 0 {
+				wantConns = DefaultMaxConns
+			}
+			if cn.pool.maxConns != wantConns || cap(cn.pool.slots) != wantConns {
+				t.Errorf("max conns %d (%d slots), want %d", cn.pool.maxConns, cap(cn.pool.slots), wantConns)
+			}
 			c.Close()
 		})
 	}
@@ -70,7 +84,7 @@ func TestRegistered(t *testing.T) {
 		t.Fatalf("memcached not registered: %v", fleetstore.Drivers())
 	}
 	_, err := fleetstore.Open("memcached://h1?nope=1")
-	if !errors.Is(err, fleetstore.ErrInvalid) || !strings.Contains(err.Error(), "max_idle_conns") {
-		t.Fatalf("unknown parameter: %v, want ErrInvalid listing max_idle_conns", err)
+	if !errors.Is(err, fleetstore.ErrInvalid) || !strings.Contains(err.Error(), "max_idle_conns") || !strings.Contains(err.Error(), "max_conns") {
+		t.Fatalf("unknown parameter: %v, want ErrInvalid listing max_conns and max_idle_conns", err)
 	}
 }

@@ -2,12 +2,15 @@ package memcached
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/bradfitz/gomemcache/memcache"
+
+	"github.com/fleetstore/fleetstore/driver"
 )
 
 // A session is a gomemcache client that serves one call at a time, so that
@@ -103,33 +106,67 @@ func (c *limitedConn) Close() error {
 	return c.Conn.Close()
 }
 
-// pool keeps idle sessions for reuse: up to maxIdle of them, each holding at
-// most one idle socket per server. A call finding none makes a new one.
+// pool hands out sessions, at most maxConns of them alive at once (in use
+// or idle), so a Store holds at most maxConns sockets to each server: a
+// session holds at most one socket per server. Up to maxIdle sessions are
+// kept idle for reuse.
+//
+// A caller first takes a token of slots (one per session in use), waiting
+// for one no longer than its context, then reuses an idle session or,
+// when none is idle, makes a new one. Sessions are only made while none
+// is idle, and a release puts its session back (or closes it) before it
+// gives its token back, so the sessions alive never outnumber the tokens:
+// at most maxConns. A waiting caller waits in its own goroutine, on the
+// token channel (FIFO), its context and done.
 type pool struct {
-	sv      *servers
-	timeout time.Duration
-	maxIdle int
+	sv       *servers
+	timeout  time.Duration
+	maxIdle  int
+	maxConns int
+	slots    chan struct{} // a token per session in use; capacity maxConns
+	done     chan struct{} // closed by close: wakes every waiter
 
 	mu     sync.Mutex
 	idle   []*session
 	closed bool
 }
 
-// acquire returns a session serving ctx until release.
-func (p *pool) acquire(ctx context.Context, fallback time.Duration) (*session, func()) {
+func newPool(sv *servers, timeout time.Duration, maxConns, maxIdle int) *pool {
+	return &pool{
+		sv:       sv,
+		timeout:  timeout,
+		maxIdle:  min(maxIdle, maxConns),
+		maxConns: maxConns,
+		slots:    make(chan struct{}, maxConns),
+		done:     make(chan struct{}),
+	}
+}
+
+// acquire returns a session serving ctx until release. It waits for a
+// free one until ctx ends (ErrTimeout at its deadline, or fallback from
+// now when ctx has none) or the pool closes (ErrClosed).
+func (p *pool) acquire(ctx context.Context, fallback time.Duration) (*session, func(), error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(fallback)
+	}
+	if err := p.wait(ctx, ok, deadline); err != nil {
+		return nil, nil, err
+	}
 	var s *session
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		<-p.slots
+		return nil, nil, fmt.Errorf("memcached: %w", driver.ErrClosed)
+	}
 	if n := len(p.idle); n > 0 {
 		s = p.idle[n-1]
 		p.idle = p.idle[:n-1]
 	}
 	p.mu.Unlock()
 	if s == nil {
-		s = newSession(p.sv, p.timeout)
-	}
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(fallback)
+		s = newSession(p.sv, p.timeout) // no I/O: it dials on first use
 	}
 	s.ctx = ctx
 	s.limit.Store(deadline.UnixNano())
@@ -140,12 +177,46 @@ func (p *pool) acquire(ctx context.Context, fallback time.Duration) (*session, f
 			// abort ran or is running: the call failed and its sockets
 			// are dead; do not reuse the session.
 			s.close()
+			<-p.slots
 			return
 		}
 		p.release(s)
+	}, nil
+}
+
+// wait takes a token of slots, waiting until ctx ends or deadline passes
+// (when ctx has none: hasDeadline false) or the pool closes.
+func (p *pool) wait(ctx context.Context, hasDeadline bool, deadline time.Time) error {
+	select {
+	case p.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	var expired <-chan time.Time
+	if !hasDeadline {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case p.slots <- struct{}{}:
+		if err := ctx.Err(); err != nil {
+			// Both were ready and select chose the slot: the call
+			// could not finish anyway.
+			<-p.slots
+			return classify(ctx, "wait for a connection", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return classify(ctx, "wait for a connection", ctx.Err())
+	case <-expired:
+		return fmt.Errorf("memcached: wait for a connection: %w: %w", driver.ErrTimeout, context.DeadlineExceeded)
+	case <-p.done:
+		return fmt.Errorf("memcached: wait for a connection: %w", driver.ErrClosed)
 	}
 }
 
+// release keeps s idle, or closes it, then gives its token back.
 func (p *pool) release(s *session) {
 	p.mu.Lock()
 	if !p.closed && len(p.idle) < p.maxIdle {
@@ -156,13 +227,19 @@ func (p *pool) release(s *session) {
 	if s != nil {
 		s.close()
 	}
+	<-p.slots
 }
 
-// close closes every idle session; sessions in use close on release.
+// close closes every idle session and wakes every waiter (ErrClosed);
+// sessions in use close on release.
 func (p *pool) close() {
 	p.mu.Lock()
 	idle := p.idle
-	p.idle, p.closed = nil, true
+	p.idle = nil
+	if !p.closed {
+		p.closed = true
+		close(p.done)
+	}
 	p.mu.Unlock()
 	for _, s := range idle {
 		s.close()
