@@ -25,7 +25,7 @@ servers:
 			DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 		else \
-			echo "missing$$missing: driver tests will skip (install them, or run as root on Debian)"; \
+			echo "missing$$missing: driver tests will skip and make compare cannot run (install them, or run as root on Debian)"; \
 		fi; \
 	fi
 

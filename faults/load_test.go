@@ -21,7 +21,10 @@ import (
 // whose deadlines pass together: each then waits for the others' work on
 // 2 cores. The conformance suite allows the same (T1; T4's 50 callers).
 const (
-	schedSlack = 100 * time.Millisecond
+	// 60ms: under the pause test's 200ms pause (twice its 100ms budget),
+	// so that a driver that waits the pause out instead of keeping its
+	// budget takes longer than budget + 10ms + schedSlack and fails.
+	schedSlack = 60 * time.Millisecond
 	crowdSlack = 3 * schedSlack
 )
 

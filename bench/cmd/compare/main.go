@@ -252,10 +252,26 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 				return err
 			}
 		}
+	} else {
+		printReport(stdout, rows, mem, cfg, version)
+	}
+	return failedRows(rows)
+}
+
+// failedRows is an error naming the rows whose calls failed: their ops/s
+// and latencies count the successful calls only, so neither they nor the
+// ratios and goals built on them are a measurement.
+func failedRows(rows []row) error {
+	var bad []string
+	for _, r := range rows {
+		if r.Errors > 0 {
+			bad = append(bad, fmt.Sprintf("%s c=%d (%d errors)", r.System, r.Concurrency, r.Errors))
+		}
+	}
+	if len(bad) == 0 {
 		return nil
 	}
-	printReport(stdout, rows, mem, cfg, version)
-	return nil
+	return fmt.Errorf("calls failed in %s: those rows, their ratios and the goals are not valid", strings.Join(bad, ", "))
 }
 
 func writeAllocs(path string) error {

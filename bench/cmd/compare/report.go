@@ -106,14 +106,14 @@ func printGoals(w io.Writer, rows []row) {
 		{"fleetstore-redis-hit", "ping-go-redis"},
 		{"fleetstore-valkey-hit", "ping-valkey-go"},
 	} {
-		if hit, ok := find(rows, d.hit, 64); ok {
-			if peer, ok := find(rows, "redis_rate", 64); ok && peer.OpsPerSec > 0 {
+		if hit, ok := find(rows, d.hit, 64); ok && hit.Errors == 0 {
+			if peer, ok := find(rows, "redis_rate", 64); ok && peer.OpsPerSec > 0 && peer.Errors == 0 {
 				r := hit.OpsPerSec / peer.OpsPerSec
 				out = append(out, fmt.Sprintf("%s ops/s at c=64 ÷ redis_rate's: %s (goal ≥ 1): %s", d.hit, ratio(r), verdict(r >= 1)))
 			}
 		}
-		if hit, ok := find(rows, d.hit, 1); ok {
-			if ping, ok := find(rows, d.ping, 1); ok && ping.P50us > 0 {
+		if hit, ok := find(rows, d.hit, 1); ok && hit.Errors == 0 {
+			if ping, ok := find(rows, d.ping, 1); ok && ping.P50us > 0 && ping.Errors == 0 {
 				r := hit.P50us / ping.P50us
 				out = append(out, fmt.Sprintf("%s p50 at c=1 ÷ %s's: %s (goal ≤ 1.3): %s", d.hit, d.ping, ratio(r), verdict(r <= 1.3)))
 			}

@@ -116,14 +116,17 @@ func measure(ctx context.Context, admin *goredis.Client, addr string, sys system
 				if !measuring.Load() {
 					continue
 				}
-				w.ops++
-				switch {
-				case err != nil:
+				if err != nil {
+					// An error is not a decision: it counts in no rate and
+					// no latency (a fast failure would flatter the row).
 					w.errs++
 					if w.firstErr == nil {
 						w.firstErr = err
 					}
-				case !ok:
+					continue
+				}
+				w.ops++
+				if !ok {
 					w.notOK++
 				}
 				if hit == 0 {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -67,6 +68,9 @@ func (s *server) start(ctx context.Context, bin string, port int) error {
 	}
 	s.cmd = exec.Command(bin, conf)
 	s.cmd.Dir = s.dir
+	// The server dies with compare, even when compare is killed with
+	// SIGKILL and cannot stop it.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-redis/redis_rate/v10"
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/throttled/throttled/v2"
 	goredisstore "github.com/throttled/throttled/v2/store/goredisstore.v9"
 	"github.com/valkey-io/valkey-go"
@@ -74,8 +75,20 @@ func newGoRedis(e *env) *goredis.Client {
 	return goredis.NewClient(&goredis.Options{Addr: e.addr, PoolSize: e.pool})
 }
 
+// newDriverGoRedis is a go-redis client with the redis driver's settings
+// (deadlines on the socket, no retries, every timeout the budget): the
+// same client for the floor rows as for fleetstore's Hit.
+func newDriverGoRedis(e *env) *goredis.Client {
+	return goredis.NewClient(&goredis.Options{
+		Addr: e.addr, PoolSize: e.pool,
+		ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1,
+		DialTimeout: e.timeout, ReadTimeout: e.timeout, WriteTimeout: e.timeout, PoolTimeout: e.timeout,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+}
+
 func openPingGoRedis(e *env) (op, func(), error) {
-	c := newGoRedis(e)
+	c := newDriverGoRedis(e)
 	return func(ctx context.Context, _ *worker) (time.Duration, bool, error) {
 		return 0, true, c.Ping(ctx).Err()
 	}, func() { _ = c.Close() }, nil
@@ -86,7 +99,7 @@ func openPingGoRedis(e *env) (op, func(), error) {
 var floorScript = goredis.NewScript("return {1}")
 
 func openScriptFloor(e *env) (op, func(), error) {
-	c := newGoRedis(e)
+	c := newDriverGoRedis(e)
 	return func(ctx context.Context, w *worker) (time.Duration, bool, error) {
 		tenant := e.tenants[w.next()%uint64(len(e.tenants))]
 		key := w.key()
