@@ -3,6 +3,8 @@ package conformance
 import (
 	"context"
 	"time"
+
+	"github.com/fleetstore/fleetstore/drivers/memory"
 )
 
 // Config describes the store under test. Only URL is required.
@@ -51,4 +53,16 @@ type Config struct {
 type Record struct {
 	Key string
 	TTL time.Duration // remaining time to live; negative: no expiry
+}
+
+// MemoryRecords is Config.Records for the memory driver d and its store
+// memory://name.
+func MemoryRecords(d *memory.Driver, name string) func(ctx context.Context, keyPrefix, tenant string) ([]Record, error) {
+	return func(_ context.Context, keyPrefix, tenant string) ([]Record, error) {
+		var out []Record
+		for _, r := range d.Records(name, keyPrefix, tenant) {
+			out = append(out, Record{Key: r.Key, TTL: r.TTL})
+		}
+		return out, nil
+	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -134,14 +133,8 @@ func checkConfig(raw string) (conformance.Config, string, error) {
 			name = "check"
 		}
 		return conformance.Config{
-			URL: scheme + "://" + name + tail,
-			Records: func(_ context.Context, prefix, tenant string) ([]conformance.Record, error) {
-				var out []conformance.Record
-				for _, r := range memory.Default.Records(name, prefix, tenant) {
-					out = append(out, conformance.Record{Key: r.Key, TTL: r.TTL})
-				}
-				return out, nil
-			},
+			URL:     scheme + "://" + name + tail,
+			Records: conformance.MemoryRecords(memory.Default, name),
 		}, shown, nil
 	}
 	var granularity time.Duration
