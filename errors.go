@@ -49,10 +49,7 @@ var sentinels = []error{ErrTimeout, ErrUnavailable, ErrClaimLost, ErrAlreadyComm
 // wrap classifies a driver error once: kept as is when it already matches a
 // sentinel or is the caller's own cancellation; ErrTimeout when the budget
 // ran out; ErrUnavailable for anything else.
-func (s *Store) wrap(ctx context.Context, op string, err error) error {
-	if oe, ok := err.(*opError); ok && oe.op == op {
-		return err
-	}
+func wrap(ctx context.Context, op string, err error) error {
 	for _, sentinel := range sentinels {
 		if errors.Is(err, sentinel) {
 			return &opError{op: op, err: err}

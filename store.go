@@ -69,24 +69,22 @@ func (s *Store) Hit(ctx context.Context, charges []Charge, claim *Claim) (Result
 	if err != nil {
 		return Result{}, &opError{op: "hit", err: err}
 	}
-	if !s.enter() {
-		return Result{}, &opError{op: "hit", err: ErrClosed}
-	}
-	defer s.leave()
 	if len(charges) == 0 && claim == nil {
+		if s.closed.Load() {
+			return Result{}, &opError{op: "hit", err: ErrClosed}
+		}
 		return Result{Outcome: OK}, nil
 	}
 	if fractional {
 		charges = truncated(charges)
 	}
-	ctx, cancel, err := s.budget(ctx)
+	var res Result
+	err = s.call(ctx, "hit", func(ctx context.Context) (err error) {
+		res, err = s.conn.Hit(ctx, charges, claim)
+		return err
+	})
 	if err != nil {
-		return Result{}, &opError{op: "hit", err: err}
-	}
-	res, err := s.conn.Hit(ctx, charges, claim)
-	cancel()
-	if err != nil {
-		return Result{}, s.wrap(ctx, "hit", err)
+		return Result{}, err
 	}
 	if err := checkResult(res); err != nil {
 		return Result{}, &opError{op: "hit", kind: ErrUnavailable, err: err}
@@ -104,10 +102,9 @@ func (s *Store) Hit(ctx context.Context, charges []Charge, claim *Claim) (Result
 //
 // The claims are sent together (one round trip per store shard where the
 // backend has scripts; memcached settles each claim by compare-and-swap).
-// Each claim
-// gets its own result: the good ones are settled even when others fail, and
-// the failures are joined, each naming its claim (C10). Commit of no claims
-// returns nil.
+// Each claim gets its own result: the good ones are settled even when
+// others fail, and the failures are joined, each naming its claim (C10).
+// Commit of no claims returns nil.
 //
 // Errors: ErrInvalid (nothing is sent), ErrClaimLost, ErrTimeout,
 // ErrUnavailable, ErrClosed.
@@ -157,10 +154,10 @@ func (s *Store) settle(ctx context.Context, op string, claims []Claim, call func
 		}
 		if !isClaimOutcome(err) && allSame(errs, err) {
 			// One failure of the whole call: say it once.
-			return s.wrap(ctx, op, err)
+			return wrap(ctx, op, err)
 		}
 		c := &claims[i]
-		failed = append(failed, &claimError{index: i, tenant: c.Tenant, source: c.SourceID, key: c.Key, err: s.wrap(ctx, op, err)})
+		failed = append(failed, &claimError{index: i, tenant: c.Tenant, source: c.SourceID, key: c.Key, err: wrap(ctx, op, err)})
 	}
 	return errors.Join(failed...)
 }
@@ -196,6 +193,8 @@ func (s *Store) Ping(ctx context.Context) error {
 	return s.call(ctx, "ping", s.conn.Ping)
 }
 
+// call runs f, one driver call: counted in against Close (T6), within the
+// call's budget (T1), its error classified and wrapped once.
 func (s *Store) call(ctx context.Context, op string, f func(context.Context) error) error {
 	if !s.enter() {
 		return &opError{op: op, err: ErrClosed}
@@ -208,7 +207,7 @@ func (s *Store) call(ctx context.Context, op string, f func(context.Context) err
 	err = f(ctx)
 	cancel()
 	if err != nil {
-		return s.wrap(ctx, op, err)
+		return wrap(ctx, op, err)
 	}
 	return nil
 }
