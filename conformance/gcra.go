@@ -59,7 +59,7 @@ func testG2(t *T) {
 			continue // the two charges were more than 10.5ms apart
 		}
 		t.want("second charge", res, fleetstore.RateLimited)
-		floor := (inc - between + time.Millisecond - 1).Truncate(time.Millisecond) // ceil of the least possible wait
+		floor := retryAfter(inc - between) // of the least possible wait
 		if res.RetryAfter < floor {
 			t.Fatalf("retry-after %v after a charge of %v at most %v earlier: the wait was at least %v, so it must be at least %v (rounded down?)",
 				res.RetryAfter, inc, between, inc-between, floor)
