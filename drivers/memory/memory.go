@@ -18,7 +18,6 @@
 package memory
 
 import (
-	"strings"
 	"sync"
 	"time"
 
@@ -39,7 +38,7 @@ func Monotonic() int64 { return origin.UnixMicro() + time.Since(origin).Microsec
 type Driver struct {
 	now   Clock
 	mu    sync.Mutex
-	named map[string]*named // NAME + "\x00" + key_prefix
+	named map[string]*named // by namedKey
 }
 
 // Default is the driver the root package registers as "memory".
@@ -74,7 +73,7 @@ func (d *Driver) Open(cfg driver.Config) (driver.Conn, error) {
 	if u.Host == "" {
 		return &conn{st: newState(d.now)}, nil
 	}
-	key := u.Host + "\x00" + cfg.KeyPrefix
+	key := namedKey(u.Host, cfg.KeyPrefix)
 	return &conn{st: d.acquire(key), release: func() { d.release(key) }}, nil
 }
 
@@ -111,10 +110,14 @@ func (d *Driver) release(key string) {
 	}
 }
 
+// namedKey identifies memory://NAME opened with key_prefix: NUL cannot be
+// in a URL host, so the pair maps to one key.
+func namedKey(name, keyPrefix string) string { return name + "\x00" + keyPrefix }
+
 func (d *Driver) lookup(name, keyPrefix string) (*state, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	n, ok := d.named[name+"\x00"+keyPrefix]
+	n, ok := d.named[namedKey(name, keyPrefix)]
 	if !ok {
 		return nil, false
 	}
@@ -167,7 +170,7 @@ func (st *state) records(tenant string) []Record {
 	}
 	for id, c := range sh.claims {
 		if id.tenant == tenant && c.expires > now {
-			out = append(out, Record{Key: "claim/" + strings.Join([]string{id.source, id.key}, "/"), TTL: micros(c.expires - now)})
+			out = append(out, Record{Key: "claim/" + id.source + "/" + id.key, TTL: micros(c.expires - now)})
 		}
 	}
 	return out
