@@ -19,14 +19,16 @@ import (
 // leaves the client without servers for good). A failed resolution is
 // retried by the next call; a successful one is kept.
 type servers struct {
-	hosts []string               // "host:port", as in the URL
-	addrs atomic.Pointer[[]addr] // nil until resolved
+	hosts []string                   // "host:port", as in the URL
+	addrs atomic.Pointer[[]net.Addr] // addr values; nil until resolved
 }
 
 var _ memcache.ServerSelector = (*servers)(nil)
 
 // addr is a resolved server: a net.Addr whose String does not allocate
-// (gomemcache calls it on every pool lookup).
+// (gomemcache calls it on every pool lookup). servers keeps them as
+// net.Addr values, so that PickServer, called for every key of every
+// command, does not box one each time.
 type addr struct{ s string }
 
 func (a addr) Network() string { return "tcp" }
@@ -37,7 +39,7 @@ func (sv *servers) resolve(ctx context.Context) error {
 	if sv.addrs.Load() != nil {
 		return nil
 	}
-	out := make([]addr, len(sv.hosts))
+	out := make([]net.Addr, len(sv.hosts))
 	for i, hp := range sv.hosts {
 		host, port, _ := net.SplitHostPort(hp) // checked in Open
 		ip, err := netip.ParseAddr(host)
