@@ -4,79 +4,32 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/internal/testserver"
 )
 
-// mcLossyProxy forwards connections to a server and passes the server's
+// newLossyProxy forwards connections to a server and passes the server's
 // replies through only until the first "END\r\n" (the end of a gets):
 // later replies are lost after the server acted on their requests.
-type mcLossyProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-}
-
-func newLossyProxy(t *testing.T, target string) *mcLossyProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &mcLossyProxy{ln: ln, target: target}
-	go p.serve()
-	t.Cleanup(func() {
-		ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-	})
-	return p
-}
-
-func (p *mcLossyProxy) serve() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, c, s)
-		p.mu.Unlock()
-		go io.Copy(s, c)
-		go func() {
-			buf := make([]byte, 64<<10)
-			var seen []byte
-			passing := true
-			for {
-				n, err := s.Read(buf)
-				if n > 0 && passing {
-					seen = append(seen, buf[:n]...)
-					out := buf[:n]
-					if i := bytes.Index(seen, []byte("END\r\n")); i >= 0 {
-						passing = false
-						out = out[:n-(len(seen)-i-5)]
-					}
-					c.Write(out)
-				}
-				if err != nil {
-					return
-				}
+func newLossyProxy(t *testing.T, target string) *testserver.Proxy {
+	return testserver.StartProxy(t, target, func() testserver.ReplyFilter {
+		var seen []byte
+		passing := true
+		return func(chunk []byte) ([]byte, bool) {
+			if !passing {
+				return nil, false
 			}
-		}()
-	}
+			seen = append(seen, chunk...)
+			if i := bytes.Index(seen, []byte("END\r\n")); i >= 0 {
+				passing = false
+				return chunk[:len(chunk)-(len(seen)-i-5)], false
+			}
+			return chunk, false
+		}
+	})
 }
 
 // TestLostWriteReply loses the replies to a Hit's writes: they reach the
@@ -92,7 +45,7 @@ func TestLostWriteReply(t *testing.T) {
 	ctx := context.Background()
 	lossyHit := func(charges []fleetstore.Charge, cl *fleetstore.Claim) error {
 		p := newLossyProxy(t, srv[0]) // a fresh one: it passes one gets reply
-		lossy, err := fleetstore.Open("memcached://"+p.ln.Addr().String()+"?key_prefix="+testPrefix(t), fleetstore.WithTimeout(300*time.Millisecond))
+		lossy, err := fleetstore.Open("memcached://"+p.Addr()+"?key_prefix="+testPrefix(t), fleetstore.WithTimeout(300*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}

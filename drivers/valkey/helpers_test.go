@@ -2,7 +2,6 @@ package valkey
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/url"
 	"sync"
@@ -59,87 +58,29 @@ func hooks(tenant string, inc, capacity time.Duration) []driver.Charge {
 }
 
 // proxy forwards TCP connections to target. While stall is set the
-// server's replies are held back (dropped); Closed counts connections the
-// client side closed.
+// server's replies are held back (dropped); while hangUp is set a reply is
+// dropped and both sides of its connection are closed.
 type proxy struct {
-	ln     net.Listener
-	target string
+	*testserver.Proxy
 	stall  atomic.Bool
-	hangUp atomic.Bool // the next reply is dropped and both sides closed
-	closed atomic.Int32
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	conns  []net.Conn
+	hangUp atomic.Bool
 }
 
 func startProxy(t *testing.T, target string) *proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{ln: ln, target: target}
-	p.wg.Add(1)
-	go p.serve()
-	t.Cleanup(p.close)
+	p := &proxy{}
+	p.Proxy = testserver.StartProxy(t, target, func() testserver.ReplyFilter { return p.filter })
 	return p
 }
 
-func (p *proxy) addr() string { return p.ln.Addr().String() }
-
-func (p *proxy) serve() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, c, s)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go func() {
-			defer p.wg.Done()
-			_, _ = io.Copy(s, c) // ends when the client closes
-			p.closed.Add(1)
-			s.Close()
-		}()
-		go func() {
-			defer p.wg.Done()
-			buf := make([]byte, 32<<10)
-			for {
-				n, err := s.Read(buf)
-				if n > 0 && p.hangUp.Load() {
-					s.Close()
-					break
-				}
-				if n > 0 && !p.stall.Load() {
-					if _, err := c.Write(buf[:n]); err != nil {
-						break
-					}
-				}
-				if err != nil {
-					break
-				}
-			}
-			c.Close()
-		}()
+func (p *proxy) filter(chunk []byte) ([]byte, bool) {
+	switch {
+	case p.hangUp.Load():
+		return nil, true
+	case p.stall.Load():
+		return nil, false
 	}
-}
-
-func (p *proxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
+	return chunk, false
 }
 
 // listener accepts connections, counts them and, when hangUp is set,

@@ -117,7 +117,7 @@ func TestSettingWriteTimeout(t *testing.T) {
 	const timeout = 100 * time.Millisecond
 	withAndWithout(t, func(o *valkey.ClientOption) { o.ConnWriteTimeout = 0 }, func(t *testing.T, undo func(*valkey.ClientOption)) error {
 		p := startProxy(t, r.Addr)
-		c := testConn(t, "valkey://"+p.addr(), timeout, undo)
+		c := testConn(t, "valkey://"+p.Addr(), timeout, undo)
 		if err := c.Ping(budget(t, timeout)); err != nil {
 			return fmt.Errorf("ping through the proxy: %v", err)
 		}
@@ -128,7 +128,7 @@ func TestSettingWriteTimeout(t *testing.T) {
 			}
 		}
 		deadline := time.Now().Add(valkey.DefaultTCPKeepAlive + timeout + time.Second)
-		for p.closed.Load() == 0 {
+		for p.Closed() == 0 {
 			if time.Now().After(deadline) {
 				return errors.New("the stalled connection was still open 2.1s after its calls timed out")
 			}
@@ -146,7 +146,7 @@ func TestSettingWriteTimeout(t *testing.T) {
 func TestLostReplyNotResent(t *testing.T) {
 	r := startServer(t)
 	p := startProxy(t, r.Addr)
-	c := testConn(t, "valkey://"+p.addr(), time.Second, nil)
+	c := testConn(t, "valkey://"+p.Addr(), time.Second, nil)
 	direct := testConn(t, "valkey://"+r.Addr, time.Second, nil)
 	tenant := "lost-" + randName()
 	charge := hooks(tenant, time.Hour, 2*time.Hour) // two units
@@ -185,7 +185,7 @@ func TestLostReplyNotResent(t *testing.T) {
 func TestCallDeadline(t *testing.T) {
 	r := startServer(t)
 	p := startProxy(t, r.Addr)
-	c := testConn(t, "valkey://"+p.addr(), 2*time.Second, nil)
+	c := testConn(t, "valkey://"+p.Addr(), 2*time.Second, nil)
 	if err := c.Ping(budget(t, time.Second)); err != nil {
 		t.Fatalf("ping: %v", err)
 	}
