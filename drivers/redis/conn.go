@@ -52,11 +52,7 @@ func (c *conn) Hit(ctx context.Context, charges []driver.Charge, claim *driver.C
 		return driver.Result{}, c.failed(ctx, err)
 	}
 	c.answered()
-	res, err := scripts.DecodeHit(reply)
-	if err != nil {
-		return driver.Result{}, unavailable(err)
-	}
-	return res, nil
+	return scripts.DecodeHit(reply)
 }
 
 // Commit implements driver.Conn (C5–C8, C10).
@@ -73,53 +69,17 @@ func (c *conn) Release(ctx context.Context, claims []driver.Claim) []error {
 // server; on a cluster once per tenant (one hash slot each), all in one
 // pipeline, which go-redis sends as one round trip per node.
 func (c *conn) settle(ctx context.Context, commit bool, claims []driver.Claim) []error {
-	groups := [][]int{nil}
+	groups := [][]int{make([]int, len(claims))}
 	if c.cluster {
 		groups = scripts.GroupByTenant(claims)
 	} else {
 		for i := range claims {
-			groups[0] = append(groups[0], i)
+			groups[0][i] = i
 		}
 	}
-	calls := make([]scriptCall, len(groups))
-	for g, idx := range groups {
-		batch := make([]driver.Claim, len(idx))
-		for j, i := range idx {
-			batch[j] = claims[i]
-		}
-		calls[g].keys, calls[g].args = scripts.SettleCall(c.prefix, commit, batch)
-	}
+	calls := scripts.SettleCalls(c.prefix, commit, claims, groups)
 	c.runAll(ctx, scripts.Settle, calls)
-
-	errs := make([]error, len(claims))
-	reached := false
-	var whole error // the wrapped error of a call that failed everywhere alike
-	for g, idx := range groups {
-		call := &calls[g]
-		var res []error
-		err := call.err
-		if err != nil && whole != nil && err.Error() == calls[0].err.Error() {
-			err = whole
-		} else if err == nil {
-			reached = true
-			res, err = scripts.DecodeSettle(call.reply, len(idx))
-			if err != nil {
-				err = unavailable(err)
-			}
-		} else {
-			err = c.failed(ctx, err)
-			if g == 0 {
-				whole = err
-			}
-		}
-		for j, i := range idx {
-			if err != nil {
-				errs[i] = err // one value per group: the Store says it once
-			} else {
-				errs[i] = res[j]
-			}
-		}
-	}
+	errs, reached := scripts.SettleErrors(calls, groups, len(claims), func(err error) error { return c.failed(ctx, err) })
 	if reached {
 		c.answered()
 	}

@@ -67,11 +67,6 @@ func (c *conn) answered() {
 	}
 }
 
-// unavailable wraps a malformed reply (V4).
-func unavailable(err error) error {
-	return fmt.Errorf("%w: %w", driver.ErrUnavailable, err)
-}
-
 // checkEviction reads maxmemory-policy from every master, off the hot
 // path, and warns when it can evict keys: an evicted claim lets a
 // duplicate through, an evicted bucket forgets a limit. It gives up for

@@ -18,14 +18,6 @@ type noRetry struct{ *goredis.Cmd }
 // NoRetry implements goredis.Cmder.
 func (noRetry) NoRetry() bool { return true }
 
-// scriptCall is one call of a script and, after it ran, its reply or
-// error.
-type scriptCall struct {
-	keys, args []string
-	reply      any
-	err        error
-}
-
 // evalCmd builds EVALSHA (or EVAL) of s over keys and args.
 func evalCmd(ctx context.Context, s *scripts.Script, eval bool, keys, args []string) *goredis.Cmd {
 	a := make([]any, 0, 3+len(keys)+len(args))
@@ -62,9 +54,9 @@ func (c *conn) run(ctx context.Context, s *scripts.Script, keys, args []string) 
 // runAll runs every call of s: one alone is a plain call; several go in
 // one pipeline (on a cluster, one round trip per node), then those the
 // server answered NOSCRIPT go once more with EVAL in a second pipeline.
-func (c *conn) runAll(ctx context.Context, s *scripts.Script, calls []scriptCall) {
+func (c *conn) runAll(ctx context.Context, s *scripts.Script, calls []scripts.Call) {
 	if len(calls) == 1 {
-		calls[0].reply, calls[0].err = c.run(ctx, s, calls[0].keys, calls[0].args)
+		calls[0].Reply, calls[0].Err = c.run(ctx, s, calls[0].Keys, calls[0].Args)
 		return
 	}
 	pending := make([]int, len(calls))
@@ -75,7 +67,7 @@ func (c *conn) runAll(ctx context.Context, s *scripts.Script, calls []scriptCall
 		cmds := make([]*goredis.Cmd, len(pending))
 		pipe := c.client.Pipeline()
 		for j, i := range pending {
-			cmds[j] = evalCmd(ctx, s, eval, calls[i].keys, calls[i].args)
+			cmds[j] = evalCmd(ctx, s, eval, calls[i].Keys, calls[i].Args)
 			_ = pipe.Process(ctx, noRetry{cmds[j]})
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
@@ -86,7 +78,7 @@ func (c *conn) runAll(ctx context.Context, s *scripts.Script, calls []scriptCall
 				again = append(again, i)
 				continue
 			}
-			calls[i].reply, calls[i].err = cmds[j].Val(), err
+			calls[i].Reply, calls[i].Err = cmds[j].Val(), err
 		}
 		if len(again) == 0 {
 			return

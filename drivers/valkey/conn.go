@@ -40,11 +40,7 @@ func (c *conn) Hit(ctx context.Context, charges []driver.Charge, claim *driver.C
 		return driver.Result{}, c.failed(ctx, err)
 	}
 	c.answered()
-	res, err := scripts.DecodeHit(reply)
-	if err != nil {
-		return driver.Result{}, malformedReply(err)
-	}
-	return res, nil
+	return scripts.DecodeHit(reply)
 }
 
 // Commit implements driver.Conn (C5–C8, C10).
@@ -62,48 +58,19 @@ func (c *conn) Release(ctx context.Context, claims []driver.Claim) []error {
 // on a single server too means a call never spans two slots, whether or
 // not the server turns out to be a cluster node.
 func (c *conn) settle(ctx context.Context, commit bool, claims []driver.Claim) []error {
-	errs := make([]error, len(claims))
 	cl, err := c.lazy.get(ctx)
 	if err != nil {
 		err = c.failed(ctx, err)
+		errs := make([]error, len(claims))
 		for i := range errs {
 			errs[i] = err // one value: the Store says it once
 		}
 		return errs
 	}
 	groups := scripts.GroupByTenant(claims)
-	calls := make([]scriptCall, len(groups))
-	for g, idx := range groups {
-		batch := make([]driver.Claim, len(idx))
-		for j, i := range idx {
-			batch[j] = claims[i]
-		}
-		calls[g].keys, calls[g].args = scripts.SettleCall(c.prefix, commit, batch)
-	}
+	calls := scripts.SettleCalls(c.prefix, commit, claims, groups)
 	runAll(ctx, cl, scripts.Settle, calls)
-
-	reached := false
-	for g, idx := range groups {
-		call := &calls[g]
-		var res []error
-		err := call.err
-		if err == nil {
-			reached = true
-			res, err = scripts.DecodeSettle(call.reply, len(idx))
-			if err != nil {
-				err = malformedReply(err)
-			}
-		} else {
-			err = c.failed(ctx, err)
-		}
-		for j, i := range idx {
-			if err != nil {
-				errs[i] = err // one value per group
-			} else {
-				errs[i] = res[j]
-			}
-		}
-	}
+	errs, reached := scripts.SettleErrors(calls, groups, len(claims), func(err error) error { return c.failed(ctx, err) })
 	if reached {
 		c.answered()
 	}

@@ -63,8 +63,3 @@ func contextErr(ctx context.Context) error {
 	}
 	return err
 }
-
-// malformedReply wraps a reply the driver cannot read (V4).
-func malformedReply(err error) error {
-	return fmt.Errorf("%w: %w", driver.ErrUnavailable, err)
-}

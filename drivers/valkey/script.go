@@ -11,14 +11,6 @@ import (
 	"github.com/fleetstore/fleetstore/internal/scripts"
 )
 
-// scriptCall is one call of a script and, after it ran, its reply (as Go
-// values for scripts.DecodeHit / DecodeSettle) or error.
-type scriptCall struct {
-	keys, args []string
-	reply      any
-	err        error
-}
-
 // errCrossSlot refuses a call whose keys do not share one hash tag. The
 // key layout makes it impossible (every key of a call is one tenant's);
 // checking before the command is built keeps it impossible should the
@@ -52,15 +44,15 @@ func run(ctx context.Context, cl valkey.Client, s *scripts.Script, keys, args []
 // runAll runs every call of s: one alone is a plain call; several go in
 // one DoMulti (pipelined: one round trip per node), then those answered
 // NOSCRIPT go once more with EVAL in a second one.
-func runAll(ctx context.Context, cl valkey.Client, s *scripts.Script, calls []scriptCall) {
+func runAll(ctx context.Context, cl valkey.Client, s *scripts.Script, calls []scripts.Call) {
 	if len(calls) == 1 {
-		calls[0].reply, calls[0].err = run(ctx, cl, s, calls[0].keys, calls[0].args)
+		calls[0].Reply, calls[0].Err = run(ctx, cl, s, calls[0].Keys, calls[0].Args)
 		return
 	}
 	var pending []int
 	for i := range calls {
-		if !oneTag(calls[i].keys) {
-			calls[i].err = errCrossSlot
+		if !oneTag(calls[i].Keys) {
+			calls[i].Err = errCrossSlot
 			continue
 		}
 		pending = append(pending, i)
@@ -71,7 +63,7 @@ func runAll(ctx context.Context, cl valkey.Client, s *scripts.Script, calls []sc
 		}
 		cmds := make(valkey.Commands, len(pending))
 		for j, i := range pending {
-			cmds[j] = evalCmd(cl, s, eval, calls[i].keys, calls[i].args)
+			cmds[j] = evalCmd(cl, s, eval, calls[i].Keys, calls[i].Args)
 		}
 		resps := cl.DoMulti(ctx, cmds...)
 		var again []int
@@ -80,7 +72,7 @@ func runAll(ctx context.Context, cl valkey.Client, s *scripts.Script, calls []sc
 				again = append(again, i)
 				continue
 			}
-			calls[i].reply, calls[i].err = replyOf(resps[j])
+			calls[i].Reply, calls[i].Err = replyOf(resps[j])
 		}
 		pending = again
 	}

@@ -311,13 +311,13 @@ func TestCrossSlotRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := []scriptCall{{keys: []string{"p:{a}:c:1", "p:{zz}:c:2"}, args: []string{"r", "h", "", "1000", "h", "", "1000"}}, {keys: []string{"p:{a}:c:1"}, args: []string{"r", "h", "", "1000"}}}
-	runAll(budget(t, time.Second), client, scriptsSettle(), calls)
-	if !errors.Is(calls[0].err, errCrossSlot) {
-		t.Errorf("cross-slot call: got %v, want errCrossSlot", calls[0].err)
+	calls := []scripts.Call{{Keys: []string{"p:{a}:c:1", "p:{zz}:c:2"}, Args: []string{"r", "h", "", "1000", "h", "", "1000"}}, {Keys: []string{"p:{a}:c:1"}, Args: []string{"r", "h", "", "1000"}}}
+	runAll(budget(t, time.Second), client, scripts.Settle, calls)
+	if !errors.Is(calls[0].Err, errCrossSlot) {
+		t.Errorf("cross-slot call: got %v, want errCrossSlot", calls[0].Err)
 	}
-	if calls[1].err != nil {
-		t.Errorf("one-slot call beside it: %v", calls[1].err)
+	if calls[1].Err != nil {
+		t.Errorf("one-slot call beside it: %v", calls[1].Err)
 	}
 }
 
@@ -351,5 +351,3 @@ func TestCloseReleasesGoroutines(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-
-func scriptsSettle() *scripts.Script { return scripts.Settle }

@@ -78,7 +78,7 @@ const (
 
 // DecodeHit turns the Hit script's reply ({1}, {2, hook_id}, {3, ms} or
 // {4, ms}, as []any of int64 and string) into a Result. Anything else is
-// an error wrapping ErrMalformed.
+// an error wrapping driver.ErrUnavailable and ErrMalformed.
 func DecodeHit(reply any) (driver.Result, error) {
 	a, ok := reply.([]any)
 	if !ok || len(a) < 1 || len(a) > 2 {
@@ -117,7 +117,7 @@ const maxMillis = 3 * 366 * 24 * 3600 * 1000
 // DecodeSettle turns the Settle script's reply over n claims (a flat
 // []any of code, holder pairs) into one error per claim: nil,
 // *driver.ClaimLostError or driver.ErrAlreadyCommitted. A reply of the
-// wrong shape is an error wrapping ErrMalformed.
+// wrong shape is an error wrapping driver.ErrUnavailable and ErrMalformed.
 func DecodeSettle(reply any, n int) ([]error, error) {
 	a, ok := reply.([]any)
 	if !ok || len(a) != 2*n {
@@ -147,9 +147,10 @@ func DecodeSettle(reply any, n int) ([]error, error) {
 }
 
 // malformed describes the reply's shape, never its contents (a reply may
-// hold tenants' hook ids; the shape is enough to debug).
+// hold tenants' hook ids; the shape is enough to debug). A store that
+// answers what no script returns is unavailable to the caller (V4).
 func malformed(script string, reply any) error {
-	return fmt.Errorf("%s: %w: got %s", script, ErrMalformed, shape(reply))
+	return fmt.Errorf("%w: %s: %w: got %s", driver.ErrUnavailable, script, ErrMalformed, shape(reply))
 }
 
 func shape(v any) string {
