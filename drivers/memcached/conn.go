@@ -14,13 +14,12 @@ import (
 )
 
 type conn struct {
-	keys    keys
-	sv      *servers
-	pool    *pool
-	timeout time.Duration
-	now     func() int64 // client wall clock, µs
-	log     *zap.Logger
-	turns   *stripes
+	keys  keys
+	sv    *servers
+	pool  *pool
+	now   func() int64 // client wall clock, µs
+	log   *zap.Logger
+	turns *stripes
 }
 
 var _ driver.Conn = (*conn)(nil)
@@ -33,7 +32,7 @@ func (c *conn) begin(ctx context.Context) (*session, func(), error) {
 	if err := c.sv.resolve(ctx); err != nil {
 		return nil, nil, err
 	}
-	return c.pool.acquire(ctx, c.timeout)
+	return c.pool.acquire(ctx)
 }
 
 // Hit implements driver.Conn by the protocol of the package doc.

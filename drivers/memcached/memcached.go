@@ -226,13 +226,12 @@ func (Driver) Open(cfg driver.Config) (driver.Conn, error) {
 	}
 	sv := &servers{hosts: hosts}
 	return &conn{
-		keys:    keys{prefix: cfg.KeyPrefix},
-		sv:      sv,
-		pool:    newPool(sv, cfg.Timeout, maxConns, maxIdle),
-		timeout: cfg.Timeout,
-		now:     wallMicros,
-		log:     cfg.Logger,
-		turns:   newStripes(),
+		keys:  keys{prefix: cfg.KeyPrefix},
+		sv:    sv,
+		pool:  newPool(sv, cfg.Timeout, maxConns, maxIdle),
+		now:   wallMicros,
+		log:   cfg.Logger,
+		turns: newStripes(),
 	}, nil
 }
 

@@ -119,12 +119,11 @@ func (c *limitedConn) Close() error {
 // at most maxConns. A waiting caller waits in its own goroutine, on the
 // token channel (FIFO), its context and done.
 type pool struct {
-	sv       *servers
-	timeout  time.Duration
-	maxIdle  int
-	maxConns int
-	slots    chan struct{} // a token per session in use; capacity maxConns
-	done     chan struct{} // closed by close: wakes every waiter
+	sv      *servers
+	timeout time.Duration // a session's socket timeout, and the wait of a ctx without deadline
+	maxIdle int
+	slots   chan struct{} // a token per session in use; capacity maxConns
+	done    chan struct{} // closed by close: wakes every waiter
 
 	mu     sync.Mutex
 	idle   []*session
@@ -133,22 +132,21 @@ type pool struct {
 
 func newPool(sv *servers, timeout time.Duration, maxConns, maxIdle int) *pool {
 	return &pool{
-		sv:       sv,
-		timeout:  timeout,
-		maxIdle:  min(maxIdle, maxConns),
-		maxConns: maxConns,
-		slots:    make(chan struct{}, maxConns),
-		done:     make(chan struct{}),
+		sv:      sv,
+		timeout: timeout,
+		maxIdle: min(maxIdle, maxConns),
+		slots:   make(chan struct{}, maxConns),
+		done:    make(chan struct{}),
 	}
 }
 
 // acquire returns a session serving ctx until release. It waits for a
-// free one until ctx ends (ErrTimeout at its deadline, or fallback from
+// free one until ctx ends (ErrTimeout at its deadline, or p.timeout from
 // now when ctx has none) or the pool closes (ErrClosed).
-func (p *pool) acquire(ctx context.Context, fallback time.Duration) (*session, func(), error) {
+func (p *pool) acquire(ctx context.Context) (*session, func(), error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		deadline = time.Now().Add(fallback)
+		deadline = time.Now().Add(p.timeout)
 	}
 	if err := p.wait(ctx, ok, deadline); err != nil {
 		return nil, nil, err
