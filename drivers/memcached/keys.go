@@ -18,15 +18,30 @@ import (
 // maxPlain is the longest part kept readable; longer parts are hashed.
 const maxPlain = 40
 
+// maxToken is the longest token: "h" and 43 bytes of base64url.
+const maxToken = 1 + 43
+
 // token encodes one part: "r" + the part itself when it is 1–40 bytes of
 // [A-Za-z0-9._-], otherwise "h" + base64url(SHA-256(part)), 44 bytes. The
 // first byte keeps the two forms apart.
 func token(part string) string {
+	var b strings.Builder
+	writeToken(&b, part)
+	return b.String()
+}
+
+// writeToken writes token(part) to b: a key is built in one allocation.
+func writeToken(b *strings.Builder, part string) {
 	if len(part) <= maxPlain && plain(part) {
-		return "r" + part
+		b.WriteByte('r')
+		b.WriteString(part)
+		return
 	}
 	sum := sha256.Sum256([]byte(part))
-	return "h" + base64.RawURLEncoding.EncodeToString(sum[:])
+	var enc [maxToken - 1]byte
+	base64.RawURLEncoding.Encode(enc[:], sum[:])
+	b.WriteByte('h')
+	b.Write(enc[:])
 }
 
 func plain(s string) bool {
@@ -46,19 +61,24 @@ func plain(s string) bool {
 type keys struct{ prefix string }
 
 func (k keys) bucket(tenant string) string {
-	return k.prefix + ":b:" + token(tenant)
+	var b strings.Builder
+	b.Grow(len(k.prefix) + 3 + maxToken)
+	b.WriteString(k.prefix)
+	b.WriteString(":b:")
+	writeToken(&b, tenant)
+	return b.String()
 }
 
 func (k keys) claim(tenant, source, key string) string {
 	var b strings.Builder
-	b.Grow(len(k.prefix) + 3 + 3*45)
+	b.Grow(len(k.prefix) + 3 + 3*maxToken + 2)
 	b.WriteString(k.prefix)
 	b.WriteString(":c:")
-	b.WriteString(token(source))
+	writeToken(&b, source)
 	b.WriteByte(':')
-	b.WriteString(token(key))
+	writeToken(&b, key)
 	b.WriteByte(':')
-	b.WriteString(token(tenant))
+	writeToken(&b, tenant)
 	return b.String()
 }
 
