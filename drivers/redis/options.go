@@ -2,12 +2,12 @@ package redis
 
 import (
 	"strings"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/scripts"
 )
 
 // options is what Open derives from the URL: exactly one of single and
@@ -68,26 +68,12 @@ func parseURL(cfg driver.Config) (*options, error) {
 	if u.Opaque != "" || u.Host == "" {
 		return nil, driver.Invalid("url", "want "+u.Scheme+"://[[USER]:PASSWORD@]HOST:PORT[/DB]")
 	}
-	// The user's timeouts may be shorter than the budget, never longer:
-	// a dial or read outliving the budget would outlive the call (T1, T4).
-	budget := map[string]time.Duration{}
-	for _, name := range []string{"dial_timeout", "read_timeout", "write_timeout", "pool_timeout"} {
-		v := q.Get(name)
-		if v == "" {
-			continue
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 || d > cfg.Timeout {
-			return nil, driver.Invalid("url: "+name, "want a Go duration between 1ns and the timeout ("+cfg.Timeout.String()+"), got "+quote(v))
-		}
-		budget[name] = d
-		q.Del(name) // go-redis would also accept plain seconds and -1
+	timeouts, err := scripts.Timeouts(q, cfg.Timeout, "dial_timeout", "read_timeout", "write_timeout", "pool_timeout")
+	if err != nil {
+		return nil, err
 	}
-	timeout := func(name string) time.Duration {
-		if d, ok := budget[name]; ok {
-			return d
-		}
-		return cfg.Timeout
+	for name := range timeouts {
+		q.Del(name) // go-redis would also accept plain seconds and -1
 	}
 
 	parsed := u
@@ -104,17 +90,17 @@ func parseURL(cfg driver.Config) (*options, error) {
 		so.ContextTimeoutEnabled = true
 		so.MaxRetries = -1
 		so.DialerRetries = 1
-		so.DialTimeout = timeout("dial_timeout")
-		so.ReadTimeout = timeout("read_timeout")
-		so.WriteTimeout = timeout("write_timeout")
-		so.PoolTimeout = timeout("pool_timeout")
+		so.DialTimeout = timeouts["dial_timeout"]
+		so.ReadTimeout = timeouts["read_timeout"]
+		so.WriteTimeout = timeouts["write_timeout"]
+		so.PoolTimeout = timeouts["pool_timeout"]
 		so.MinIdleConns = 0
 		so.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 		o.single = so
 		return o, nil
 	}
 	if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
-		return nil, driver.Invalid("url: path", "a Redis Cluster has only database 0, got "+quote(u.Path))
+		return nil, driver.Invalid("url: path", "a Redis Cluster has only database 0, got "+scripts.Quote(u.Path))
 	}
 	parsed.Path = ""
 	co, err := goredis.ParseClusterURL(parsed.String())
@@ -124,10 +110,10 @@ func parseURL(cfg driver.Config) (*options, error) {
 	co.ContextTimeoutEnabled = true
 	co.MaxRetries = -1
 	co.DialerRetries = 1
-	co.DialTimeout = timeout("dial_timeout")
-	co.ReadTimeout = timeout("read_timeout")
-	co.WriteTimeout = timeout("write_timeout")
-	co.PoolTimeout = timeout("pool_timeout")
+	co.DialTimeout = timeouts["dial_timeout"]
+	co.ReadTimeout = timeouts["read_timeout"]
+	co.WriteTimeout = timeouts["write_timeout"]
+	co.PoolTimeout = timeouts["pool_timeout"]
 	co.MinIdleConns = 0
 	co.ReadOnly, co.RouteByLatency, co.RouteRandomly = false, false, false
 	// Keyed commands only: no COMMAND round trip to learn routing tips.
@@ -141,11 +127,4 @@ func parseURL(cfg driver.Config) (*options, error) {
 // value or the path, never the userinfo.
 func invalidURL(err error) error {
 	return driver.Invalid("url", strings.TrimPrefix(err.Error(), "redis: "))
-}
-
-func quote(s string) string {
-	if len(s) > 64 {
-		s = s[:64] + "…"
-	}
-	return `"` + s + `"`
 }

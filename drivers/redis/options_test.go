@@ -81,6 +81,7 @@ func TestParseURLErrors(t *testing.T) {
 		{"redis://h:1?read_timeout=1s", "read_timeout"},
 		{"redis://h:1?dial_timeout=-1", "dial_timeout"},
 		{"redis://h:1?pool_timeout=x", "pool_timeout"},
+		{"redis://h:1?write_timeout=", "write_timeout"},
 		{"redis://h:1?skip_verify=true", "skip_verify"},
 		{"redis+cluster://h:1?db=2", "db"},
 		{"redis+cluster://h:1/2", "path"},

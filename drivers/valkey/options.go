@@ -8,6 +8,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/scripts"
 )
 
 // options is what Open derives from the URL.
@@ -57,41 +58,30 @@ func parseURL(cfg driver.Config) (*options, error) {
 	// valkey-go reads these as "anything but 0 means on"; the contract
 	// needs them off, so the only value worth writing is 0.
 	if v := q.Get("client_cache"); q.Has("client_cache") && v != "0" {
-		return nil, driver.Invalid("url: client_cache", "client-side caching is always off (it needs CLIENT TRACKING, which many hosted servers lack); only 0 is accepted, got "+quote(v))
+		return nil, driver.Invalid("url: client_cache", "client-side caching is always off (it needs CLIENT TRACKING, which many hosted servers lack); only 0 is accepted, got "+scripts.Quote(v))
 	}
 	if v := q.Get("max_retries"); q.Has("max_retries") && v != "0" {
-		return nil, driver.Invalid("url: max_retries", "the driver never re-sends a call whose reply was lost (CONTRACT T5); only 0 is accepted, got "+quote(v))
+		return nil, driver.Invalid("url: max_retries", "the driver never re-sends a call whose reply was lost (CONTRACT T5); only 0 is accepted, got "+scripts.Quote(v))
 	}
 	if v := q.Get("protocol"); q.Has("protocol") && v != "2" && v != "3" {
-		return nil, driver.Invalid("url: protocol", "want 2 or 3, got "+quote(v))
+		return nil, driver.Invalid("url: protocol", "want 2 or 3, got "+scripts.Quote(v))
 	}
-	// The user's timeouts may be shorter than the budget, never longer: a
-	// dial or a stalled connection outliving the budget would outlive the
-	// call (T1, T4).
-	limits := map[string]time.Duration{"dial_timeout": cfg.Timeout, "write_timeout": cfg.Timeout}
-	for name := range limits {
-		v := q.Get(name)
-		if !q.Has(name) {
-			continue
-		}
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 || d > cfg.Timeout {
-			return nil, driver.Invalid("url: "+name, "want a Go duration between 1ns and the timeout ("+cfg.Timeout.String()+"), got "+quote(v))
-		}
-		limits[name] = d
+	limits, err := scripts.Timeouts(q, cfg.Timeout, "dial_timeout", "write_timeout")
+	if err != nil {
+		return nil, err
 	}
 
 	// valkey.ParseURL reads "/" as database "" and fails: drop it.
 	path := strings.TrimSuffix(u.Path, "/")
 	if cluster {
 		if db := strings.TrimPrefix(path, "/"); db != "" && db != "0" {
-			return nil, driver.Invalid("url: path", "a cluster has only database 0, got "+quote(u.Path))
+			return nil, driver.Invalid("url: path", "a cluster has only database 0, got "+scripts.Quote(u.Path))
 		}
 		path = ""
 	}
 	if q.Has("db") {
 		if _, err := strconv.Atoi(q.Get("db")); err != nil {
-			return nil, driver.Invalid("url: db", "want a database number, got "+quote(q.Get("db")))
+			return nil, driver.Invalid("url: db", "want a database number, got "+scripts.Quote(q.Get("db")))
 		}
 	}
 	parsed := u
@@ -157,11 +147,4 @@ func forceContract(co *valkey.ClientOption, dial, write time.Duration) {
 // value or the path, never the userinfo.
 func invalidURL(err error) error {
 	return driver.Invalid("url", strings.TrimPrefix(err.Error(), "valkey: "))
-}
-
-func quote(s string) string {
-	if len(s) > 64 {
-		s = s[:64] + "…"
-	}
-	return strconv.Quote(s)
 }

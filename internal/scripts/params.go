@@ -1,0 +1,39 @@
+package scripts
+
+import (
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/fleetstore/fleetstore/driver"
+)
+
+// Timeouts reads the client timeouts names from q as Go durations. A
+// user's timeout may be shorter than the budget, never longer: a dial or
+// read outliving the budget would outlive the call (CONTRACT T1, T4). An
+// absent one is the budget. Errors wrap driver.ErrInvalid and name the
+// parameter.
+func Timeouts(q url.Values, budget time.Duration, names ...string) (map[string]time.Duration, error) {
+	out := make(map[string]time.Duration, len(names))
+	for _, name := range names {
+		out[name] = budget
+		if !q.Has(name) {
+			continue
+		}
+		v := q.Get(name)
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d > budget {
+			return nil, driver.Invalid("url: "+name, "want a Go duration between 1ns and the timeout ("+budget.String()+"), got "+Quote(v))
+		}
+		out[name] = d
+	}
+	return out, nil
+}
+
+// Quote quotes a URL parameter's value for an error, cut at 64 bytes.
+func Quote(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return strconv.Quote(s)
+}
