@@ -223,31 +223,27 @@ func testC8(t *T) {
 	held := t.claimFor(tenant, "hook-holder")
 	t.want("holder's hit", t.hit(st, nil, &held), fleetstore.OK)
 	thief := other(held, "hook-thief")
-	for _, op := range []struct {
+	settles := []struct {
 		name string
 		f    func(...fleetstore.Claim) error
 	}{
 		{"commit", func(c ...fleetstore.Claim) error { return st.Commit(t.ctx(), c...) }},
 		{"release", func(c ...fleetstore.Claim) error { return st.Release(t.ctx(), c...) }},
-	} {
-		err := op.f(*thief)
-		t.wantErr(op.name+" by another hook of a pending claim", err, fleetstore.ErrClaimLost)
+	}
+	lost := func(what string, err error) {
+		t.wantErr(what, err, fleetstore.ErrClaimLost)
 		if !strings.Contains(err.Error(), "hook-holder") {
-			t.Errorf("%s: error %q does not name the holder %q", op.name, err, "hook-holder")
+			t.Errorf("%s: error %q does not name the holder %q", what, err, "hook-holder")
 		}
+	}
+	for _, op := range settles {
+		lost(op.name+" by another hook of a pending claim", op.f(*thief))
 		t.want("holder's retry after "+op.name+" by another hook (still its own)", t.hit(st, nil, &held), fleetstore.OK)
 		t.want("third hook after "+op.name+" by another hook", t.hit(st, nil, other(held, "hook-third")), fleetstore.Pending)
 	}
 	t.commit(st, held)
-	for _, op := range []struct {
-		name string
-		f    func(...fleetstore.Claim) error
-	}{
-		{"commit", func(c ...fleetstore.Claim) error { return st.Commit(t.ctx(), c...) }},
-		{"release", func(c ...fleetstore.Claim) error { return st.Release(t.ctx(), c...) }},
-	} {
-		err := op.f(*thief)
-		t.wantErr(op.name+" by another hook of a committed claim", err, fleetstore.ErrClaimLost)
+	for _, op := range settles {
+		lost(op.name+" by another hook of a committed claim", op.f(*thief))
 		res := t.hit(st, nil, other(held, "hook-third"))
 		t.want("after "+op.name+" by another hook of a committed claim", res, fleetstore.Duplicate)
 		if res.HookID != "hook-holder" {

@@ -193,6 +193,25 @@ var variants = []struct {
 			return errs
 		}
 	}},
+	{"claim-lost-unnamed-when-committed", "C8", func(b *broken) {
+		unnamed := func(settle func(driver.Conn, context.Context, []driver.Claim) []error) func(driver.Conn, context.Context, []driver.Claim) []error {
+			return func(c driver.Conn, ctx context.Context, claims []driver.Claim) []error {
+				errs := settle(c, ctx, claims)
+				for i, err := range errs {
+					if _, ok := holder(err); ok {
+						// Held by another hook: a Hit writes nothing and says
+						// whether the holder committed it.
+						if res, _ := c.Hit(ctx, nil, &claims[i]); res.Outcome == driver.Duplicate {
+							errs[i] = &driver.ClaimLostError{}
+						}
+					}
+				}
+				return errs
+			}
+		}
+		b.commit = unnamed(driver.Conn.Commit)
+		b.release = unnamed(driver.Conn.Release)
+	}},
 	{"pending-claim-never-expires", "C9", func(b *broken) {
 		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
 			if claim != nil {
