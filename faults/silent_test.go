@@ -74,6 +74,9 @@ func TestSilentListener(t *testing.T) {
 		if n := failed(recs); n != calls {
 			t.Errorf("%d of %d calls failed; want every one (nothing answers)", n, calls)
 		}
+		if ln.accepted.Load() == 0 {
+			t.Errorf("the listener accepted no connection: the calls never reached it, and the socket check below would pass on none")
+		}
 		if err := s.Close(); err != nil {
 			t.Errorf("close: %v", err)
 		}
