@@ -266,10 +266,14 @@ func testC9(t *T) {
 	committed.TTL = ttl
 	t.want("hit", t.hit(st, nil, &committed), fleetstore.OK)
 	t.commit(st, committed)
+	unhit := t.claimFor(tenant, "hook-a")
+	unhit.TTL = ttl
+	t.commit(st, unhit) // absent: recorded for this hook (C7), for TTL as well
 	t.want("pending claim before PendingTTL", t.hit(st, nil, other(pending, "hook-b")), fleetstore.Pending)
 	time.Sleep(wait)
 	t.want(fmt.Sprintf("pending claim %v after a hit with PendingTTL %v", wait, ttl), t.hit(st, nil, other(pending, "hook-b")), fleetstore.OK)
 	t.want(fmt.Sprintf("committed claim %v after a commit with TTL %v", wait, ttl), t.hit(st, nil, other(committed, "hook-b")), fleetstore.OK)
+	t.want(fmt.Sprintf("claim committed without a hit, %v after a commit with TTL %v", wait, ttl), t.hit(st, nil, other(unhit, "hook-b")), fleetstore.OK)
 
 	// Above 30 days (memcached reads such values as absolute times).
 	for _, d := range []time.Duration{30 * 24 * time.Hour, 30*24*time.Hour + time.Second, 31 * 24 * time.Hour, 366 * 24 * time.Hour} {

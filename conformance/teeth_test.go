@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -211,6 +212,24 @@ var variants = []struct {
 		}
 		b.commit = unnamed(driver.Conn.Commit)
 		b.release = unnamed(driver.Conn.Release)
+	}},
+	{"commit-of-absent-never-expires", "C9", func(b *broken) {
+		var hit sync.Map // identities of the claims a Hit has seen
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			if claim != nil {
+				hit.Store(claimID(claim), true)
+			}
+			return c.Hit(ctx, charges, claim)
+		}
+		b.commit = func(c driver.Conn, ctx context.Context, claims []driver.Claim) []error {
+			kept := slices.Clone(claims)
+			for i := range kept {
+				if _, ok := hit.Load(claimID(&kept[i])); !ok {
+					kept[i].TTL = 366 * 24 * time.Hour
+				}
+			}
+			return c.Commit(ctx, kept)
+		}
 	}},
 	{"pending-claim-never-expires", "C9", func(b *broken) {
 		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
