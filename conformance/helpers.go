@@ -87,10 +87,14 @@ func (t *T) hit(st *fleetstore.Store, charges []fleetstore.Charge, claim *fleets
 	return res
 }
 
-// want fails the clause unless res has the outcome.
+// want fails the clause unless res has the outcome, and a retry-after only
+// when the outcome waits (Pending, RateLimited).
 func (t *T) want(what string, res fleetstore.Result, o fleetstore.Outcome) {
 	if res.Outcome != o {
 		t.Fatalf("%s: got %s, want %s", what, describe(res), o)
+	}
+	if (o == fleetstore.OK || o == fleetstore.Duplicate) && res.RetryAfter != 0 {
+		t.Errorf("%s: %s with retry-after %v, want none", what, describe(res), res.RetryAfter)
 	}
 }
 

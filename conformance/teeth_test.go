@@ -262,6 +262,15 @@ var variants = []struct {
 			return res, err
 		}
 	}},
+	{"duplicate-with-retry-after", "C4", func(b *broken) {
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			res, err := c.Hit(ctx, charges, claim)
+			if res.Outcome == driver.Duplicate {
+				res.RetryAfter = claim.TTL.Round(time.Millisecond)
+			}
+			return res, err
+		}
+	}},
 	{"commit-ttl-from-hit", "C5", func(b *broken) {
 		var hitAt sync.Map // claim identity → time of its first hit
 		inner := b.Conn
