@@ -67,7 +67,6 @@ type config struct {
 	items               int
 	json, markdown      bool
 	cpuProfile, memProf string
-	skipMemory          bool
 	rounds              int
 }
 
@@ -122,7 +121,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if only != "" {
 		cfg.only = strings.Split(only, ",")
 	}
-	cfg.skipMemory = cfg.items <= 0
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := compare(ctx, cfg, stdout, stderr); err != nil {
@@ -189,7 +187,7 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 	}
 
 	var mem []row
-	if !cfg.skipMemory {
+	if cfg.items > 0 {
 		progress("memory: %d tenants, %d committed claims …", cfg.items, cfg.items)
 		rows, warning, err := measureMemory(ctx, admin, addr, cfg.items, cfg.run.timeout)
 		if err != nil {

@@ -101,8 +101,8 @@ func (s *server) start(ctx context.Context, bin string, port int) error {
 	}
 }
 
-// stop sends SIGTERM, then SIGKILL after 5s, waits for the exit and
-// removes the temp dir.
+// stop sends SIGINT (a redis-server shuts down on it), then SIGKILL after
+// 5s, and waits for the exit; close also removes the temp dir.
 func (s *server) stop() {
 	if s.cmd != nil && s.cmd.Process != nil {
 		_ = s.cmd.Process.Signal(os.Interrupt)
