@@ -241,6 +241,26 @@ var variants = []struct {
 			return c.Hit(ctx, charges, claim)
 		}
 	}},
+	{"buckets-ignore-tenant", "G5", func(b *broken) {
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			shared := slices.Clone(charges)
+			for i := range shared {
+				shared[i].Tenant = "shared"
+			}
+			return c.Hit(ctx, shared, claim)
+		}
+	}},
+	{"release-of-committed-is-nil", "C6", func(b *broken) {
+		b.release = func(c driver.Conn, ctx context.Context, claims []driver.Claim) []error {
+			errs := c.Release(ctx, claims)
+			for i, err := range errs {
+				if errors.Is(err, driver.ErrAlreadyCommitted) {
+					errs[i] = nil
+				}
+			}
+			return errs
+		}
+	}},
 	{"reset-forgets-nothing", "G5", func(b *broken) {
 		b.reset = func(driver.Conn, context.Context, string) error { return nil }
 	}},
