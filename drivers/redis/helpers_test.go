@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -69,6 +70,7 @@ func adminClient(t testing.TB, password string, addrs ...string) goredis.Univers
 // keysUnder lists every key matching pattern with its PTTL, on every
 // master of a cluster or on the one server.
 func keysUnder(ctx context.Context, c goredis.UniversalClient, pattern string) ([]conformance.Record, error) {
+	var mu sync.Mutex // ForEachMaster scans the masters concurrently
 	var out []conformance.Record
 	scan := func(ctx context.Context, node goredis.UniversalClient) error {
 		iter := node.Scan(ctx, 0, pattern, 1000).Iterator()
@@ -84,47 +86,14 @@ func keysUnder(ctx context.Context, c goredis.UniversalClient, pattern string) (
 			if ttl < 0 {
 				ttl = -1
 			}
+			mu.Lock()
 			out = append(out, conformance.Record{Key: k, TTL: ttl})
+			mu.Unlock()
 		}
 		return iter.Err()
 	}
 	if cc, ok := c.(*goredis.ClusterClient); ok {
-		var recs [][]conformance.Record
-		_ = recs
-		// ForEachMaster runs concurrently: collect per master, then merge.
-		type part struct {
-			recs []conformance.Record
-			err  error
-		}
-		parts := make(chan part, 16)
-		err := cc.ForEachMaster(ctx, func(ctx context.Context, node *goredis.Client) error {
-			var p part
-			iter := node.Scan(ctx, 0, pattern, 1000).Iterator()
-			for iter.Next(ctx) {
-				k := iter.Val()
-				ttl, err := node.PTTL(ctx, k).Result()
-				if err != nil {
-					p.err = err
-					break
-				}
-				if ttl == -2 {
-					continue
-				}
-				if ttl < 0 {
-					ttl = -1
-				}
-				p.recs = append(p.recs, conformance.Record{Key: k, TTL: ttl})
-			}
-			if p.err == nil {
-				p.err = iter.Err()
-			}
-			parts <- p
-			return p.err
-		})
-		close(parts)
-		for p := range parts {
-			out = append(out, p.recs...)
-		}
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, node *goredis.Client) error { return scan(ctx, node) })
 		return out, err
 	}
 	return out, scan(ctx, c)
