@@ -2,7 +2,6 @@ package memcached
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -125,7 +124,7 @@ func TestKeysLive(t *testing.T) {
 			t.Fatalf("claim %q/%q: %v, %v: the two scopes met", cl.Tenant, cl.SourceID, res, err)
 		}
 	}
-	if err := st.Reset(ctx, "a:b"); err != nil || errors.Is(err, fleetstore.ErrInvalid) {
+	if err := st.Reset(ctx, "a:b"); err != nil {
 		t.Fatal(err)
 	}
 }
