@@ -354,6 +354,22 @@ func testC10(t *T) {
 	}
 	t.want("the lost claim (still pending for its holder)", t.hit(st, nil, other(lost, "hook-b")), fleetstore.Pending)
 
+	// The same for a batch Release: the good claims are freed, the lost
+	// one is reported by name and left to its holder.
+	rel1, relLost, rel2 := t.claimFor(tenant, "hook-a"), t.claimFor(tenant, "hook-holder"), t.claimFor(tenant, "hook-a")
+	for _, c := range []fleetstore.Claim{rel1, relLost, rel2} {
+		t.want("hit", t.hit(st, nil, &c), fleetstore.OK)
+	}
+	err = st.Release(t.ctx(), rel1, *other(relLost, "hook-a"), rel2)
+	t.wantErr("batch release with one lost claim", err, fleetstore.ErrClaimLost)
+	if !strings.Contains(err.Error(), relLost.Key) || strings.Contains(err.Error(), rel1.Key) || strings.Contains(err.Error(), rel2.Key) {
+		t.Errorf("batch release error %q: want it to name the lost claim %q only", err, relLost.Key)
+	}
+	for _, c := range []fleetstore.Claim{rel1, rel2} {
+		t.want("a good claim of the released batch", t.hit(st, nil, other(c, "hook-b")), fleetstore.OK)
+	}
+	t.want("the lost claim of the released batch", t.hit(st, nil, other(relLost, "hook-b")), fleetstore.Pending)
+
 	// Many claims in one batch, half of them held by another hook.
 	var batch []fleetstore.Claim
 	for i := range 40 {
