@@ -18,10 +18,6 @@
 // sockets stay within its pool. The figures each test logs as FIGURE lines
 // (go test -v ./faults) are the README's "Failure behaviour" section.
 //
-// A failure this suite found in a driver and that is not fixed yet is
-// named by knownIssue: the test runs every other check, then skips with
-// "known:" rather than failing CI.
-//
 // The servers come from internal/testserver; a missing binary skips the
 // tests locally and fails them when CI is set. The Valkey driver runs
 // against valkey-server when it is on PATH, else against redis-server

@@ -204,17 +204,14 @@ func runLoad(s *fleetstore.Store, workers int, pace time.Duration) (stop func() 
 type tally struct {
 	worst                 time.Duration // the longest call
 	timeouts, unavailable int
-	known                 int    // failures a known driver issue explains
-	knownWhy              string // that issue
 }
 
 // checkCalls fails t for every call that took longer than budget + 10ms
 // (T1) + slack, or failed with anything but ErrTimeout or ErrUnavailable.
 // With timeoutsOnly — the server accepts and holds connections but is
 // slow or silent, so a failure is the budget running out — a failure must
-// be ErrTimeout (T1). A failure that knownIssue explains is counted, not
-// reported: the test calls skipIfKnown at its end.
-func checkCalls(t *testing.T, driver string, recs []record, budget, slack time.Duration, timeoutsOnly bool) tally {
+// be ErrTimeout (T1).
+func checkCalls(t *testing.T, recs []record, budget, slack time.Duration, timeoutsOnly bool) tally {
 	t.Helper()
 	limit := budget + 10*time.Millisecond + slack
 	var n tally
@@ -232,15 +229,9 @@ func checkCalls(t *testing.T, driver string, recs []record, budget, slack time.D
 			if n.unavailable++; n.unavailable == 1 {
 				t.Logf("first unavailable: %v", r.err)
 			}
-			if !timeoutsOnly {
-				break
+			if timeoutsOnly {
+				bad = fmt.Sprintf("ErrUnavailable where the budget ran out (want ErrTimeout, T1): %v", r.err)
 			}
-			if why := knownIssue(driver, r.err); why != "" {
-				n.known++
-				n.knownWhy = why
-				break
-			}
-			bad = fmt.Sprintf("ErrUnavailable where the budget ran out (want ErrTimeout, T1): %v", r.err)
 		default:
 			bad = fmt.Sprintf("error neither ErrTimeout nor ErrUnavailable: %v", r.err)
 		}
@@ -258,23 +249,6 @@ func checkCalls(t *testing.T, driver string, recs []record, budget, slack time.D
 		t.Errorf("... and %d more such calls", reported-10)
 	}
 	return n
-}
-
-// knownIssue names a driver bug this suite found and reported, when err is
-// one of its failures; "" otherwise. The test skips at its end, after
-// every other check has run, instead of failing CI until it is fixed.
-func knownIssue(_ string, _ error) string {
-	// No driver has a known issue now. When one does, name it here with
-	// the clause it breaks, so that CI counts it instead of failing on it.
-	return ""
-}
-
-// skipIfKnown skips t when a known driver issue explained some failures.
-func skipIfKnown(t *testing.T, n tally) {
-	t.Helper()
-	if n.known > 0 {
-		t.Skipf("known: %d calls: %s; see the fault suite's report", n.known, n.knownWhy)
-	}
 }
 
 // firstOK returns the end of the first successful call that started at or
