@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -111,6 +110,3 @@ func recordsOn(nodes []*testserver.Redis) func(context.Context, string, string) 
 		return out, nil
 	}
 }
-
-// itoa is strconv.Itoa, short.
-func itoa(n int) string { return strconv.Itoa(n) }

@@ -22,11 +22,6 @@ import (
 // runs twice: with the driver's options (must pass) and with the setting
 // undone (must fail), which proves the test would notice its loss.
 
-type settingCase struct {
-	name string
-	undo func(*valkey.ClientOption)
-}
-
 func withAndWithout(t *testing.T, undo func(*valkey.ClientOption), check func(t *testing.T, undo func(*valkey.ClientOption)) error) {
 	t.Helper()
 	t.Run("driver settings", func(t *testing.T) {
