@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/reach"
 	"github.com/fleetstore/fleetstore/internal/scripts"
 )
 
@@ -20,7 +21,8 @@ type conn struct {
 	prefix  string
 	timeout time.Duration
 	log     *zap.Logger
-	display string // redacted URL
+	display string     // redacted URL
+	reach   *reach.Log // logs an outage once, and its end
 
 	health health
 
@@ -34,7 +36,8 @@ type conn struct {
 var _ driver.Conn = (*conn)(nil)
 
 func newConn(cfg driver.Config, o *options) *conn {
-	c := &conn{prefix: cfg.KeyPrefix, timeout: cfg.Timeout, log: cfg.Logger, display: o.display}
+	c := &conn{prefix: cfg.KeyPrefix, timeout: cfg.Timeout, log: cfg.Logger, display: o.display,
+		reach: reach.New(cfg.Logger, "redis", o.display)}
 	if o.cluster != nil {
 		c.client, c.cluster = goredis.NewClusterClient(o.cluster), true
 	} else {

@@ -15,11 +15,8 @@ import (
 	"github.com/fleetstore/fleetstore/driver"
 )
 
-// health tracks whether the store answers, to log each change once
-// rather than every failed call, and whether the eviction policy has been
-// checked.
+// health tracks whether the eviction policy has been checked.
 type health struct {
-	down     atomic.Bool
 	checked  atomic.Bool // maxmemory-policy known (or not knowable)
 	checking atomic.Bool // a check is running
 }
@@ -47,20 +44,17 @@ func (c *conn) failed(ctx context.Context, err error) error {
 	}
 	if answered {
 		c.answered()
-	} else if c.health.down.CompareAndSwap(false, true) {
-		c.log.Warn("fleetstore: redis unreachable; calls fail until it answers again",
-			zap.String("url", c.display), zap.Error(err))
+	} else {
+		c.reach.Down(err)
 	}
 	return err
 }
 
 // answered records that the server answered a call: the first answer
-// after an outage is logged, and the first answer of all starts the
-// eviction policy check.
+// after an outage is logged (reach), and the first answer of all starts
+// the eviction policy check.
 func (c *conn) answered() {
-	if c.health.down.Load() && c.health.down.CompareAndSwap(true, false) {
-		c.log.Info("fleetstore: redis reachable again", zap.String("url", c.display))
-	}
+	c.reach.Up()
 	if !c.health.checked.Load() && c.health.checking.CompareAndSwap(false, true) {
 		c.wg.Add(1)
 		go c.checkEviction()

@@ -2,29 +2,24 @@ package valkey
 
 import (
 	"context"
-	"sync/atomic"
-
-	"go.uber.org/zap"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/reach"
 	"github.com/fleetstore/fleetstore/internal/scripts"
 )
 
 // conn is one open Valkey store: a lazily built valkey-go client (single
 // server or cluster, as valkey-go finds when it connects).
 type conn struct {
-	lazy    *lazyClient
-	prefix  string
-	log     *zap.Logger
-	display string // redacted URL
-
-	down atomic.Bool // the last call found the server unreachable (logged once)
+	lazy   *lazyClient
+	prefix string
+	reach  *reach.Log // logs an outage once, and its end
 }
 
 var _ driver.Conn = (*conn)(nil)
 
 func newConn(cfg driver.Config, o *options) *conn {
-	return &conn{lazy: newLazyClient(o.client), prefix: cfg.KeyPrefix, log: cfg.Logger, display: o.display}
+	return &conn{lazy: newLazyClient(o.client), prefix: cfg.KeyPrefix, reach: reach.New(cfg.Logger, "valkey", o.display)}
 }
 
 // Hit implements driver.Conn: one call of the hit script (CONTRACT §3–§4).

@@ -8,7 +8,6 @@ import (
 	"os"
 
 	"github.com/valkey-io/valkey-go"
-	"go.uber.org/zap"
 
 	"github.com/fleetstore/fleetstore/driver"
 )
@@ -32,20 +31,14 @@ func (c *conn) failed(ctx context.Context, err error) error {
 	}
 	if answered {
 		c.answered()
-	} else if c.down.CompareAndSwap(false, true) {
-		c.log.Warn("fleetstore: valkey unreachable; calls fail until it answers again",
-			zap.String("url", c.display), zap.Error(err))
+	} else {
+		c.reach.Down(err)
 	}
 	return err
 }
 
-// answered records that the server answered: the first answer after an
-// outage is logged.
-func (c *conn) answered() {
-	if c.down.Load() && c.down.CompareAndSwap(true, false) {
-		c.log.Info("fleetstore: valkey reachable again", zap.String("url", c.display))
-	}
-}
+// answered records that the server answered.
+func (c *conn) answered() { c.reach.Up() }
 
 // isTimeout reports a deadline that passed: the context's, a socket's, or
 // a dial's.
