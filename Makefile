@@ -13,21 +13,40 @@ test: servers fmt vet
 	$(GO) test -race -shuffle=on -count=1 -p 1 -timeout 30m $(PKGS)
 
 # Install the servers the driver tests start (they pick free loopback ports
-# in temp dirs; nothing is left running). Needs root on Debian; elsewhere
-# install them yourself, or the driver tests skip (and fail when CI is set).
+# in temp dirs; nothing is left running): redis-server, redis-sentinel and
+# memcached from Debian's own suites, valkey-server from bookworm-backports
+# (Debian 12 has no valkey in its main suite). The backports suite is added
+# as one apt source file of its own and used only with -t for valkey; the
+# machine's other apt sources are left as they are. Needs root on Debian;
+# elsewhere install them yourself, or the driver tests skip (and fail when
+# CI is set).
+BACKPORTS_LIST ?= /etc/apt/sources.list.d/fleetstore-bookworm-backports.list
 servers:
 	@missing=""; \
-	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
-	command -v memcached >/dev/null 2>&1 || missing="$$missing memcached"; \
-	if [ -n "$$missing" ]; then \
-		if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-			echo "installing$$missing"; \
-			DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
-			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
-		else \
-			echo "missing$$missing: driver tests will skip and make compare cannot run (install them, or run as root on Debian)"; \
-		fi; \
-	fi
+	for bin in redis-server:redis-server redis-sentinel:redis-sentinel memcached:memcached; do \
+		command -v $${bin%%:*} >/dev/null 2>&1 || missing="$$missing $${bin#*:}"; \
+	done; \
+	need_valkey=""; command -v valkey-server >/dev/null 2>&1 || need_valkey=1; \
+	if [ -z "$$missing" ] && [ -z "$$need_valkey" ]; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null 2>&1 || [ "$$(id -u)" != 0 ]; then \
+		echo "missing$$missing$${need_valkey:+ valkey-server}: driver tests will skip and make compare cannot run (install them, or run as root on Debian)"; \
+		exit 0; \
+	fi; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	if [ -n "$$need_valkey" ] && [ ! -e $(BACKPORTS_LIST) ] && grep -qs 'VERSION_CODENAME=bookworm' /etc/os-release; then \
+		echo "adding the bookworm-backports apt source ($(BACKPORTS_LIST)) for valkey-server"; \
+		echo "deb http://deb.debian.org/debian bookworm-backports main" > $(BACKPORTS_LIST); \
+	fi; \
+	echo "installing$$missing$${need_valkey:+ valkey-server}"; \
+	apt-get update -qq; \
+	if [ -n "$$missing" ]; then apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; fi; \
+	if [ -n "$$need_valkey" ]; then \
+		apt-get install -y -qq --no-install-recommends -t bookworm-backports valkey-server valkey-sentinel >/dev/null || exit 1; \
+	fi; \
+	for svc in redis-server redis-sentinel memcached valkey-server valkey-sentinel; do \
+		systemctl disable --now $$svc >/dev/null 2>&1 || service $$svc stop >/dev/null 2>&1 || true; \
+	done; \
+	true
 
 fmt:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
