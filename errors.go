@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"time"
+
+	"github.com/fleetstore/fleetstore/driver"
 )
 
 // opError is every error a Store method returns: "fleetstore: OP: [KIND: ]ERR".
@@ -31,37 +35,80 @@ func (e *opError) Unwrap() []error {
 	return []error{e.kind, e.err}
 }
 
-// claimError names the claim of a batch Commit or Release that failed (C10).
-type claimError struct {
-	index               int
-	tenant, source, key string
-	err                 error
+// ClaimError is the error of one claim of a batch Commit or Release that
+// failed (C10): Index is its place in the batch, Tenant, SourceID and Key
+// name it, Err is its own error (ErrClaimLost, ErrAlreadyCommitted, or a
+// timeout that reached it mid-batch). A batch's failures are joined, one
+// *ClaimError each, so errors.As finds the first and a type switch over
+// the joined errors finds them all; a failure of the whole call is one
+// error, not a ClaimError.
+type ClaimError struct {
+	Index                 int
+	Tenant, SourceID, Key string
+	Err                   error
 }
 
-func (e *claimError) Error() string {
-	return fmt.Sprintf("claims[%d] (tenant %.64q, source_id %.64q, key %.64q): %v", e.index, e.tenant, e.source, e.key, e.err)
+func (e *ClaimError) Error() string {
+	return fmt.Sprintf("claims[%d] (tenant %.64q, source_id %.64q, key %.64q): %v", e.Index, e.Tenant, e.SourceID, e.Key, e.Err)
 }
 
-func (e *claimError) Unwrap() error { return e.err }
+// Unwrap returns the claim's own error.
+func (e *ClaimError) Unwrap() error { return e.Err }
 
-var sentinels = []error{ErrTimeout, ErrUnavailable, ErrClaimLost, ErrAlreadyCommitted, ErrClosed, ErrInvalid, ErrOverCapacity}
+// outcomes are the sentinels a driver returns as the answer to a call,
+// not a failure of the store.
+var outcomes = []error{ErrClaimLost, ErrAlreadyCommitted, ErrClosed, ErrInvalid, ErrOverCapacity}
 
-// wrap classifies a driver error once: kept as is when it already matches a
-// sentinel or is the caller's own cancellation; ErrTimeout when the budget
-// ran out; ErrUnavailable for anything else.
-func wrap(ctx context.Context, op string, err error) error {
-	for _, sentinel := range sentinels {
-		if errors.Is(err, sentinel) {
-			return &opError{op: op, err: err}
+// fault is what a driver error says of the store.
+type fault int
+
+const (
+	answered fault = iota // the server answered (an outcome, an error reply)
+	outage                // the server did not answer: timeout, unreachable
+	caller                // the caller gave up: says nothing of the store
+)
+
+// classify sorts a driver error, once, for every driver (CONTRACT §1):
+// outcomes and errors the driver marked as the server's reply are kept;
+// a call the caller cancelled matches context.Canceled; a deadline that passed (the
+// context's, a socket's) is ErrTimeout unless the driver already said
+// ErrUnavailable; anything else is ErrUnavailable. kind is the sentinel to
+// add to the message (nil when err already matches one).
+func classify(ctx context.Context, err error) (kind error, f fault) {
+	for _, o := range outcomes {
+		if errors.Is(err, o) {
+			return nil, answered
 		}
 	}
-	var ne net.Error
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(ctx.Err(), context.DeadlineExceeded),
-		errors.As(err, &ne) && ne.Timeout():
-		return &opError{op: op, kind: ErrTimeout, err: err}
-	case errors.Is(err, context.Canceled):
-		return &opError{op: op, err: err}
+	var reply *driver.ReplyError
+	if errors.As(err, &reply) {
+		return ErrUnavailable, answered
 	}
-	return &opError{op: op, kind: ErrUnavailable, err: err}
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		// The caller gave up; whatever the driver saw after that (a
+		// socket deadline moved to the past) says nothing of the store.
+		if errors.Is(err, context.Canceled) {
+			return nil, caller
+		}
+		return context.Canceled, caller
+	case errors.Is(err, ErrTimeout), errors.Is(err, ErrUnavailable):
+		return nil, outage
+	case timedOut(ctx, err):
+		return ErrTimeout, outage
+	}
+	return ErrUnavailable, outage
+}
+
+// timedOut reports a deadline that passed: err says so (the context's, a
+// socket's, a dial's), or the call's own deadline has passed, before its
+// timer may have cancelled the context.
+func timedOut(ctx context.Context, err error) bool {
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		errors.As(err, &ne) && ne.Timeout() || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }

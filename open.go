@@ -21,6 +21,26 @@ import (
 // echoing credentials), ErrUnknownScheme for a scheme no imported driver
 // registered.
 func Open(rawURL string, opts ...Option) (*Store, error) {
+	return open(nil, rawURL, opts)
+}
+
+// OpenDriver returns a Store on d for rawURL, without the registry, as
+// sql.OpenDB is to sql.Open: rawURL's scheme is handed to d as it is, not
+// looked up, so tests and driver authors need not register a scheme. The
+// common parameters are parsed as by Open, and d.Open gets the same
+// Config. OpenDriver does no network I/O of its own.
+//
+// Errors: as Open's; ErrInvalid for a nil d.
+func OpenDriver(d driver.Driver, rawURL string, opts ...Option) (*Store, error) {
+	if d == nil {
+		return nil, openErr(driver.Invalid("driver", "is nil"))
+	}
+	return open(d, rawURL, opts)
+}
+
+// open is Open on d, or on the driver registered for the URL's scheme
+// when d is nil.
+func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 	o := options{logger: zap.NewNop()}
 	for _, opt := range opts {
 		opt(&o)
@@ -39,10 +59,12 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 	if u.Fragment != "" {
 		return nil, openErr(driver.Invalid("url", "a store URL has no #fragment"))
 	}
-	d, ok := lookup(u.Scheme)
-	if !ok {
-		return nil, openErr(fmt.Errorf("%w %q (registered: %s); forgotten import of github.com/fleetstore/fleetstore/drivers/%s?",
-			ErrUnknownScheme, u.Scheme, strings.Join(Drivers(), ", "), baseScheme(u.Scheme)))
+	if d == nil {
+		var ok bool
+		if d, ok = lookup(u.Scheme); !ok {
+			return nil, openErr(fmt.Errorf("%w %q (registered: %s); forgotten import of github.com/fleetstore/fleetstore/drivers/%s?",
+				ErrUnknownScheme, u.Scheme, strings.Join(Drivers(), ", "), baseScheme(u.Scheme)))
+		}
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
@@ -79,7 +101,7 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, openErr(err)
 	}
-	s := newStore(conn, u.Scheme, cfg.Timeout, o.logger)
+	s := newStore(d, conn, u.Scheme, u.Redacted(), cfg.Timeout, o.logger)
 	o.logger.Debug("store opened", zap.String("scheme", u.Scheme), zap.String("url", u.Redacted()),
 		zap.Duration("timeout", cfg.Timeout), zap.String("key_prefix", cfg.KeyPrefix))
 	return s, nil

@@ -17,8 +17,8 @@ import (
 // and records any call made after Close.
 type fakeConn struct {
 	hit     func(ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error)
-	commit  func(ctx context.Context, claims []driver.Claim) []error
-	release func(ctx context.Context, claims []driver.Claim) []error
+	commit  func(ctx context.Context, claims []driver.Claim) ([]error, error)
+	release func(ctx context.Context, claims []driver.Claim) ([]error, error)
 	other   func(ctx context.Context) error // Reset and Ping
 
 	calls      atomic.Int64 // every call but Close
@@ -49,18 +49,18 @@ func (c *fakeConn) Hit(ctx context.Context, charges []driver.Charge, claim *driv
 	return c.hit(ctx, charges, claim)
 }
 
-func (c *fakeConn) Commit(ctx context.Context, claims []driver.Claim) []error {
+func (c *fakeConn) Commit(ctx context.Context, claims []driver.Claim) ([]error, error) {
 	defer c.enter()()
 	if c.commit == nil {
-		return make([]error, len(claims))
+		return make([]error, len(claims)), nil
 	}
 	return c.commit(ctx, claims)
 }
 
-func (c *fakeConn) Release(ctx context.Context, claims []driver.Claim) []error {
+func (c *fakeConn) Release(ctx context.Context, claims []driver.Claim) ([]error, error) {
 	defer c.enter()()
 	if c.release == nil {
-		return make([]error, len(claims))
+		return make([]error, len(claims)), nil
 	}
 	return c.release(ctx, claims)
 }
@@ -122,13 +122,12 @@ func registerFake(conn *fakeConn) (string, *fakeDriver) {
 	return scheme, d
 }
 
-// openFake opens a Store on conn under a fresh scheme.
+// openFake opens a Store on conn with OpenDriver: no scheme registered.
 func openFake(t *testing.T, conn *fakeConn, opts ...fleetstore.Option) *fleetstore.Store {
 	t.Helper()
-	scheme, _ := registerFake(conn)
-	st, err := fleetstore.Open(scheme+"://", opts...)
+	st, err := fleetstore.OpenDriver(&fakeDriver{conn: conn}, "fake://", opts...)
 	if err != nil {
-		t.Fatalf("open %s://: %v", scheme, err)
+		t.Fatalf("open fake://: %v", err)
 	}
 	t.Cleanup(func() { st.Close() })
 	return st

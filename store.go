@@ -19,11 +19,17 @@ import (
 // and wraps the driver's error once, so that errors.Is matches this
 // package's sentinels and errors.As still finds the driver's own error.
 type Store struct {
+	drv      driver.Driver
 	conn     driver.Conn
 	scheme   string
+	display  string // the URL, password redacted, for log lines
 	timeout  time.Duration
 	log      *zap.Logger
 	nonBlock bool
+
+	// down is set by the first call of an outage that the server did not
+	// answer, and cleared by the next answer: one log line each way.
+	down atomic.Bool
 
 	// Every call counts itself in calls while it runs; Close sets closed,
 	// then waits for calls to drain. No lock is shared by calls, and a call
@@ -35,10 +41,14 @@ type Store struct {
 	closeMu sync.Mutex    // serialises Close
 }
 
-func newStore(conn driver.Conn, scheme string, timeout time.Duration, log *zap.Logger) *Store {
+func newStore(d driver.Driver, conn driver.Conn, scheme, display string, timeout time.Duration, log *zap.Logger) *Store {
 	_, nb := conn.(driver.NonBlocking)
-	return &Store{conn: conn, scheme: scheme, timeout: timeout, log: log, nonBlock: nb, drained: make(chan struct{}, 1)}
+	return &Store{drv: d, conn: conn, scheme: scheme, display: display, timeout: timeout, log: log, nonBlock: nb, drained: make(chan struct{}, 1)}
 }
+
+// Driver returns the Store's driver, as sql.DB.Driver does: a caller can
+// look for an optional interface on it (driver.ExpiryGranularity).
+func (s *Store) Driver() driver.Driver { return s.drv }
 
 // Hit charges every bucket in charges and, when claim is not nil, claims its
 // key, in one round trip (CONTRACT §3, §4: G1–G9, C1–C4).
@@ -61,7 +71,7 @@ func newStore(conn driver.Conn, scheme string, timeout time.Duration, log *zap.L
 func (s *Store) Hit(ctx context.Context, charges []Charge, claim *Claim) (Result, error) {
 	tenant, fractional, err := checkCharges(charges)
 	if err == nil && claim != nil {
-		err = checkClaim(-1, claim)
+		err = checkClaim(-1, claim, true, true)
 		if err == nil && tenant != "" && claim.Tenant != tenant {
 			err = driver.Invalid("claim.tenant", "every charge and the claim of one Hit must share one tenant")
 		}
@@ -125,9 +135,9 @@ func (s *Store) Release(ctx context.Context, claims ...Claim) error {
 	return s.settle(ctx, "release", claims, s.conn.Release)
 }
 
-func (s *Store) settle(ctx context.Context, op string, claims []Claim, call func(context.Context, []Claim) []error) error {
+func (s *Store) settle(ctx context.Context, op string, claims []Claim, call func(context.Context, []Claim) ([]error, error)) error {
 	for i := range claims {
-		if err := checkClaim(i, &claims[i]); err != nil {
+		if err := checkSettle(op, i, &claims[i]); err != nil {
 			return &opError{op: op, err: err}
 		}
 	}
@@ -142,37 +152,33 @@ func (s *Store) settle(ctx context.Context, op string, claims []Claim, call func
 	if err != nil {
 		return &opError{op: op, err: err}
 	}
-	errs := call(ctx, claims)
-	cancel()
+	defer cancel()
+	errs, err := call(ctx, claims)
+	if err != nil {
+		return s.failed(ctx, op, err)
+	}
 	if len(errs) != len(claims) {
 		return &opError{op: op, kind: ErrUnavailable, err: fmt.Errorf("driver returned %d results for %d claims", len(errs), len(claims))}
 	}
 	var failed []error
+	reached := false
 	for i, err := range errs {
 		if err == nil {
+			reached = true
 			continue
 		}
-		if !isClaimOutcome(err) && allSame(errs, err) {
-			// One failure of the whole call: say it once.
-			return wrap(ctx, op, err)
-		}
 		c := &claims[i]
-		failed = append(failed, &claimError{index: i, tenant: c.Tenant, source: c.SourceID, key: c.Key, err: wrap(ctx, op, err)})
+		kind, f := classify(ctx, err)
+		reached = reached || f == answered
+		if f == outage {
+			s.unreached(err)
+		}
+		failed = append(failed, &ClaimError{Index: i, Tenant: c.Tenant, SourceID: c.SourceID, Key: c.Key, Err: &opError{op: op, kind: kind, err: err}})
+	}
+	if reached {
+		s.reached()
 	}
 	return errors.Join(failed...)
-}
-
-func isClaimOutcome(err error) bool {
-	return errors.Is(err, ErrClaimLost) || errors.Is(err, ErrAlreadyCommitted)
-}
-
-func allSame(errs []error, err error) bool {
-	for _, e := range errs {
-		if e != err {
-			return false
-		}
-	}
-	return true
 }
 
 // Reset forgets every bucket of tenant, of every kind, and nothing of any
@@ -204,12 +210,41 @@ func (s *Store) call(ctx context.Context, op string, f func(context.Context) err
 	if err != nil {
 		return &opError{op: op, err: err}
 	}
-	err = f(ctx)
-	cancel()
-	if err != nil {
-		return wrap(ctx, op, err)
+	defer cancel()
+	if err := f(ctx); err != nil {
+		return s.failed(ctx, op, err)
 	}
+	s.reached()
 	return nil
+}
+
+// failed classifies err, the failure of a whole call, wraps it once, and
+// keeps the Store's reachability log.
+func (s *Store) failed(ctx context.Context, op string, err error) error {
+	kind, f := classify(ctx, err)
+	switch f {
+	case answered:
+		s.reached()
+	case outage:
+		s.unreached(err)
+	}
+	return &opError{op: op, kind: kind, err: err}
+}
+
+// unreached records a call the server did not answer; the first of an
+// outage logs a warning with its cause.
+func (s *Store) unreached(cause error) {
+	if !s.down.Load() && s.down.CompareAndSwap(false, true) {
+		s.log.Warn("fleetstore: store unreachable; calls fail until it answers again",
+			zap.String("scheme", s.scheme), zap.String("url", s.display), zap.Error(cause))
+	}
+}
+
+// reached records an answer; the first after an outage is logged.
+func (s *Store) reached() {
+	if s.down.Load() && s.down.CompareAndSwap(true, false) {
+		s.log.Info("fleetstore: store reachable again", zap.String("scheme", s.scheme), zap.String("url", s.display))
+	}
 }
 
 // Close releases every connection and goroutine of the Store (T4). It waits
@@ -267,6 +302,9 @@ func (s *Store) budget(ctx context.Context) (context.Context, context.CancelFunc
 	}
 	if s.nonBlock {
 		return ctx, noCancel, nil
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= s.timeout {
+		return ctx, noCancel, nil // the caller's deadline is the budget: no timer of ours
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	return ctx, cancel, nil

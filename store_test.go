@@ -51,13 +51,8 @@ var ops = []struct {
 
 // failing returns a conn whose every method returns the error of fail.
 func failing(fail func(ctx context.Context) error) *fakeConn {
-	all := func(ctx context.Context, claims []driver.Claim) []error {
-		err := fail(ctx)
-		errs := make([]error, len(claims))
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
+	all := func(ctx context.Context, _ []driver.Claim) ([]error, error) {
+		return nil, fail(ctx)
 	}
 	return &fakeConn{
 		hit: func(ctx context.Context, _ []driver.Charge, _ *driver.Claim) (driver.Result, error) {
@@ -269,7 +264,7 @@ func TestSettleResultCount(t *testing.T) {
 	claims := []fleetstore.Claim{testClaim, testClaim, testClaim}
 	claims[1].Key, claims[2].Key = "d-2", "d-3"
 	for _, n := range []int{0, 2, 4} {
-		settle := func(context.Context, []driver.Claim) []error { return make([]error, n) }
+		settle := func(context.Context, []driver.Claim) ([]error, error) { return make([]error, n), nil }
 		st := openFake(t, &fakeConn{commit: settle, release: settle})
 		if err := st.Commit(context.Background(), claims...); !errors.Is(err, fleetstore.ErrUnavailable) {
 			t.Errorf("commit of 3 claims answered with %d results: %v, want ErrUnavailable", n, err)
@@ -291,13 +286,9 @@ func TestSettleBatchErrors(t *testing.T) {
 	}
 	transport := &storeErr{code: 104}
 
-	t.Run("same transport error", func(t *testing.T) {
-		settle := func(_ context.Context, cs []driver.Claim) []error {
-			errs := make([]error, len(cs))
-			for i := range errs {
-				errs[i] = transport
-			}
-			return errs
+	t.Run("whole-call failure", func(t *testing.T) {
+		settle := func(_ context.Context, cs []driver.Claim) ([]error, error) {
+			return nil, transport
 		}
 		st := openFake(t, &fakeConn{commit: settle, release: settle})
 		for _, err := range []error{st.Commit(context.Background(), claims...), st.Release(context.Background(), claims...)} {
@@ -311,17 +302,41 @@ func TestSettleBatchErrors(t *testing.T) {
 			if !errors.As(err, &got) || got != transport {
 				t.Errorf("errors.As(%q, *storeErr) failed", err)
 			}
+			var ce *fleetstore.ClaimError
+			if errors.As(err, &ce) {
+				t.Errorf("%q: a whole-call failure reported as claims[%d]'s", err, ce.Index)
+			}
+		}
+	})
+
+	t.Run("same error in every slot is per claim", func(t *testing.T) {
+		// No convention: a driver that reports a failure per claim gets
+		// one per claim, even when they are the same value.
+		settle := func(_ context.Context, cs []driver.Claim) ([]error, error) {
+			errs := make([]error, len(cs))
+			for i := range errs {
+				errs[i] = transport
+			}
+			return errs, nil
+		}
+		st := openFake(t, &fakeConn{commit: settle})
+		err := st.Commit(context.Background(), claims...)
+		if !errors.Is(err, fleetstore.ErrUnavailable) {
+			t.Errorf("%v: want ErrUnavailable", err)
+		}
+		if n := strings.Count(fmt.Sprint(err), transport.Error()); n != len(claims) {
+			t.Errorf("%q names the transport error %d times, want once per claim (%d)", err, n, len(claims))
 		}
 	})
 
 	t.Run("per-claim outcomes", func(t *testing.T) {
 		lost := &driver.ClaimLostError{Holder: "h-9"}
 		var got []driver.Claim
-		st := openFake(t, &fakeConn{commit: func(_ context.Context, cs []driver.Claim) []error {
+		st := openFake(t, &fakeConn{commit: func(_ context.Context, cs []driver.Claim) ([]error, error) {
 			got = slices.Clone(cs)
 			errs := make([]error, len(cs))
 			errs[1], errs[3] = lost, lost
-			return errs
+			return errs, nil
 		}})
 		err := st.Commit(context.Background(), claims...)
 		if !slices.Equal(got, claims) {
@@ -330,9 +345,23 @@ func TestSettleBatchErrors(t *testing.T) {
 		if !errors.Is(err, fleetstore.ErrClaimLost) {
 			t.Fatalf("%v: want ErrClaimLost", err)
 		}
-		var cl *driver.ClaimLostError
+		var cl *fleetstore.ClaimLostError
 		if !errors.As(err, &cl) || cl.Holder != "h-9" {
 			t.Errorf("errors.As(%q, *ClaimLostError) = %v", err, cl)
+		}
+		var idx []int
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			var ce *fleetstore.ClaimError
+			if !errors.As(e, &ce) {
+				t.Fatalf("%q: joined error %q is not a *ClaimError", err, e)
+			}
+			if ce.Key != claims[ce.Index].Key || ce.Tenant != claims[ce.Index].Tenant || ce.SourceID != claims[ce.Index].SourceID {
+				t.Errorf("ClaimError %+v does not name claims[%d]", ce, ce.Index)
+			}
+			idx = append(idx, ce.Index)
+		}
+		if !slices.Equal(idx, []int{1, 3}) {
+			t.Errorf("failed claims %v, want [1 3]", idx)
 		}
 		msg := err.Error()
 		for i := range claims {
@@ -347,12 +376,12 @@ func TestSettleBatchErrors(t *testing.T) {
 	})
 
 	t.Run("already committed", func(t *testing.T) {
-		st := openFake(t, &fakeConn{release: func(_ context.Context, cs []driver.Claim) []error {
+		st := openFake(t, &fakeConn{release: func(_ context.Context, cs []driver.Claim) ([]error, error) {
 			errs := make([]error, len(cs))
 			for i := range errs {
 				errs[i] = driver.ErrAlreadyCommitted
 			}
-			return errs
+			return errs, nil
 		}})
 		err := st.Release(context.Background(), claims[:2]...)
 		if !errors.Is(err, fleetstore.ErrAlreadyCommitted) || errors.Is(err, fleetstore.ErrUnavailable) {

@@ -16,6 +16,12 @@ type (
 	Outcome = driver.Outcome
 	// Result is the answer to a Hit.
 	Result = driver.Result
+	// ClaimLostError is the error of a settle on a claim held by another
+	// hook (C8): Holder names it. It matches ErrClaimLost.
+	ClaimLostError = driver.ClaimLostError
+	// InvalidError is a bad argument (V1): Field names it ("claims[1].key",
+	// "url: timeout"), Reason says why. It matches ErrInvalid.
+	InvalidError = driver.InvalidError
 )
 
 // Bucket kinds.

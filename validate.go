@@ -111,9 +111,16 @@ func truncated(charges []driver.Charge) []driver.Charge {
 	return out
 }
 
+// checkSettle validates claims[i] of a Commit (which needs its TTL) or a
+// Release (which needs no TTL).
+func checkSettle(op string, i int, c *driver.Claim) error {
+	return checkClaim(i, c, op == "commit", false)
+}
+
 // checkClaim validates a claim; index is its place in a batch settle, or
-// -1 for the claim of a Hit. Its errors name "claim.key", "claims[2].key"….
-func checkClaim(index int, c *driver.Claim) error {
+// -1 for the claim of a Hit. ttl and pendingTTL say which TTLs the call
+// needs. Its errors name "claim.key", "claims[2].key"….
+func checkClaim(index int, c *driver.Claim, ttl, pendingTTL bool) error {
 	field := func(name string) string {
 		if index < 0 {
 			return "claim." + name
@@ -132,10 +139,10 @@ func checkClaim(index int, c *driver.Claim) error {
 	if len(c.Node) > maxNodeLen {
 		return driver.Invalid(field("node"), "must be at most 256 bytes, got "+strconv.Itoa(len(c.Node)))
 	}
-	if why := ttlReason(c.TTL); why != "" {
+	if why := ttlReason(c.TTL); ttl && why != "" {
 		return driver.Invalid(field("ttl"), why)
 	}
-	if why := ttlReason(c.PendingTTL); why != "" {
+	if why := ttlReason(c.PendingTTL); pendingTTL && why != "" {
 		return driver.Invalid(field("pending_ttl"), why)
 	}
 	return nil

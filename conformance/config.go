@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/drivers/memory"
 )
 
@@ -15,6 +16,11 @@ type Config struct {
 	// key_prefix and random tenants, so it never needs an empty store and
 	// never flushes it.
 	URL string
+
+	// Driver, when set, opens every Store of the suite with
+	// fleetstore.OpenDriver instead of the registry: URL's scheme need not
+	// be registered (a driver author's test registers nothing).
+	Driver driver.Driver
 
 	// AddrURL returns this driver's URL for another address ("host:port").
 	// The suite points it at its own silent TCP listener (T1, T4) and at a

@@ -22,12 +22,20 @@ func (t *T) open(opts ...fleetstore.Option) *fleetstore.Store {
 }
 
 func (t *T) openURL(raw string, opts ...fleetstore.Option) *fleetstore.Store {
-	st, err := fleetstore.Open(raw, opts...)
+	st, err := t.s.openStore(raw, opts...)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
 	t.Cleanup(func() { st.Close() })
 	return st
+}
+
+// openStore opens raw with the configured driver, or by its scheme.
+func (s *suite) openStore(raw string, opts ...fleetstore.Option) (*fleetstore.Store, error) {
+	if s.cfg.Driver != nil {
+		return fleetstore.OpenDriver(s.cfg.Driver, raw, opts...)
+	}
+	return fleetstore.Open(raw, opts...)
 }
 
 // addrURL is the driver's URL for addr with the suite's key_prefix, or ""

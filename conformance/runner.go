@@ -13,8 +13,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/fleetstore/fleetstore"
 )
 
 // Status is the verdict on one clause.
@@ -144,7 +142,7 @@ func newSuite(cfg Config) (*suite, error) {
 	}
 	s.url = u
 	// Fail early on an unknown scheme or a bad parameter.
-	st, err := fleetstore.Open(s.url)
+	st, err := s.openStore(s.url)
 	if err != nil {
 		return nil, err
 	}

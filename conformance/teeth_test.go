@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/conformance"
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/drivers/memory"
@@ -22,8 +21,8 @@ import (
 type broken struct {
 	driver.Conn
 	hit     func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error)
-	commit  func(c driver.Conn, ctx context.Context, claims []driver.Claim) []error
-	release func(c driver.Conn, ctx context.Context, claims []driver.Claim) []error
+	commit  func(c driver.Conn, ctx context.Context, claims []driver.Claim) ([]error, error)
+	release func(c driver.Conn, ctx context.Context, claims []driver.Claim) ([]error, error)
 	reset   func(c driver.Conn, ctx context.Context, tenant string) error
 }
 
@@ -34,14 +33,14 @@ func (b *broken) Hit(ctx context.Context, charges []driver.Charge, claim *driver
 	return b.Conn.Hit(ctx, charges, claim)
 }
 
-func (b *broken) Commit(ctx context.Context, claims []driver.Claim) []error {
+func (b *broken) Commit(ctx context.Context, claims []driver.Claim) ([]error, error) {
 	if b.commit != nil {
 		return b.commit(b.Conn, ctx, claims)
 	}
 	return b.Conn.Commit(ctx, claims)
 }
 
-func (b *broken) Release(ctx context.Context, claims []driver.Claim) []error {
+func (b *broken) Release(ctx context.Context, claims []driver.Claim) ([]error, error) {
 	if b.release != nil {
 		return b.release(b.Conn, ctx, claims)
 	}
@@ -92,27 +91,17 @@ func (s stallConn) Hit(ctx context.Context, _ []driver.Charge, _ *driver.Claim) 
 	return driver.Result{}, s.wait(ctx)
 }
 
-func (s stallConn) Commit(ctx context.Context, claims []driver.Claim) []error {
-	err := s.wait(ctx)
-	errs := make([]error, len(claims))
-	for i := range errs {
-		errs[i] = err
-	}
-	return errs
+func (s stallConn) Commit(ctx context.Context, claims []driver.Claim) ([]error, error) {
+	return nil, s.wait(ctx)
 }
 
-func (s stallConn) Release(ctx context.Context, claims []driver.Claim) []error {
+func (s stallConn) Release(ctx context.Context, claims []driver.Claim) ([]error, error) {
 	return s.Commit(ctx, claims)
 }
 
 func (s stallConn) Reset(ctx context.Context, _ string) error { return s.wait(ctx) }
 func (s stallConn) Ping(ctx context.Context) error            { return s.wait(ctx) }
 func (stallConn) Close() error                                { return nil }
-
-func init() {
-	fleetstore.Register("stall-honest", stallDriver{honest: true})
-	fleetstore.Register("stall-ignores-budget", stallDriver{})
-}
 
 // holder returns the hook holding a claim, from the ClaimLostError.
 func holder(err error) (string, bool) {
@@ -168,36 +157,36 @@ var variants = []struct {
 		}
 	}},
 	{"release-ignores-hook-id", "C8", func(b *broken) {
-		b.release = func(c driver.Conn, ctx context.Context, claims []driver.Claim) []error {
-			errs := c.Release(ctx, claims)
+		b.release = func(c driver.Conn, ctx context.Context, claims []driver.Claim) ([]error, error) {
+			errs, err := c.Release(ctx, claims)
 			for i, err := range errs {
 				if h, ok := holder(err); ok {
 					cl := claims[i]
 					cl.HookID = h
-					errs[i] = c.Release(ctx, []driver.Claim{cl})[0]
+					errs[i] = one(c.Release(ctx, []driver.Claim{cl}))
 				}
 			}
-			return errs
+			return errs, err
 		}
 	}},
 	{"commit-ignores-hook-id", "C8", func(b *broken) {
-		b.commit = func(c driver.Conn, ctx context.Context, claims []driver.Claim) []error {
-			errs := c.Commit(ctx, claims)
+		b.commit = func(c driver.Conn, ctx context.Context, claims []driver.Claim) ([]error, error) {
+			errs, err := c.Commit(ctx, claims)
 			for i, err := range errs {
 				if h, ok := holder(err); ok {
 					cl := claims[i]
 					cl.HookID = h
-					_ = c.Release(ctx, []driver.Claim{cl})
-					errs[i] = c.Commit(ctx, []driver.Claim{claims[i]})[0]
+					_, _ = c.Release(ctx, []driver.Claim{cl})
+					errs[i] = one(c.Commit(ctx, []driver.Claim{claims[i]}))
 				}
 			}
-			return errs
+			return errs, err
 		}
 	}},
 	{"claim-lost-unnamed-when-committed", "C8", func(b *broken) {
-		unnamed := func(settle func(driver.Conn, context.Context, []driver.Claim) []error) func(driver.Conn, context.Context, []driver.Claim) []error {
-			return func(c driver.Conn, ctx context.Context, claims []driver.Claim) []error {
-				errs := settle(c, ctx, claims)
+		unnamed := func(settle func(driver.Conn, context.Context, []driver.Claim) ([]error, error)) func(driver.Conn, context.Context, []driver.Claim) ([]error, error) {
+			return func(c driver.Conn, ctx context.Context, claims []driver.Claim) ([]error, error) {
+				errs, err := settle(c, ctx, claims)
 				for i, err := range errs {
 					if _, ok := holder(err); ok {
 						// Held by another hook: a Hit writes nothing and says
@@ -207,7 +196,7 @@ var variants = []struct {
 						}
 					}
 				}
-				return errs
+				return errs, err
 			}
 		}
 		b.commit = unnamed(driver.Conn.Commit)
@@ -221,7 +210,7 @@ var variants = []struct {
 			}
 			return c.Hit(ctx, charges, claim)
 		}
-		b.commit = func(c driver.Conn, ctx context.Context, claims []driver.Claim) []error {
+		b.commit = func(c driver.Conn, ctx context.Context, claims []driver.Claim) ([]error, error) {
 			kept := slices.Clone(claims)
 			for i := range kept {
 				if _, ok := hit.Load(claimID(&kept[i])); !ok {
@@ -251,14 +240,14 @@ var variants = []struct {
 		}
 	}},
 	{"release-of-committed-is-nil", "C6", func(b *broken) {
-		b.release = func(c driver.Conn, ctx context.Context, claims []driver.Claim) []error {
-			errs := c.Release(ctx, claims)
+		b.release = func(c driver.Conn, ctx context.Context, claims []driver.Claim) ([]error, error) {
+			errs, err := c.Release(ctx, claims)
 			for i, err := range errs {
 				if errors.Is(err, driver.ErrAlreadyCommitted) {
 					errs[i] = nil
 				}
 			}
-			return errs
+			return errs, err
 		}
 	}},
 	{"reset-forgets-nothing", "G5", func(b *broken) {
@@ -300,7 +289,7 @@ var variants = []struct {
 			}
 			return c.Hit(ctx, charges, claim)
 		}
-		b.commit = func(c driver.Conn, ctx context.Context, claims []driver.Claim) []error {
+		b.commit = func(c driver.Conn, ctx context.Context, claims []driver.Claim) ([]error, error) {
 			shorter := make([]driver.Claim, len(claims))
 			for i, cl := range claims {
 				if at, ok := hitAt.Load(claimID(&cl)); ok && cl.TTL > time.Since(at.(time.Time)) {
@@ -335,7 +324,7 @@ var variants = []struct {
 			if err == nil && res.Outcome == driver.OK && claim != nil {
 				// Charges right, but re-takes the claim: a retry pushes out
 				// the pending expiry.
-				_ = c.Release(ctx, []driver.Claim{*claim})
+				_, _ = c.Release(ctx, []driver.Claim{*claim})
 				return c.Hit(ctx, nil, claim)
 			}
 			return res, err
@@ -356,19 +345,21 @@ var variants = []struct {
 			mu.Lock()
 			claims := seen[tenant]
 			mu.Unlock()
-			_ = c.Release(ctx, claims)
+			_, _ = c.Release(ctx, claims)
 			return c.Reset(ctx, tenant)
 		}
 	}},
 }
 
-func claimID(c *driver.Claim) string { return c.Tenant + "\x00" + c.SourceID + "\x00" + c.Key }
-
-func init() {
-	for _, v := range variants {
-		fleetstore.Register("broken-"+v.name, &brokenDriver{inner: memory.New(nil), wrap: v.wrap})
+// one is the result of a settle of one claim.
+func one(errs []error, err error) error {
+	if err != nil {
+		return err
 	}
+	return errs[0]
 }
+
+func claimID(c *driver.Claim) string { return c.Tenant + "\x00" + c.SourceID + "\x00" + c.Key }
 
 // TestTeeth runs each broken variant through the clause it breaks and
 // requires a FAIL.
@@ -376,7 +367,8 @@ func TestTeeth(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
-			reports, err := conformance.Check(conformance.Config{URL: "broken-" + v.name + "://teeth"}, []string{v.breaks}, nil)
+			d := &brokenDriver{inner: memory.New(nil), wrap: v.wrap}
+			reports, err := conformance.Check(conformance.Config{Driver: d, URL: "broken://teeth"}, []string{v.breaks}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -388,7 +380,7 @@ func TestTeeth(t *testing.T) {
 	}
 	t.Run("ignores-budget", func(t *testing.T) {
 		t.Parallel()
-		reports, err := conformance.Check(conformance.Config{URL: "memory://teeth-stall", StallURL: "stall-ignores-budget://"}, []string{"T1"}, nil)
+		reports, err := conformance.Check(conformance.Config{Driver: stallDriver{}, URL: "stall://", StallURL: "stall://"}, []string{"T1"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -401,7 +393,7 @@ func TestTeeth(t *testing.T) {
 // TestHonestStall is the control for the ignores-budget variant: a store
 // that never answers but honours its budget passes T1 and T4.
 func TestHonestStall(t *testing.T) {
-	reports, err := conformance.Check(conformance.Config{URL: "memory://honest-stall", StallURL: "stall-honest://"}, []string{"T1", "T4"}, nil)
+	reports, err := conformance.Check(conformance.Config{Driver: stallDriver{honest: true}, URL: "stall://", StallURL: "stall://"}, []string{"T1", "T4"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,7 +143,7 @@ func testT3(t *T) {
 	silent := newSilentListener(t)
 	for _, addr := range []string{silent.addr(), refusedAddr(t)} {
 		start := time.Now()
-		st, err := fleetstore.Open(t.addrURL(addr))
+		st, err := t.s.openStore(t.addrURL(addr))
 		if err != nil {
 			t.Fatalf("open %s: %v", addr, err)
 		}
@@ -196,7 +196,7 @@ func testT4(t *T) {
 	runtime.GC()
 	before := runtime.NumGoroutine()
 	const budget = 100 * time.Millisecond
-	st, err := fleetstore.Open(raw, fleetstore.WithTimeout(budget))
+	st, err := t.s.openStore(raw, fleetstore.WithTimeout(budget))
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -302,7 +302,7 @@ func testT5(t *T) {
 }
 
 func testT6(t *T) {
-	st, err := fleetstore.Open(t.s.url)
+	st, err := t.s.openStore(t.s.url)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

@@ -28,12 +28,16 @@
 //     run. Re-running a script on NOSCRIPT is the one exception.
 //   - Every call returns by the context's deadline (T1), and nothing it
 //     started outlives the deadline by more than the budget (T4).
-//   - Errors are classified: wrap [ErrTimeout] when the deadline passed,
-//     [ErrUnavailable] when the store cannot be reached or refused the call,
-//     [ErrClaimLost] / [ErrAlreadyCommitted] for settle outcomes. The Store
-//     classifies anything else itself (deadline → timeout, other →
-//     unavailable) and wraps it once, so errors.As on the driver's own error
-//     type keeps working.
+//   - Errors are marked, not classified: the Store classifies every
+//     error once (deadline or socket timeout: ErrTimeout; the caller's
+//     cancellation as is; anything else: ErrUnavailable) and logs an
+//     outage's start and end once per Store. A driver marks only what it
+//     alone knows: [Reply] for an error that was the server's own answer
+//     (an error reply, a malformed reply: the store was reached), a wrap of
+//     [ErrTimeout] or [ErrUnavailable] where only the driver can tell (a
+//     client's pool timeout), and [ErrClaimLost] / [ErrAlreadyCommitted]
+//     for settle outcomes. errors.As on the driver's own error type keeps
+//     working through the Store's wrapping.
 //   - A malformed reply from the server is an error value, never a panic (V4).
 //   - Errors never contain a password or a URL with credentials.
 package driver
@@ -76,13 +80,16 @@ type Conn interface {
 	// Hit charges every bucket and takes the claim (nil: no claim) in one
 	// atomic step, by the rules of CONTRACT §3 and §4 (G1–G9, C1–C4).
 	Hit(ctx context.Context, charges []Charge, claim *Claim) (Result, error)
-	// Commit settles claims as committed (C5–C8). It returns one error per
-	// claim, in order (nil: settled); a failure of the whole call is the same
-	// error in every slot. len(result) == len(claims).
-	Commit(ctx context.Context, claims []Claim) []error
-	// Release deletes pending claims held by their hook (C5–C8), one error
-	// per claim as for Commit.
-	Release(ctx context.Context, claims []Claim) []error
+	// Commit settles claims as committed (C5–C8). A failure of the whole
+	// call (the store could not be reached, the deadline passed before
+	// any claim was settled) is the second result, and the first is then
+	// ignored. Otherwise it returns one result per claim, in order (nil:
+	// settled), len(claims) of them; a per-claim failure such as a
+	// deadline that passed in the middle of the batch goes in its slot.
+	Commit(ctx context.Context, claims []Claim) ([]error, error)
+	// Release deletes pending claims held by their hook (C5–C8), with
+	// results as for Commit. Claims passed to it may have no TTLs.
+	Release(ctx context.Context, claims []Claim) ([]error, error)
 	// Reset forgets every bucket of tenant and nothing else (G5). Claims are
 	// kept.
 	Reset(ctx context.Context, tenant string) error
@@ -97,4 +104,21 @@ type Conn interface {
 // before the call instead of arming a budget timer.
 type NonBlocking interface {
 	NonBlocking()
+}
+
+// ExpiryGranularity is an optional interface for a Driver whose records may
+// outlive their expiry by more than 1ms (memcached, whose clock ticks in
+// whole seconds: 2s). The conformance suite allows that much lingering in
+// G7 and C9; a Driver that does not implement it is held to 1ms.
+type ExpiryGranularity interface {
+	ExpiryGranularity() time.Duration
+}
+
+// Record is one record a store keeps for a tenant, for the conformance
+// suite's expiry checks (G7, C9): a key the driver chooses ("bucket",
+// "claim/SOURCE/KEY", a server key) and its remaining time to live
+// (negative: no expiry).
+type Record struct {
+	Key string
+	TTL time.Duration
 }

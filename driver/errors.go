@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"slices"
-	"strings"
 )
 
 // The sentinel errors of CONTRACT §1. The root package re-exports each one
@@ -55,6 +52,31 @@ func (e *ClaimLostError) Error() string {
 // Is makes errors.Is(err, ErrClaimLost) true.
 func (e *ClaimLostError) Is(target error) bool { return target == ErrClaimLost }
 
+// Reply marks err as the server's own answer to a call: an error reply, or
+// a reply the driver cannot decode (V4). The Store reports it as
+// ErrUnavailable (the store refused the call) but not as an outage: the
+// server was reached. Reply(nil) is nil.
+func Reply(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &ReplyError{Err: err}
+}
+
+// ReplyError is an error the server answered with; see [Reply]. It
+// matches ErrUnavailable and unwraps to the client's error.
+type ReplyError struct {
+	Err error
+}
+
+func (e *ReplyError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the client's error.
+func (e *ReplyError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrUnavailable) true.
+func (e *ReplyError) Is(target error) bool { return target == ErrUnavailable }
+
 // Invalid returns an ErrInvalid error naming field and why, e.g.
 // Invalid("claim.key", "must be 1–1024 bytes, got 0").
 func Invalid(field, why string) error {
@@ -73,21 +95,3 @@ func (e *InvalidError) Error() string {
 
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
-
-// CheckParams returns an ErrInvalid error naming the first URL parameter in
-// q that is not in accepted, listing the accepted ones (the common timeout
-// and key_prefix included). Drivers call it from Open.
-func CheckParams(q url.Values, accepted ...string) error {
-	keys := make([]string, 0, len(q))
-	for k := range q {
-		if !slices.Contains(accepted, k) {
-			keys = append(keys, k)
-		}
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	slices.Sort(keys)
-	all := append([]string{"timeout", "key_prefix"}, accepted...)
-	return Invalid("url: "+keys[0], "unknown parameter (accepted: "+strings.Join(all, ", ")+")")
-}

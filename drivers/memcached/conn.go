@@ -308,25 +308,23 @@ func retryAfter(waitMicros int64) time.Duration {
 }
 
 // Commit implements driver.Conn (C5–C8).
-func (c *conn) Commit(ctx context.Context, claims []driver.Claim) []error {
+func (c *conn) Commit(ctx context.Context, claims []driver.Claim) ([]error, error) {
 	return c.settle(ctx, "commit", claims, true)
 }
 
 // Release implements driver.Conn (C5–C8).
-func (c *conn) Release(ctx context.Context, claims []driver.Claim) []error {
+func (c *conn) Release(ctx context.Context, claims []driver.Claim) ([]error, error) {
 	return c.settle(ctx, "release", claims, false)
 }
 
 // settle reads every claim at once (one round trip per server), then
-// settles them one by one under CAS.
-func (c *conn) settle(ctx context.Context, op string, claims []driver.Claim, commit bool) []error {
+// settles them one by one under CAS. A failure before any claim was
+// settled is the whole call's.
+func (c *conn) settle(ctx context.Context, op string, claims []driver.Claim, commit bool) ([]error, error) {
 	errs := make([]error, len(claims))
 	s, done, err := c.begin(ctx)
 	if err != nil {
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
+		return nil, err
 	}
 	defer done()
 	keys := make([]string, len(claims))
@@ -341,11 +339,7 @@ func (c *conn) settle(ctx context.Context, op string, claims []driver.Claim, com
 	fresh := make(map[string]bool, len(keys)) // read and not written since
 	if err != nil {
 		if ctx.Err() != nil {
-			err = classify(ctx, op, err)
-			for i := range errs {
-				errs[i] = err
-			}
-			return errs
+			return nil, classify(ctx, op, err)
 		}
 		// A server failed: read each claim on its own, so that those on
 		// the others still settle.
@@ -363,13 +357,16 @@ func (c *conn) settle(ctx context.Context, op string, claims []driver.Claim, com
 		errs[i] = c.settleOne(ctx, s, op, &claims[i], k, it, fresh[k], commit)
 		fresh[k] = false
 		if ctx.Err() != nil && errs[i] != nil && !isOutcome(errs[i]) {
+			if i == 0 {
+				return nil, errs[0] // nothing settled: the whole call failed
+			}
 			for j := i + 1; j < len(errs); j++ {
-				errs[j] = errs[i]
+				errs[j] = errs[i] // the deadline reached these too
 			}
 			break
 		}
 	}
-	return errs
+	return errs, nil
 }
 
 func isOutcome(err error) bool {

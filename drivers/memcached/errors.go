@@ -21,23 +21,21 @@ func conflict(err error) bool {
 	return err == memcache.ErrCASConflict || err == memcache.ErrNotStored || err == memcache.ErrCacheMiss
 }
 
-// classify turns a gomemcache error into one matching a driver sentinel:
-// the caller's cancellation as is, ErrTimeout when the deadline passed or a
-// socket timed out, ErrUnavailable otherwise (refused, reset, no servers,
-// a server error or an unexpected reply).
+// classify names the memcached step that failed and marks what only this
+// driver knows; the Store classifies the rest (CONTRACT §1): gomemcache's
+// connect timeout, which is not a net.Error, is ErrTimeout; a SERVER_ERROR
+// is the server's answer (driver.Reply). ctx is the call's.
 func classify(ctx context.Context, op string, err error) error {
-	if errors.Is(err, driver.ErrTimeout) || errors.Is(err, driver.ErrUnavailable) {
-		return err
-	}
-	var ne net.Error
 	var cte *memcache.ConnectTimeoutError
 	switch {
-	case errors.Is(ctx.Err(), context.Canceled):
-		return fmt.Errorf("memcached: %s: %w", op, ctx.Err())
-	case ctx.Err() != nil, errors.As(err, &cte), errors.As(err, &ne) && ne.Timeout():
+	case errors.Is(err, driver.ErrTimeout), errors.Is(err, driver.ErrUnavailable):
+		return err
+	case errors.As(err, &cte) && ctx.Err() == nil:
 		return fmt.Errorf("memcached: %s: %w: %w", op, driver.ErrTimeout, err)
+	case errors.Is(err, memcache.ErrServerError):
+		return driver.Reply(fmt.Errorf("memcached: %s: %w", op, err))
 	}
-	return fmt.Errorf("memcached: %s: %w: %w", op, driver.ErrUnavailable, err)
+	return fmt.Errorf("memcached: %s: %w", op, err)
 }
 
 // readAgain runs read, and once more when it failed on a connection the

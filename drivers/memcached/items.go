@@ -140,5 +140,5 @@ func parseClaim(v []byte) (r claimRecord, ok bool, err error) {
 
 // malformed is the error of an item this driver cannot read (V4).
 func malformed(key string, err error) error {
-	return fmt.Errorf("memcached: item %s: %w: %w", key, driver.ErrUnavailable, err)
+	return driver.Reply(fmt.Errorf("memcached: item %s: %w", key, err))
 }

@@ -89,21 +89,21 @@ func (c *conn) Hit(_ context.Context, charges []driver.Charge, claim *driver.Cla
 }
 
 // Commit implements the settle table of CONTRACT §4 (C5–C8).
-func (c *conn) Commit(_ context.Context, claims []driver.Claim) []error {
+func (c *conn) Commit(_ context.Context, claims []driver.Claim) ([]error, error) {
 	errs := make([]error, len(claims))
 	for i := range claims {
 		errs[i] = c.settle(&claims[i], true)
 	}
-	return errs
+	return errs, nil
 }
 
 // Release implements the settle table of CONTRACT §4 (C5–C8).
-func (c *conn) Release(_ context.Context, claims []driver.Claim) []error {
+func (c *conn) Release(_ context.Context, claims []driver.Claim) ([]error, error) {
 	errs := make([]error, len(claims))
 	for i := range claims {
 		errs[i] = c.settle(&claims[i], false)
 	}
-	return errs
+	return errs, nil
 }
 
 func (c *conn) settle(cl *driver.Claim, commit bool) error {

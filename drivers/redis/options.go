@@ -7,7 +7,6 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/fleetstore/fleetstore/driver"
-	"github.com/fleetstore/fleetstore/internal/scripts"
 )
 
 // options is what Open derives from the URL: exactly one of single and
@@ -68,7 +67,7 @@ func parseURL(cfg driver.Config) (*options, error) {
 	if u.Opaque != "" || u.Host == "" {
 		return nil, driver.Invalid("url", "want "+u.Scheme+"://[[USER]:PASSWORD@]HOST:PORT[/DB]")
 	}
-	timeouts, err := scripts.Timeouts(q, cfg.Timeout, "dial_timeout", "read_timeout", "write_timeout", "pool_timeout")
+	timeouts, err := driver.Timeouts(q, cfg.Timeout, "dial_timeout", "read_timeout", "write_timeout", "pool_timeout")
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +99,7 @@ func parseURL(cfg driver.Config) (*options, error) {
 		return o, nil
 	}
 	if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
-		return nil, driver.Invalid("url: path", "a Redis Cluster has only database 0, got "+scripts.Quote(u.Path))
+		return nil, driver.Invalid("url: path", "a Redis Cluster has only database 0, got "+driver.Quote(u.Path))
 	}
 	parsed.Path = ""
 	co, err := goredis.ParseClusterURL(parsed.String())

@@ -55,29 +55,34 @@
 //
 // # Keys and scripts
 //
-// The key layout and the Lua scripts are package internal/scripts, shared
-// with the Valkey driver: one hash per tenant holds every kind's TAT, one
-// string per claim, every key of a tenant under one cluster hash tag, every
-// write with a PX expiry rounded up. A Hit is one script call; a Commit or
-// Release of N claims is one script call on a single server, and one per
-// tenant in one pipeline (one round trip per node) on a cluster. Reset is
-// one DEL.
+// The key layout and the Lua scripts are package internal/scripts, and the
+// driver logic around them package internal/rediscore, both shared with
+// the Valkey driver; this package holds the URL options, the client
+// construction and a small go-redis adapter. One hash per tenant holds
+// every kind's TAT, one string per claim, every key of a tenant under one
+// cluster hash tag, every write with a PX expiry rounded up. A Hit is one
+// script call; a Commit or Release of N claims is one script call on a
+// single server, and one per tenant in one pipeline (one round trip per
+// node) on a cluster. Reset is one DEL.
 //
 // # Logging
 //
-// The Store's zap logger gets one warning when the store becomes
-// unreachable and one info line when it answers again (not one per failed
-// call), and a warning when a server's maxmemory-policy can evict keys
-// (an evicted claim lets a duplicate through): checked once, in the
-// background, after the first successful call.
+// The Store logs an outage once (one warning when the store becomes
+// unreachable, one info line when it answers again), for every driver.
+// This driver adds a warning when a server's maxmemory-policy can evict
+// keys (an evicted claim lets a duplicate through): checked once, in the
+// background, after the first answered call.
 package redis
 
 import (
 	"context"
 	"net"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/rediscore"
 )
 
 func init() {
@@ -107,7 +112,7 @@ type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error
 
 // open is Open with go-redis's dialer replaced by dial when not nil (the
 // tests lose replies on purpose with it).
-func open(cfg driver.Config, dial dialFunc) (*conn, error) {
+func open(cfg driver.Config, dial dialFunc) (*rediscore.Conn, error) {
 	o, err := parseURL(cfg)
 	if err != nil {
 		return nil, err
@@ -119,5 +124,11 @@ func open(cfg driver.Config, dial dialFunc) (*conn, error) {
 			o.cluster.Dialer = dial
 		}
 	}
-	return newConn(cfg, o), nil
+	cl := &client{}
+	if o.cluster != nil {
+		cl.c, cl.cluster = goredis.NewClusterClient(o.cluster), true
+	} else {
+		cl.c = goredis.NewClient(o.single)
+	}
+	return rediscore.New(cl, cfg, o.display), nil
 }

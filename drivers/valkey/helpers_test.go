@@ -2,6 +2,7 @@ package valkey
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/url"
 	"sync"
@@ -10,9 +11,10 @@ import (
 	"time"
 
 	"github.com/valkey-io/valkey-go"
-	"go.uber.org/zap"
 
+	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/rediscore"
 	"github.com/fleetstore/fleetstore/internal/testserver"
 )
 
@@ -20,27 +22,88 @@ import (
 // loaded machine under -race is late to run the caller's goroutine.
 const slack = 60 * time.Millisecond
 
-// testConn opens a driver.Conn on raw with the store timeout, after
-// undo (when not nil) has changed the client options the driver chose:
-// the teeth of the settings tests. Calls on it carry no Store budget:
-// callers pass a context with a deadline.
-func testConn(t *testing.T, raw string, timeout time.Duration, undo func(*valkey.ClientOption)) driver.Conn {
+// testConn opens a Store on raw through this driver with the store
+// timeout, after undo (when not nil) has changed the client options the
+// driver chose: the teeth of the settings tests. The Store classifies the
+// driver's errors (CONTRACT §1), as it does for users.
+func testConn(t *testing.T, raw string, timeout time.Duration, undo func(*valkey.ClientOption)) *tconn {
+	t.Helper()
+	return testConnPrefixed(t, raw, "vt"+randName(), timeout, undo)
+}
+
+// testConnPrefixed is testConn with the given key prefix.
+func testConnPrefixed(t *testing.T, raw, prefix string, timeout time.Duration, undo func(*valkey.ClientOption)) *tconn {
 	t.Helper()
 	u, err := url.Parse(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := driver.Config{URL: u, KeyPrefix: "vt" + randName(), Timeout: timeout, Logger: zap.NewNop()}
+	q := u.Query()
+	q.Set("key_prefix", prefix)
+	u.RawQuery = q.Encode()
+	d := &undoDriver{undo: undo}
+	st, err := fleetstore.OpenDriver(d, u.String(), fleetstore.WithTimeout(timeout))
+	if err != nil {
+		t.Fatalf("open %s: %v", raw, err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return &tconn{Store: st, core: d.conn}
+}
+
+// undoDriver is Driver with undo applied to the client options.
+type undoDriver struct {
+	undo func(*valkey.ClientOption)
+	conn *rediscore.Conn
+}
+
+func (d *undoDriver) Open(cfg driver.Config) (driver.Conn, error) {
 	o, err := parseURL(cfg)
 	if err != nil {
-		t.Fatalf("parse %s: %v", raw, err)
+		return nil, err
 	}
-	if undo != nil {
-		undo(&o.client)
+	if d.undo != nil {
+		d.undo(&o.client)
 	}
-	c := newConn(cfg, o)
-	t.Cleanup(func() { c.Close() })
-	return c
+	d.conn = newConn(cfg, o)
+	return d.conn, nil
+}
+
+// tconn is a Store on this driver and the driver's Conn under it, for the
+// tests that look inside.
+type tconn struct {
+	*fleetstore.Store
+	core *rediscore.Conn
+}
+
+// Commit is Store.Commit with one result per claim, as the driver's.
+func (c *tconn) Commit(ctx context.Context, claims []driver.Claim) ([]error, error) {
+	return perClaim(c.Store.Commit(ctx, claims...), len(claims))
+}
+
+// Release is Store.Release with one result per claim, as the driver's.
+func (c *tconn) Release(ctx context.Context, claims []driver.Claim) ([]error, error) {
+	return perClaim(c.Store.Release(ctx, claims...), len(claims))
+}
+
+// perClaim splits a batch settle's error into one per claim; an error that
+// is not one *ClaimError per failed claim is the whole call's.
+func perClaim(err error, n int) ([]error, error) {
+	errs := make([]error, n)
+	if err == nil {
+		return errs, nil
+	}
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return nil, err
+	}
+	for _, e := range joined.Unwrap() {
+		var ce *fleetstore.ClaimError
+		if !errors.As(e, &ce) {
+			return nil, err
+		}
+		errs[ce.Index] = ce.Err
+	}
+	return errs, nil
 }
 
 func randName() string {
@@ -145,4 +208,29 @@ func (l *lazyClient) isBuilding() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.building != nil
+}
+
+// lazyOf returns the lazy valkey-go client under c.
+func lazyOf(c *tconn) *lazyClient {
+	return c.core.Client().(*client).lazy
+}
+
+// first is a batch settle's whole-call error, else its first claim's.
+func first(errs []error, err error) error {
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+// each(t)(c.Commit(…)) is a batch settle's per-claim errors; a
+// whole-call error fails t.
+func each(t *testing.T) func(errs []error, err error) []error {
+	return func(errs []error, err error) []error {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("batch settle failed as a whole: %v", err)
+		}
+		return errs
+	}
 }

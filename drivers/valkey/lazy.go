@@ -3,8 +3,10 @@ package valkey
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -184,4 +186,21 @@ func (l *lazyClient) close() {
 	if b := l.built.Load(); b != nil {
 		b.c.Close()
 	}
+}
+
+// isTimeout reports a deadline that passed: the context's, a socket's, or
+// a dial's.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		errors.As(err, &ne) && ne.Timeout()
+}
+
+// contextErr is the error of a call whose context ended while it waited.
+func contextErr(ctx context.Context) error {
+	err := ctx.Err()
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", driver.ErrTimeout, err)
+	}
+	return err
 }

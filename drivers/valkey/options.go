@@ -8,7 +8,6 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/fleetstore/fleetstore/driver"
-	"github.com/fleetstore/fleetstore/internal/scripts"
 )
 
 // options is what Open derives from the URL.
@@ -58,15 +57,15 @@ func parseURL(cfg driver.Config) (*options, error) {
 	// valkey-go reads these as "anything but 0 means on"; the contract
 	// needs them off, so the only value worth writing is 0.
 	if v := q.Get("client_cache"); q.Has("client_cache") && v != "0" {
-		return nil, driver.Invalid("url: client_cache", "client-side caching is always off (it needs CLIENT TRACKING, which many hosted servers lack); only 0 is accepted, got "+scripts.Quote(v))
+		return nil, driver.Invalid("url: client_cache", "client-side caching is always off (it needs CLIENT TRACKING, which many hosted servers lack); only 0 is accepted, got "+driver.Quote(v))
 	}
 	if v := q.Get("max_retries"); q.Has("max_retries") && v != "0" {
-		return nil, driver.Invalid("url: max_retries", "the driver never re-sends a call whose reply was lost (CONTRACT T5); only 0 is accepted, got "+scripts.Quote(v))
+		return nil, driver.Invalid("url: max_retries", "the driver never re-sends a call whose reply was lost (CONTRACT T5); only 0 is accepted, got "+driver.Quote(v))
 	}
 	if v := q.Get("protocol"); q.Has("protocol") && v != "2" && v != "3" {
-		return nil, driver.Invalid("url: protocol", "want 2 or 3, got "+scripts.Quote(v))
+		return nil, driver.Invalid("url: protocol", "want 2 or 3, got "+driver.Quote(v))
 	}
-	limits, err := scripts.Timeouts(q, cfg.Timeout, "dial_timeout", "write_timeout")
+	limits, err := driver.Timeouts(q, cfg.Timeout, "dial_timeout", "write_timeout")
 	if err != nil {
 		return nil, err
 	}
@@ -75,13 +74,13 @@ func parseURL(cfg driver.Config) (*options, error) {
 	path := strings.TrimSuffix(u.Path, "/")
 	if cluster {
 		if db := strings.TrimPrefix(path, "/"); db != "" && db != "0" {
-			return nil, driver.Invalid("url: path", "a cluster has only database 0, got "+scripts.Quote(u.Path))
+			return nil, driver.Invalid("url: path", "a cluster has only database 0, got "+driver.Quote(u.Path))
 		}
 		path = ""
 	}
 	if q.Has("db") {
 		if _, err := strconv.Atoi(q.Get("db")); err != nil {
-			return nil, driver.Invalid("url: db", "want a database number, got "+scripts.Quote(q.Get("db")))
+			return nil, driver.Invalid("url: db", "want a database number, got "+driver.Quote(q.Get("db")))
 		}
 	}
 	parsed := u

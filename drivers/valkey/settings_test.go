@@ -14,6 +14,7 @@ import (
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/rediscore"
 	"github.com/fleetstore/fleetstore/internal/scripts"
 	"github.com/fleetstore/fleetstore/internal/testserver"
 )
@@ -62,7 +63,7 @@ func TestSettingDialTimeout(t *testing.T) {
 		if err := c.Ping(budget(t, timeout)); !errors.Is(err, fleetstore.ErrTimeout) {
 			return fmt.Errorf("ping of a black hole: got %v, want ErrTimeout", err)
 		}
-		for c.(*conn).lazy.isBuilding() {
+		for lazyOf(c).isBuilding() {
 			if d := time.Since(start); d > timeout+slack {
 				return fmt.Errorf("the connection attempt outlived the budget %v: still running after %v", timeout, d)
 			}
@@ -141,8 +142,10 @@ func TestSettingWriteTimeout(t *testing.T) {
 func TestLostReplyNotResent(t *testing.T) {
 	r := startServer(t)
 	p := startProxy(t, r.Addr)
-	c := testConn(t, "valkey://"+p.Addr(), time.Second, nil)
-	direct := testConn(t, "valkey://"+r.Addr, time.Second, nil)
+	// Same prefix for both conns: direct counts what c charged.
+	prefix := "vt" + randName()
+	c := testConnPrefixed(t, "valkey://"+p.Addr(), prefix, time.Second, nil)
+	direct := testConnPrefixed(t, "valkey://"+r.Addr, prefix, time.Second, nil)
 	tenant := "lost-" + randName()
 	charge := hooks(tenant, time.Hour, 2*time.Hour) // two units
 	// Load the script, so that the lost call is the one that runs it.
@@ -152,8 +155,6 @@ func TestLostReplyNotResent(t *testing.T) {
 	if _, err := direct.Hit(budget(t, time.Second), hooks("load-"+tenant, time.Millisecond, time.Hour), nil); err != nil {
 		t.Fatal(err)
 	}
-	// Same prefix for both conns: direct counts what c charged.
-	direct.(*conn).prefix = c.(*conn).prefix
 	p.hangUp.Store(true)
 	_, err := c.Hit(budget(t, time.Second), charge, nil)
 	p.hangUp.Store(false)
@@ -193,9 +194,9 @@ func TestCallDeadline(t *testing.T) {
 			_, err := c.Hit(ctx, hooks(tenant, time.Millisecond, time.Second), &claim)
 			return err
 		},
-		"commit": func(ctx context.Context) error { return c.Commit(ctx, []driver.Claim{claim})[0] },
+		"commit": func(ctx context.Context) error { return first(c.Commit(ctx, []driver.Claim{claim})) },
 		"release": func(ctx context.Context) error {
-			return c.Release(ctx, []driver.Claim{claim, {Tenant: "other", SourceID: "s", Key: "k", HookID: "h", TTL: time.Minute, PendingTTL: time.Minute}})[0]
+			return first(c.Release(ctx, []driver.Claim{claim, {Tenant: "other", SourceID: "s", Key: "k", HookID: "h"}}))
 		},
 		"reset": func(ctx context.Context) error { return c.Reset(ctx, tenant) },
 		"ping":  func(ctx context.Context) error { return c.Ping(ctx) },
@@ -228,7 +229,7 @@ func TestNoScript(t *testing.T) {
 		if _, err := r.Do("SCRIPT", "FLUSH"); err != nil {
 			t.Fatal(err)
 		}
-		for i, err := range c.Commit(budget(t, time.Second), claims) {
+		for i, err := range each(t)(c.Commit(budget(t, time.Second), claims)) {
 			if err != nil {
 				t.Fatalf("round %d: commit %d after SCRIPT FLUSH: %v", round, i, err)
 			}
@@ -262,7 +263,7 @@ func TestClusterBatchSettle(t *testing.T) {
 	if res, err := c.Hit(budget(t, time.Second), nil, &lost); err != nil || res.Outcome != driver.OK {
 		t.Fatalf("hit: %v %v", res, err)
 	}
-	for i, err := range c.Commit(budget(t, time.Second), claims) {
+	for i, err := range each(t)(c.Commit(budget(t, time.Second), claims)) {
 		if i == 5 {
 			var cle *driver.ClaimLostError
 			if !errors.As(err, &cle) || cle.Holder != "other" {
@@ -272,7 +273,7 @@ func TestClusterBatchSettle(t *testing.T) {
 			t.Errorf("commit %d: %v", i, err)
 		}
 	}
-	for i, err := range c.Release(budget(t, time.Second), claims) {
+	for i, err := range each(t)(c.Release(budget(t, time.Second), claims)) {
 		if i != 5 && !errors.Is(err, driver.ErrAlreadyCommitted) {
 			t.Errorf("release %d: got %v, want ErrAlreadyCommitted", i, err)
 		}
@@ -302,12 +303,8 @@ func TestCrossSlotRefused(t *testing.T) {
 	if err := c.Ping(budget(t, time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	client, err := c.(*conn).lazy.get(budget(t, time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	calls := []scripts.Call{{Keys: []string{"p:{a}:c:1", "p:{zz}:c:2"}, Args: []string{"r", "h", "", "1000", "h", "", "1000"}}, {Keys: []string{"p:{a}:c:1"}, Args: []string{"r", "h", "", "1000"}}}
-	runAll(budget(t, time.Second), client, scripts.Settle, calls)
+	calls := []*rediscore.Call{{Keys: []string{"p:{a}:c:1", "p:{zz}:c:2"}, Args: []string{"r", "h", "", "1000", "h", "", "1000"}}, {Keys: []string{"p:{a}:c:1"}, Args: []string{"r", "h", "", "1000"}}}
+	c.core.Client().EvalMulti(budget(t, time.Second), scripts.Settle, true, calls)
 	if !errors.Is(calls[0].Err, errCrossSlot) {
 		t.Errorf("cross-slot call: got %v, want errCrossSlot", calls[0].Err)
 	}

@@ -58,23 +58,28 @@
 //
 // # Keys and scripts
 //
-// The key layout and the Lua scripts are package internal/scripts, shared
-// with the Redis driver: one hash per tenant holds every kind's TAT, one
-// string per claim, every key of a tenant under one cluster hash tag. A
-// Hit is one script call on one slot; a Commit or Release is one script
-// call per tenant, all in one pipeline (one round trip per node). Reset is
-// one DEL.
+// The key layout and the Lua scripts are package internal/scripts, and the
+// driver logic around them package internal/rediscore, both shared with
+// the Redis driver; this package holds the URL options, the lazy client
+// and a small valkey-go adapter. One hash per tenant holds every kind's
+// TAT, one string per claim, every key of a tenant under one cluster hash
+// tag. A Hit is one script call on one slot; a Commit or Release is one
+// script call per tenant, all in one pipeline (one round trip per node).
+// Reset is one DEL.
 //
 // # Logging
 //
-// The Store's zap logger gets one warning when the store becomes
-// unreachable and one info line when it answers again, not one per
-// failed call.
+// The Store logs an outage once (one warning when the store becomes
+// unreachable, one info line when it answers again), for every driver.
+// This driver adds a warning when a server's maxmemory-policy can evict
+// keys (an evicted claim lets a duplicate through): checked once per node,
+// in the background, after the first answered call.
 package valkey
 
 import (
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/rediscore"
 )
 
 func init() {
@@ -97,4 +102,9 @@ func (Driver) Open(cfg driver.Config) (driver.Conn, error) {
 		return nil, err
 	}
 	return newConn(cfg, o), nil
+}
+
+// newConn returns the core Conn over a lazily built valkey-go client.
+func newConn(cfg driver.Config, o *options) *rediscore.Conn {
+	return rediscore.New(&client{lazy: newLazyClient(o.client)}, cfg, o.display)
 }

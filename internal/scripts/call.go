@@ -78,7 +78,7 @@ const (
 
 // DecodeHit turns the Hit script's reply ({1}, {2, hook_id}, {3, ms} or
 // {4, ms}, as []any of int64 and string) into a Result. Anything else is
-// an error wrapping driver.ErrUnavailable and ErrMalformed.
+// an error wrapping ErrMalformed (the driver marks it as the server's reply).
 func DecodeHit(reply any) (driver.Result, error) {
 	a, ok := reply.([]any)
 	if !ok || len(a) < 1 || len(a) > 2 {
@@ -117,7 +117,7 @@ const maxMillis = 3 * 366 * 24 * 3600 * 1000
 // DecodeSettle turns the Settle script's reply over n claims (a flat
 // []any of code, holder pairs) into one error per claim: nil,
 // *driver.ClaimLostError or driver.ErrAlreadyCommitted. A reply of the
-// wrong shape is an error wrapping driver.ErrUnavailable and ErrMalformed.
+// wrong shape is an error wrapping ErrMalformed (the driver marks it as the server's reply).
 func DecodeSettle(reply any, n int) ([]error, error) {
 	a, ok := reply.([]any)
 	if !ok || len(a) != 2*n {
@@ -148,9 +148,10 @@ func DecodeSettle(reply any, n int) ([]error, error) {
 
 // malformed describes the reply's shape, never its contents (a reply may
 // hold tenants' hook ids; the shape is enough to debug). A store that
-// answers what no script returns is unavailable to the caller (V4).
+// answers what no script returns is unavailable to the caller (V4): the
+// driver marks the error as the server's reply.
 func malformed(script string, reply any) error {
-	return fmt.Errorf("%w: %s: %w: got %s", driver.ErrUnavailable, script, ErrMalformed, shape(reply))
+	return fmt.Errorf("%s: %w: got %s", script, ErrMalformed, shape(reply))
 }
 
 func shape(v any) string {
@@ -176,22 +177,4 @@ func shape(v any) string {
 		return "string(" + strconv.Itoa(len(v)) + " bytes)"
 	}
 	return fmt.Sprintf("%T", v)
-}
-
-// GroupByTenant returns the indices of claims grouped by tenant, in order
-// of first appearance: one settle script call per group keeps every call's
-// keys in one cluster slot (the tenant's hash tag).
-func GroupByTenant(claims []driver.Claim) [][]int {
-	var groups [][]int
-	at := make(map[string]int)
-	for i := range claims {
-		g, ok := at[claims[i].Tenant]
-		if !ok {
-			g = len(groups)
-			at[claims[i].Tenant] = g
-			groups = append(groups, nil)
-		}
-		groups[g] = append(groups[g], i)
-	}
-	return groups
 }

@@ -3,9 +3,9 @@
 // a Hit with the same code over the same keys. It depends on no client
 // library: callers run the scripts with their own client (EVALSHA, then
 // EVAL once on NOSCRIPT) and hand the reply, decoded into Go values
-// (int64, string, []any), back to DecodeHit or DecodeSettle. It also holds
-// the client-independent glue both drivers need around the scripts: the
-// settle batch's fan-out to per-claim errors and the URL's timeouts.
+// (int64, string, []any), back to DecodeHit or DecodeSettle. The driver
+// logic around the scripts (EVALSHA then EVAL, batches, errors) is
+// package internal/rediscore.
 //
 // # Keys
 //

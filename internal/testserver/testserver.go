@@ -27,6 +27,17 @@ func Need(t testing.TB, binary string) string {
 	return path
 }
 
+// ValkeyBinary returns the server binary the Valkey driver's tests use:
+// valkey-server. Without it on PATH, locally, it is redis-server (same
+// protocol); when CI is set it is valkey-server all the same, so that Need
+// fails the test: `make test` installs it (from bookworm-backports).
+func ValkeyBinary() string {
+	if _, err := exec.LookPath("valkey-server"); err == nil || os.Getenv("CI") != "" {
+		return "valkey-server"
+	}
+	return "redis-server"
+}
+
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()

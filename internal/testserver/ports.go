@@ -1,18 +1,6 @@
 package testserver
 
-import (
-	"os/exec"
-	"testing"
-)
-
-// ValkeyBinary returns the server binary the Valkey driver's tests use:
-// valkey-server when it is on PATH, else redis-server (same protocol).
-func ValkeyBinary() string {
-	if _, err := exec.LookPath("valkey-server"); err == nil {
-		return "valkey-server"
-	}
-	return "redis-server"
-}
+import "testing"
 
 // StartRedisAt is StartRedis on a given loopback port, e.g. one a store
 // was opened against before anything listened there. It fails t when the

@@ -1,0 +1,57 @@
+package driver
+
+import (
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Timeouts reads the client timeouts names from q as Go durations, for a
+// driver's Open. A user's timeout may be shorter than the budget, never
+// longer: a dial or read outliving the budget would outlive the call
+// (CONTRACT T1, T4). An absent one is the budget. Errors wrap ErrInvalid
+// and name the parameter.
+func Timeouts(q url.Values, budget time.Duration, names ...string) (map[string]time.Duration, error) {
+	out := make(map[string]time.Duration, len(names))
+	for _, name := range names {
+		out[name] = budget
+		if !q.Has(name) {
+			continue
+		}
+		v := q.Get(name)
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d > budget {
+			return nil, Invalid("url: "+name, "want a Go duration between 1ns and the timeout ("+budget.String()+"), got "+Quote(v))
+		}
+		out[name] = d
+	}
+	return out, nil
+}
+
+// Quote quotes a URL parameter's value for an error, cut at 64 bytes.
+func Quote(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// CheckParams returns an ErrInvalid error naming the first URL parameter in
+// q that is not in accepted, listing the accepted ones (the common timeout
+// and key_prefix included). Drivers call it from Open.
+func CheckParams(q url.Values, accepted ...string) error {
+	keys := make([]string, 0, len(q))
+	for k := range q {
+		if !slices.Contains(accepted, k) {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	slices.Sort(keys)
+	all := append([]string{"timeout", "key_prefix"}, accepted...)
+	return Invalid("url: "+keys[0], "unknown parameter (accepted: "+strings.Join(all, ", ")+")")
+}

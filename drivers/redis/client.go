@@ -1,0 +1,136 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/rediscore"
+	"github.com/fleetstore/fleetstore/internal/scripts"
+)
+
+// client is the go-redis adapter of the Redis-family core: it sends the
+// commands and says which errors were the server's reply.
+type client struct {
+	c       goredis.UniversalClient
+	cluster bool
+}
+
+var _ rediscore.Client = (*client)(nil)
+
+// noRetry is a script command that go-redis must never re-send: its reply
+// may have been lost after the script ran (CONTRACT T5). The node clients
+// already have retries off (MaxRetries -1); this also stops the cluster
+// client's own retry loop, which still follows MOVED and ASK (a redirected
+// command did not run).
+type noRetry struct{ *goredis.Cmd }
+
+// NoRetry implements goredis.Cmder.
+func (noRetry) NoRetry() bool { return true }
+
+// evalCmd builds EVALSHA (or EVAL) of s over keys and args.
+func evalCmd(ctx context.Context, s *scripts.Script, eval bool, keys, args []string) *goredis.Cmd {
+	a := make([]any, 0, 3+len(keys)+len(args))
+	if eval {
+		a = append(a, "eval", s.Source)
+	} else {
+		a = append(a, "evalsha", s.SHA1)
+	}
+	a = append(a, len(keys))
+	for _, k := range keys {
+		a = append(a, k)
+	}
+	for _, v := range args {
+		a = append(a, v)
+	}
+	return goredis.NewCmd(ctx, a...)
+}
+
+// Eval implements rediscore.Client.
+func (c *client) Eval(ctx context.Context, s *scripts.Script, eval bool, keys, args []string) (any, error) {
+	cmd := evalCmd(ctx, s, eval, keys, args)
+	if err := c.c.Process(ctx, noRetry{cmd}); err != nil {
+		return nil, poolTimeout(err)
+	}
+	return cmd.Val(), nil
+}
+
+// EvalMulti implements rediscore.Client: one pipeline, which go-redis
+// sends as one round trip per node.
+func (c *client) EvalMulti(ctx context.Context, s *scripts.Script, eval bool, calls []*rediscore.Call) {
+	cmds := make([]*goredis.Cmd, len(calls))
+	pipe := c.c.Pipeline()
+	for i, call := range calls {
+		cmds[i] = evalCmd(ctx, s, eval, call.Keys, call.Args)
+		_ = pipe.Process(ctx, noRetry{cmds[i]})
+	}
+	_, _ = pipe.Exec(ctx) // each command carries its own error
+	for i, call := range calls {
+		call.Reply, call.Err = cmds[i].Val(), poolTimeout(cmds[i].Err())
+	}
+}
+
+// Del implements rediscore.Client.
+func (c *client) Del(ctx context.Context, key string) error {
+	return poolTimeout(c.c.Del(ctx, key).Err())
+}
+
+// Ping implements rediscore.Client.
+func (c *client) Ping(ctx context.Context) error {
+	return poolTimeout(c.c.Ping(ctx).Err())
+}
+
+// ConfigGet implements rediscore.Client: CONFIG GET on the server, or on
+// every master of a cluster.
+func (c *client) ConfigGet(ctx context.Context, name string) (map[string]string, error) {
+	var mu sync.Mutex // ForEachMaster calls get concurrently
+	out := make(map[string]string)
+	get := func(ctx context.Context, node *goredis.Client) error {
+		cfg, err := node.ConfigGet(ctx, name).Result()
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		out[node.Options().Addr] = cfg[name]
+		mu.Unlock()
+		return nil
+	}
+	if cc, ok := c.c.(*goredis.ClusterClient); ok {
+		return out, cc.ForEachMaster(ctx, get)
+	}
+	return out, get(ctx, c.c.(*goredis.Client))
+}
+
+// IsReply implements rediscore.Client: go-redis marks the server's error
+// replies (and its nil reply) with goredis.Error.
+func (*client) IsReply(err error) bool {
+	var reply goredis.Error
+	return err != nil && errors.As(err, &reply)
+}
+
+// IsNoScript implements rediscore.Client.
+func (*client) IsNoScript(err error) bool {
+	return err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// SplitByTenant implements rediscore.Client: only a cluster needs one
+// settle call per slot.
+func (c *client) SplitByTenant() bool { return c.cluster }
+
+// Close implements rediscore.Client.
+func (c *client) Close() error { return c.c.Close() }
+
+// poolTimeout marks go-redis's pool wait running out as a timeout: go-redis
+// waits for a pool connection on a timer of its own (pool_timeout, at most
+// the budget) beside ctx.Done(), and may wake on that timer while the
+// call's context is still live, so only the driver can tell (T1).
+func poolTimeout(err error) error {
+	if errors.Is(err, goredis.ErrPoolTimeout) {
+		return fmt.Errorf("%w: %w", driver.ErrTimeout, err)
+	}
+	return err
+}

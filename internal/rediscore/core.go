@@ -1,0 +1,260 @@
+// Package rediscore is the driver logic the Redis and Valkey drivers
+// share: it implements driver.Conn over a small [Client] adapter per
+// client library (go-redis, valkey-go). A Hit is one call of the hit
+// script of package internal/scripts; a Commit or Release is one call of
+// the settle script per cluster slot, pipelined; Reset is one DEL. The
+// adapter only sends commands and says which errors were the server's
+// reply; everything else — building the script calls, EVALSHA then EVAL
+// once on NOSCRIPT, grouping a batch by tenant, decoding, the eviction
+// policy check — is here, once.
+//
+// The path of a Redis Hit: fleetstore.Store.Hit (checks, budget, error
+// classification) → driver.Conn.Hit, which is [Conn.Hit] here →
+// scripts.HitCall (keys and arguments) → [Client.Eval] (EVALSHA, EVAL on
+// NOSCRIPT) → scripts.DecodeHit.
+package rediscore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/scripts"
+)
+
+// Client is what a client library adapter gives the core. Its methods are
+// called concurrently and return the client's own errors; an adapter wraps
+// driver.ErrTimeout or driver.ErrUnavailable itself only where it alone
+// can tell (a pool timeout, a cached connect failure).
+type Client interface {
+	// Eval runs one script call: EVALSHA of s (eval false) or EVAL of its
+	// source, over keys and args, never re-sent by the client (T5). The
+	// reply is decoded into int64, string, nil and []any of those.
+	Eval(ctx context.Context, s *scripts.Script, eval bool, keys, args []string) (any, error)
+	// EvalMulti runs every call in one pipeline (one round trip per
+	// node), setting each call's Reply and Err.
+	EvalMulti(ctx context.Context, s *scripts.Script, eval bool, calls []*Call)
+	// Del deletes key.
+	Del(ctx context.Context, key string) error
+	// Ping pings one node.
+	Ping(ctx context.Context) error
+	// ConfigGet reads the config parameter name from every master (one
+	// server: it alone), by server address.
+	ConfigGet(ctx context.Context, name string) (map[string]string, error)
+	// IsReply reports whether err is the server's own error reply.
+	IsReply(err error) bool
+	// IsNoScript reports whether err is the server's NOSCRIPT reply: the
+	// script did not run.
+	IsNoScript(err error) bool
+	// SplitByTenant reports whether a settle batch must be one script call
+	// per tenant (a cluster, or a server that may turn out to be one).
+	SplitByTenant() bool
+	// Close closes every connection and goroutine of the client (T4).
+	Close() error
+}
+
+// Call is one script call and, once it ran, its reply or the client's
+// error.
+type Call struct {
+	Keys, Args []string
+	Reply      any
+	Err        error
+}
+
+// Conn implements driver.Conn over a Client.
+type Conn struct {
+	cl      Client
+	prefix  string
+	timeout time.Duration
+	log     *zap.Logger
+	display string // the URL, password redacted
+
+	checked  atomic.Bool // maxmemory-policy known (or not knowable)
+	checking atomic.Bool // a check is running
+
+	// bg is cancelled by Close; the eviction check runs under it and Close
+	// waits for it (T4).
+	bg     context.Context
+	stopBG context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var _ driver.Conn = (*Conn)(nil)
+
+// New returns a Conn over cl for cfg; display is the URL with its password
+// redacted, for log lines.
+func New(cl Client, cfg driver.Config, display string) *Conn {
+	c := &Conn{cl: cl, prefix: cfg.KeyPrefix, timeout: cfg.Timeout, log: cfg.Logger, display: display}
+	c.bg, c.stopBG = context.WithCancel(context.Background())
+	return c
+}
+
+// Client returns the adapter, for the drivers' tests.
+func (c *Conn) Client() Client { return c.cl }
+
+// Hit implements driver.Conn: one call of the hit script (CONTRACT §3–§4),
+// on the one slot of the tenant's hash tag.
+func (c *Conn) Hit(ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+	keys, args := scripts.HitCall(c.prefix, charges, claim)
+	reply, err := c.run(ctx, scripts.Hit, keys, args)
+	if err != nil {
+		return driver.Result{}, c.mark(err)
+	}
+	c.answered()
+	res, err := scripts.DecodeHit(reply)
+	return res, driver.Reply(err)
+}
+
+// Commit implements driver.Conn (C5–C8, C10).
+func (c *Conn) Commit(ctx context.Context, claims []driver.Claim) ([]error, error) {
+	return c.settle(ctx, true, claims)
+}
+
+// Release implements driver.Conn (C5–C8, C10).
+func (c *Conn) Release(ctx context.Context, claims []driver.Claim) ([]error, error) {
+	return c.settle(ctx, false, claims)
+}
+
+// settle runs the settle script: once over every claim, or once per
+// tenant (one hash slot each) when the client says so, all in one
+// pipeline. When no call got a reply, that is the whole call's failure;
+// otherwise each claim gets its own group's result.
+func (c *Conn) settle(ctx context.Context, commit bool, claims []driver.Claim) ([]error, error) {
+	groups := [][]int{make([]int, len(claims))}
+	if c.cl.SplitByTenant() {
+		groups = GroupByTenant(claims)
+	} else {
+		for i := range claims {
+			groups[0][i] = i
+		}
+	}
+	calls := make([]*Call, len(groups))
+	for g, idx := range groups {
+		batch := make([]driver.Claim, len(idx))
+		for j, i := range idx {
+			batch[j] = claims[i]
+		}
+		calls[g] = &Call{}
+		calls[g].Keys, calls[g].Args = scripts.SettleCall(c.prefix, commit, batch)
+	}
+	c.runAll(ctx, scripts.Settle, calls)
+	reached := false
+	for _, call := range calls {
+		reached = reached || call.Err == nil || c.cl.IsReply(call.Err)
+	}
+	if !reached {
+		return nil, c.mark(calls[0].Err)
+	}
+	c.answered()
+	errs := make([]error, len(claims))
+	for g, idx := range groups {
+		var res []error
+		err := calls[g].Err
+		if err == nil {
+			res, err = scripts.DecodeSettle(calls[g].Reply, len(idx))
+			err = driver.Reply(err)
+		} else {
+			err = c.mark(err)
+		}
+		for j, i := range idx {
+			if err != nil {
+				errs[i] = err
+			} else {
+				errs[i] = res[j]
+			}
+		}
+	}
+	return errs, nil
+}
+
+// Reset implements driver.Conn: one DEL of the tenant's bucket hash (G5).
+func (c *Conn) Reset(ctx context.Context, tenant string) error {
+	if err := c.cl.Del(ctx, scripts.BucketKey(c.prefix, tenant)); err != nil {
+		return c.mark(err)
+	}
+	c.answered()
+	return nil
+}
+
+// Ping implements driver.Conn.
+func (c *Conn) Ping(ctx context.Context) error {
+	if err := c.cl.Ping(ctx); err != nil {
+		return c.mark(err)
+	}
+	c.answered()
+	return nil
+}
+
+// Close implements driver.Conn: it stops the eviction check, waits for
+// it, and closes the client.
+func (c *Conn) Close() error {
+	c.stopBG()
+	c.wg.Wait()
+	return c.cl.Close()
+}
+
+// run calls s with EVALSHA, and with EVAL once when the server does not
+// know the script (NOSCRIPT: it did not run, so running it cannot charge
+// twice). EVAL also caches it for the next EVALSHA.
+func (c *Conn) run(ctx context.Context, s *scripts.Script, keys, args []string) (any, error) {
+	reply, err := c.cl.Eval(ctx, s, false, keys, args)
+	if c.cl.IsNoScript(err) {
+		reply, err = c.cl.Eval(ctx, s, true, keys, args)
+	}
+	return reply, err
+}
+
+// runAll runs every call of s: one alone is a plain call; several go in
+// one pipeline, then those the server answered NOSCRIPT go once more with
+// EVAL in a second one.
+func (c *Conn) runAll(ctx context.Context, s *scripts.Script, calls []*Call) {
+	if len(calls) == 1 {
+		calls[0].Reply, calls[0].Err = c.run(ctx, s, calls[0].Keys, calls[0].Args)
+		return
+	}
+	c.cl.EvalMulti(ctx, s, false, calls)
+	var again []*Call
+	for _, call := range calls {
+		if c.cl.IsNoScript(call.Err) {
+			again = append(again, call)
+		}
+	}
+	if len(again) > 0 {
+		c.cl.EvalMulti(ctx, s, true, again)
+	}
+}
+
+// mark marks err as the server's reply when it was one (the Store then
+// knows the server was reached), and starts the eviction check on a reply.
+func (c *Conn) mark(err error) error {
+	if c.cl.IsReply(err) {
+		c.answered()
+		return driver.Reply(err)
+	}
+	return err
+}
+
+// GroupByTenant returns the indices of claims grouped by tenant, in order
+// of first appearance: one settle script call per group keeps every call's
+// keys in one cluster slot (the tenant's hash tag).
+func GroupByTenant(claims []driver.Claim) [][]int {
+	var groups [][]int
+	at := make(map[string]int)
+	for i := range claims {
+		g, ok := at[claims[i].Tenant]
+		if !ok {
+			g = len(groups)
+			at[claims[i].Tenant] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+var errNoPolicy = errors.New("no maxmemory-policy in CONFIG GET reply")
