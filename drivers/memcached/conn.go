@@ -116,7 +116,7 @@ func (h *hit) run() (driver.Result, error) {
 						return driver.Result{}, err
 					}
 				}
-				return driver.Result{Outcome: driver.RateLimited, RetryAfter: retryAfter(wait)}, nil
+				return driver.Result{Outcome: driver.RateLimited, RetryAfter: gcra.RetryAfter(wait)}, nil
 			}
 		}
 
@@ -126,7 +126,7 @@ func (h *hit) run() (driver.Result, error) {
 			if held.committed {
 				return driver.Result{Outcome: driver.Duplicate, HookID: held.hookID}, nil
 			}
-			return driver.Result{Outcome: driver.Pending, RetryAfter: retryAfter(held.expires - now)}, nil
+			return driver.Result{Outcome: driver.Pending, RetryAfter: gcra.RetryAfter(held.expires - now)}, nil
 		}
 
 		// 4. Take the claim (add, or cas over an expired one).
@@ -301,10 +301,6 @@ func backoff(ctx context.Context, op string, attempt int) error {
 		}
 	}
 	return nil
-}
-
-func retryAfter(waitMicros int64) time.Duration {
-	return time.Duration(gcra.RetryAfterMillis(waitMicros)) * time.Millisecond
 }
 
 // Commit implements driver.Conn (C5–C8).

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"context"
-	"time"
 
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/gcra"
@@ -59,14 +58,14 @@ func (c *conn) Hit(_ context.Context, charges []driver.Charge, claim *driver.Cla
 		tats = append(tats, d.TAT)
 	}
 	if wait > 0 {
-		return driver.Result{Outcome: driver.RateLimited, RetryAfter: retryAfter(wait)}, nil
+		return driver.Result{Outcome: driver.RateLimited, RetryAfter: gcra.RetryAfter(wait)}, nil
 	}
 
 	if live {
 		if held.committed {
 			return driver.Result{Outcome: driver.Duplicate, HookID: held.hookID}, nil
 		}
-		return driver.Result{Outcome: driver.Pending, RetryAfter: retryAfter(held.expires - now)}, nil
+		return driver.Result{Outcome: driver.Pending, RetryAfter: gcra.RetryAfter(held.expires - now)}, nil
 	}
 
 	if len(charges) > 0 {
@@ -148,8 +147,4 @@ func (c *conn) Close() error {
 		c.release()
 	}
 	return nil
-}
-
-func retryAfter(waitMicros int64) time.Duration {
-	return time.Duration(gcra.RetryAfterMillis(waitMicros)) * time.Millisecond
 }
