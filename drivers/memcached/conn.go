@@ -9,6 +9,7 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 	"go.uber.org/zap"
 
+	"github.com/fleetstore/fleetstore/claim"
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/gcra"
 )
@@ -86,16 +87,15 @@ func (h *hit) run() (driver.Result, error) {
 		now := h.c.now()
 
 		// 1. Our own pending claim: a retry of a hit whose reply was lost.
-		var held claimRecord
-		live := false
+		var d claim.Decision
 		if h.ck != "" && h.mine == nil && h.citem != nil {
-			rec, ok, err := parseClaim(h.citem.Value)
+			held, err := parseClaim(h.citem.Value)
 			if err != nil {
 				return driver.Result{}, malformed(h.ck, err)
 			}
-			held, live = rec, ok && rec.live(now)
-			if live && !held.committed && held.hookID == h.claim.HookID {
-				return driver.Result{Outcome: driver.OK}, nil
+			d = claim.Hit(held, now, h.claim.HookID)
+			if d.Verdict == claim.OwnRetry {
+				return d.Result(), nil
 			}
 		}
 
@@ -122,17 +122,14 @@ func (h *hit) run() (driver.Result, error) {
 
 		// 3. The claim as it stands: a duplicate or a pending one
 		// spends nothing.
-		if live {
-			if held.committed {
-				return driver.Result{Outcome: driver.Duplicate, HookID: held.hookID}, nil
-			}
-			return driver.Result{Outcome: driver.Pending, RetryAfter: gcra.RetryAfter(held.expires - now)}, nil
+		if d.Verdict != claim.Free {
+			return d.Result(), nil
 		}
 
 		// 4. Take the claim (add, or cas over an expired one).
 		if h.ck != "" && h.mine == nil {
 			exp := now + h.claim.PendingTTL.Microseconds()
-			val := encodeClaim(claimRecord{expires: exp, hookID: h.claim.HookID, node: h.claim.Node})
+			val := encodeClaim(claim.State{Phase: claim.Pending, HookID: h.claim.HookID, Node: h.claim.Node, Expires: exp})
 			err := h.write(&memcache.Item{Key: h.ck, Value: val, Expiration: expiration(now, exp)}, h.citem)
 			switch {
 			case err == nil:
@@ -305,17 +302,17 @@ func backoff(ctx context.Context, op string, attempt int) error {
 
 // Commit implements driver.Conn (C5–C8).
 func (c *conn) Commit(ctx context.Context, claims []driver.Claim) []error {
-	return c.settle(ctx, "commit", claims, true)
+	return c.settle(ctx, claim.Commit, claims)
 }
 
 // Release implements driver.Conn (C5–C8).
 func (c *conn) Release(ctx context.Context, claims []driver.Claim) []error {
-	return c.settle(ctx, "release", claims, false)
+	return c.settle(ctx, claim.Release, claims)
 }
 
 // settle reads every claim at once (one round trip per server), then
 // settles them one by one under CAS.
-func (c *conn) settle(ctx context.Context, op string, claims []driver.Claim, commit bool) []error {
+func (c *conn) settle(ctx context.Context, op claim.Op, claims []driver.Claim) []error {
 	errs := make([]error, len(claims))
 	s, done, err := c.begin(ctx)
 	if err != nil {
@@ -337,7 +334,7 @@ func (c *conn) settle(ctx context.Context, op string, claims []driver.Claim, com
 	fresh := make(map[string]bool, len(keys)) // read and not written since
 	if err != nil {
 		if ctx.Err() != nil {
-			err = classify(ctx, op, err)
+			err = classify(ctx, op.String(), err)
 			for i := range errs {
 				errs[i] = err
 			}
@@ -356,7 +353,7 @@ func (c *conn) settle(ctx context.Context, op string, claims []driver.Claim, com
 		if fresh[k] {
 			it = items[k]
 		}
-		errs[i] = c.settleOne(ctx, s, op, &claims[i], k, it, fresh[k], commit)
+		errs[i] = c.settleOne(ctx, s, op, &claims[i], k, it, fresh[k])
 		fresh[k] = false
 		if ctx.Err() != nil && errs[i] != nil && !isOutcome(errs[i]) {
 			for j := i + 1; j < len(errs); j++ {
@@ -375,10 +372,10 @@ func isOutcome(err error) bool {
 
 // settleOne settles one claim whose item was read as it (nil: absent) when
 // read is true; otherwise it reads it first.
-func (c *conn) settleOne(ctx context.Context, s *session, op string, cl *driver.Claim, key string, it *memcache.Item, read, commit bool) error {
+func (c *conn) settleOne(ctx context.Context, s *session, op claim.Op, cl *driver.Claim, key string, it *memcache.Item, read bool) error {
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
-			if err := backoff(ctx, op, attempt); err != nil {
+			if err := backoff(ctx, op.String(), attempt); err != nil {
 				return err
 			}
 		}
@@ -391,36 +388,28 @@ func (c *conn) settleOne(ctx context.Context, s *session, op string, cl *driver.
 				return err
 			})
 			if err != nil {
-				return classify(ctx, op, err)
+				return classify(ctx, op.String(), err)
 			}
 		}
 		read = false
 		now := c.now()
-		var rec claimRecord
-		live := false
+		var held claim.State
 		if it != nil {
-			r, ok, err := parseClaim(it.Value)
-			if err != nil {
+			var err error
+			if held, err = parseClaim(it.Value); err != nil {
 				return malformed(key, err)
 			}
-			rec, live = r, ok && r.live(now)
 		}
 		var next *memcache.Item
-		switch {
-		case live && rec.hookID != cl.HookID:
-			return &driver.ClaimLostError{Holder: rec.hookID}
-		case commit && live && rec.committed:
-			return nil
-		case commit:
-			exp := now + cl.TTL.Microseconds()
-			val := encodeClaim(claimRecord{committed: true, expires: exp, hookID: cl.HookID, node: cl.Node})
-			next = &memcache.Item{Key: key, Value: val, Expiration: expiration(now, exp)}
-		case live && rec.committed:
-			return driver.ErrAlreadyCommitted
-		case live:
+		st := claim.Settle(held, now, op, cl.HookID, cl.TTL.Microseconds())
+		switch st.Write {
+		case claim.Store:
+			val := encodeClaim(claim.State{Phase: claim.Committed, HookID: cl.HookID, Node: cl.Node, Expires: st.Expires})
+			next = &memcache.Item{Key: key, Value: val, Expiration: expiration(now, st.Expires)}
+		case claim.Delete:
 			next = &memcache.Item{Key: key, Expiration: -1} // expires at once
 		default:
-			return nil
+			return st.Err
 		}
 		var err error
 		if it == nil {
@@ -435,7 +424,7 @@ func (c *conn) settleOne(ctx context.Context, s *session, op string, cl *driver.
 		case conflict(err):
 			continue
 		default:
-			return classify(ctx, op, err)
+			return classify(ctx, op.String(), err)
 		}
 	}
 }
