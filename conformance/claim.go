@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/gcra"
 )
 
 func init() {
@@ -115,7 +116,7 @@ func testC3(t *T) {
 		if res.Outcome != fleetstore.Pending {
 			continue // more than 10.5ms apart
 		}
-		if floor := retryAfter(c.PendingTTL - between); res.RetryAfter < floor {
+		if floor := gcra.RetryAfter((c.PendingTTL - between).Microseconds()); res.RetryAfter < floor {
 			t.Fatalf("pending retry-after %v at most %v after a hit with PendingTTL %v: at least %v remained, so it must be at least %v (rounded down?)",
 				res.RetryAfter, between, c.PendingTTL, c.PendingTTL-between, floor)
 		}

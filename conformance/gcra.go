@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/gcra"
 )
 
 // slack is how far a time measured across calls may drift on a loaded
@@ -59,7 +60,7 @@ func testG2(t *T) {
 			continue // the two charges were more than 10.5ms apart
 		}
 		t.want("second charge", res, fleetstore.RateLimited)
-		floor := retryAfter(inc - between) // of the least possible wait
+		floor := gcra.RetryAfter((inc - between).Microseconds()) // of the least possible wait
 		if res.RetryAfter < floor {
 			t.Fatalf("retry-after %v after a charge of %v at most %v earlier: the wait was at least %v, so it must be at least %v (rounded down?)",
 				res.RetryAfter, inc, between, inc-between, floor)

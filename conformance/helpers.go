@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
-	"github.com/fleetstore/fleetstore/gcra"
 )
 
 // callBudget is the per-call budget of stores opened for clauses that are
@@ -125,12 +124,6 @@ func (t *T) conforming(st *fleetstore.Store, c fleetstore.Charge, n int) int {
 		}
 	}
 	return ok
-}
-
-// retryAfter is the least retry-after a store may report for a wait:
-// whole milliseconds rounded up, at least 1ms (G2, C3).
-func retryAfter(wait time.Duration) time.Duration {
-	return time.Duration(gcra.RetryAfterMillis(wait.Microseconds())) * time.Millisecond
 }
 
 // wantErr fails the clause unless err matches target.

@@ -17,6 +17,8 @@
 // allow - now, reported in whole milliseconds rounded up (G2).
 package gcra
 
+import "time"
+
 // Decision is the outcome of one charge.
 type Decision struct {
 	// Conform is true when the charge is allowed.
@@ -25,7 +27,7 @@ type Decision struct {
 	// at TAT); otherwise the unchanged TAT.
 	TAT int64
 	// Wait is how long until the charge would conform, in µs (0 when
-	// Conform). Report it with RetryAfterMillis.
+	// Conform). Report it with RetryAfter.
 	Wait int64
 }
 
@@ -50,4 +52,12 @@ func RetryAfterMillis(waitMicros int64) int64 {
 		return 1
 	}
 	return (waitMicros + 999) / 1000
+}
+
+// RetryAfter is RetryAfterMillis as a time.Duration: the retry-after a
+// driver reports for a wait of waitMicros µs (a denied charge's Wait, a
+// pending claim's remaining time), whole milliseconds rounded up, at least
+// 1ms (G2, C3).
+func RetryAfter(waitMicros int64) time.Duration {
+	return time.Duration(RetryAfterMillis(waitMicros)) * time.Millisecond
 }

@@ -168,6 +168,28 @@ func TestRetryAfterMillis(t *testing.T) {
 	}
 }
 
+func TestRetryAfter(t *testing.T) {
+	tests := []struct {
+		give int64 // µs
+		want time.Duration
+	}{
+		{give: -5, want: time.Millisecond},
+		{give: 0, want: time.Millisecond},
+		{give: 1, want: time.Millisecond},
+		{give: 1000, want: time.Millisecond},
+		{give: 1001, want: 2 * time.Millisecond},
+		{give: 1_899_999, want: 1900 * time.Millisecond},
+		{give: 1_900_000, want: 1900 * time.Millisecond},
+		{give: 3_600_000_001, want: time.Hour + time.Millisecond},
+		{give: 31_622_400_000_000, want: 366 * 24 * time.Hour},
+	}
+	for _, tt := range tests {
+		if got := gcra.RetryAfter(tt.give); got != tt.want {
+			t.Errorf("RetryAfter(%d) = %v, want %v", tt.give, got, tt.want)
+		}
+	}
+}
+
 // TestChargeProperty compares Charge with a naive simulation: for random
 // increment I and burst B, exactly B charges conform back-to-back at a
 // random time, the next is denied with a wait of I, and after sleeping the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/fleetstore/fleetstore/claim"
 	"github.com/fleetstore/fleetstore/driver"
 )
 
@@ -85,57 +86,49 @@ func encodeBucket(tats []kindTAT, now int64) []byte {
 // expires (µs, client wall clock) and len(hook_id). A zero-length value is
 // the tombstone a release leaves (it is written already expired).
 
-type claimRecord struct {
-	committed bool
-	expires   int64 // µs
-	hookID    string
-	node      string
-}
-
-func (r *claimRecord) live(now int64) bool { return r.expires > now }
-
-func encodeClaim(r claimRecord) []byte {
-	b := make([]byte, 0, 32+len(r.hookID)+len(r.node))
+func encodeClaim(r claim.State) []byte {
+	b := make([]byte, 0, 32+len(r.HookID)+len(r.Node))
 	b = append(b, "1 p "...)
-	if r.committed {
+	if r.Phase == claim.Committed {
 		b[2] = 'c'
 	}
-	b = strconv.AppendInt(b, r.expires, 10)
+	b = strconv.AppendInt(b, r.Expires, 10)
 	b = append(b, ' ')
-	b = strconv.AppendInt(b, int64(len(r.hookID)), 10)
+	b = strconv.AppendInt(b, int64(len(r.HookID)), 10)
 	b = append(b, '\n')
-	b = append(b, r.hookID...)
-	b = append(b, r.node...)
+	b = append(b, r.HookID...)
+	b = append(b, r.Node...)
 	return b
 }
 
-// parseClaim decodes a claim item; ok is false for the tombstone.
-func parseClaim(v []byte) (r claimRecord, ok bool, err error) {
+// parseClaim decodes a claim item; the tombstone is absent.
+func parseClaim(v []byte) (r claim.State, err error) {
 	if len(v) == 0 {
-		return r, false, nil
+		return r, nil
 	}
 	head, rest, found := bytes.Cut(v, []byte{'\n'})
 	fields := bytes.Fields(head)
 	if !found || len(fields) != 4 || string(fields[0]) != "1" {
-		return r, false, errors.New("claim item: unknown format")
+		return r, errors.New("claim item: unknown format")
 	}
 	switch string(fields[1]) {
 	case "p":
+		r.Phase = claim.Pending
 	case "c":
-		r.committed = true
+		r.Phase = claim.Committed
 	default:
-		return r, false, errors.New("claim item: unknown state")
+		return claim.State{}, errors.New("claim item: unknown state")
 	}
-	r.expires, err = strconv.ParseInt(string(fields[2]), 10, 64)
+	r.Expires, err = strconv.ParseInt(string(fields[2]), 10, 64)
 	if err != nil {
-		return r, false, errors.New("claim item: malformed expiry")
+		return claim.State{}, errors.New("claim item: malformed expiry")
 	}
 	n, err := strconv.Atoi(string(fields[3]))
 	if err != nil || n < 1 || n > len(rest) {
-		return r, false, errors.New("claim item: malformed hook_id length")
+		return claim.State{}, errors.New("claim item: malformed hook_id length")
 	}
-	r.hookID, r.node = string(rest[:n]), string(rest[n:])
-	return r, true, nil
+	r.HookID, r.Node = string(rest[:n]), string(rest[n:])
+	return r, nil
 }
 
 // malformed is the error of an item this driver cannot read (V4).

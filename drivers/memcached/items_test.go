@@ -10,6 +10,7 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/claim"
 )
 
 func TestItemsRoundTrip(t *testing.T) {
@@ -19,17 +20,17 @@ func TestItemsRoundTrip(t *testing.T) {
 	if err != nil || len(got) != 2 || got[0] != tats[0] || got[1] != tats[1] {
 		t.Fatalf("bucket round trip: %v, %v (the passed TAT dropped)", got, err)
 	}
-	for _, rec := range []claimRecord{
-		{expires: 1790000000123456, hookID: "hook\n 1", node: "node:\x00"},
-		{committed: true, expires: 7, hookID: strings.Repeat("\xff", 256), node: ""},
+	for _, rec := range []claim.State{
+		{Phase: claim.Pending, Expires: 1790000000123456, HookID: "hook\n 1", Node: "node:\x00"},
+		{Phase: claim.Committed, Expires: 7, HookID: strings.Repeat("\xff", 256), Node: ""},
 	} {
-		got, ok, err := parseClaim(encodeClaim(rec))
-		if err != nil || !ok || got != rec {
-			t.Fatalf("claim round trip: %+v, %v, %v, want %+v", got, ok, err, rec)
+		got, err := parseClaim(encodeClaim(rec))
+		if err != nil || got != rec {
+			t.Fatalf("claim round trip: %+v, %v, want %+v", got, err, rec)
 		}
 	}
-	if _, ok, err := parseClaim(nil); ok || err != nil {
-		t.Fatalf("tombstone: %v, %v", ok, err)
+	if got, err := parseClaim(nil); got != (claim.State{}) || err != nil {
+		t.Fatalf("tombstone: %+v, %v, want absent", got, err)
 	}
 }
 
@@ -45,10 +46,10 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(v))
 	}
 	f.Add(encodeBucket([]kindTAT{{"hooks", 10}}, 0))
-	f.Add(encodeClaim(claimRecord{expires: 10, hookID: "h", node: "n"}))
+	f.Add(encodeClaim(claim.State{Phase: claim.Pending, Expires: 10, HookID: "h", Node: "n"}))
 	f.Fuzz(func(t *testing.T, v []byte) {
 		parseBucket(v) // must not panic
-		if r, ok, err := parseClaim(v); err == nil && ok && r.hookID == "" {
+		if r, err := parseClaim(v); err == nil && r.Phase != claim.Absent && r.HookID == "" {
 			t.Fatalf("claim with an empty hook_id parsed from %q", v)
 		}
 	})

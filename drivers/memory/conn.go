@@ -2,8 +2,8 @@ package memory
 
 import (
 	"context"
-	"time"
 
+	"github.com/fleetstore/fleetstore/claim"
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/gcra"
 )
@@ -20,30 +20,29 @@ var (
 
 func (*conn) NonBlocking() {}
 
-// Hit implements CONTRACT §3–§4 under one shard lock: own pending claim
-// first (a retried hit charges nothing), then the charges (a denial writes
-// nothing), then the claim, then every write.
-func (c *conn) Hit(_ context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+// Hit implements CONTRACT §3–§4 under one shard lock, in the order of
+// package claim: own pending claim first (a retried hit charges nothing),
+// then the charges (a denial writes nothing), then the claim, then every
+// write.
+func (c *conn) Hit(_ context.Context, charges []driver.Charge, cl *driver.Claim) (driver.Result, error) {
 	tenant := ""
 	if len(charges) > 0 {
 		tenant = charges[0].Tenant
 	} else {
-		tenant = claim.Tenant
+		tenant = cl.Tenant
 	}
 	sh := c.st.shard(tenant)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := c.st.now()
 
-	var held claimRecord
+	var d claim.Decision
 	var id claimID
-	live := false
-	if claim != nil {
-		id = claimID{claim.Tenant, claim.SourceID, claim.Key}
-		held, live = sh.claims[id]
-		live = live && held.expires > now
-		if live && !held.committed && held.hookID == claim.HookID {
-			return driver.Result{Outcome: driver.OK}, nil
+	if cl != nil {
+		id = claimID{cl.Tenant, cl.SourceID, cl.Key}
+		d = claim.Hit(sh.claims[id], now, cl.HookID)
+		if d.Verdict == claim.OwnRetry {
+			return d.Result(), nil
 		}
 	}
 
@@ -52,21 +51,17 @@ func (c *conn) Hit(_ context.Context, charges []driver.Charge, claim *driver.Cla
 	tats := buf[:0]
 	var wait int64
 	for _, ch := range charges {
-		d := gcra.Charge(now, b.tat(string(ch.Kind), now), ch.Increment.Microseconds(), ch.Capacity.Microseconds())
-		if !d.Conform {
-			wait = max(wait, d.Wait)
+		g := gcra.Charge(now, b.tat(string(ch.Kind), now), ch.Increment.Microseconds(), ch.Capacity.Microseconds())
+		if !g.Conform {
+			wait = max(wait, g.Wait)
 		}
-		tats = append(tats, d.TAT)
+		tats = append(tats, g.TAT)
 	}
 	if wait > 0 {
-		return driver.Result{Outcome: driver.RateLimited, RetryAfter: retryAfter(wait)}, nil
+		return driver.Result{Outcome: driver.RateLimited, RetryAfter: gcra.RetryAfter(wait)}, nil
 	}
-
-	if live {
-		if held.committed {
-			return driver.Result{Outcome: driver.Duplicate, HookID: held.hookID}, nil
-		}
-		return driver.Result{Outcome: driver.Pending, RetryAfter: retryAfter(held.expires - now)}, nil
+	if d.Verdict != claim.Free {
+		return d.Result(), nil
 	}
 
 	if len(charges) > 0 {
@@ -81,8 +76,8 @@ func (c *conn) Hit(_ context.Context, charges []driver.Charge, claim *driver.Cla
 			b.set(string(ch.Kind), tats[i])
 		}
 	}
-	if claim != nil {
-		sh.claims[id] = claimRecord{hookID: claim.HookID, node: claim.Node, expires: now + claim.PendingTTL.Microseconds()}
+	if cl != nil {
+		sh.claims[id] = claim.State{Phase: claim.Pending, HookID: cl.HookID, Node: cl.Node, Expires: now + cl.PendingTTL.Microseconds()}
 	}
 	sh.wrote(now)
 	return driver.Result{Outcome: driver.OK}, nil
@@ -92,7 +87,7 @@ func (c *conn) Hit(_ context.Context, charges []driver.Charge, claim *driver.Cla
 func (c *conn) Commit(_ context.Context, claims []driver.Claim) ([]error, error) {
 	errs := make([]error, len(claims))
 	for i := range claims {
-		errs[i] = c.settle(&claims[i], true)
+		errs[i] = c.settle(&claims[i], claim.Commit)
 	}
 	return errs, nil
 }
@@ -101,33 +96,27 @@ func (c *conn) Commit(_ context.Context, claims []driver.Claim) ([]error, error)
 func (c *conn) Release(_ context.Context, claims []driver.Claim) ([]error, error) {
 	errs := make([]error, len(claims))
 	for i := range claims {
-		errs[i] = c.settle(&claims[i], false)
+		errs[i] = c.settle(&claims[i], claim.Release)
 	}
 	return errs, nil
 }
 
-func (c *conn) settle(cl *driver.Claim, commit bool) error {
+// settle settles one claim by the settle table of package claim.
+func (c *conn) settle(cl *driver.Claim, op claim.Op) error {
 	sh := c.st.shard(cl.Tenant)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := c.st.now()
 	id := claimID{cl.Tenant, cl.SourceID, cl.Key}
-	held, live := sh.claims[id]
-	live = live && held.expires > now
-	switch {
-	case live && held.hookID != cl.HookID:
-		return &driver.ClaimLostError{Holder: held.hookID}
-	case commit && live && held.committed:
-		return nil
-	case commit:
-		sh.claims[id] = claimRecord{hookID: cl.HookID, node: cl.Node, committed: true, expires: now + cl.TTL.Microseconds()}
+	s := claim.Settle(sh.claims[id], now, op, cl.HookID, cl.TTL.Microseconds())
+	switch s.Write {
+	case claim.Store:
+		sh.claims[id] = claim.State{Phase: claim.Committed, HookID: cl.HookID, Node: cl.Node, Expires: s.Expires}
 		sh.wrote(now)
-	case live && held.committed:
-		return driver.ErrAlreadyCommitted
-	case live:
+	case claim.Delete:
 		delete(sh.claims, id)
 	}
-	return nil
+	return s.Err
 }
 
 // Reset implements G5: one delete of the tenant's bucket record.
@@ -148,8 +137,4 @@ func (c *conn) Close() error {
 		c.release()
 	}
 	return nil
-}
-
-func retryAfter(waitMicros int64) time.Duration {
-	return time.Duration(gcra.RetryAfterMillis(waitMicros)) * time.Millisecond
 }

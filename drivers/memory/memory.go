@@ -169,8 +169,8 @@ func (st *state) records(tenant string) []Record {
 		out = append(out, Record{Key: "bucket", TTL: micros(b.expires - now)})
 	}
 	for id, c := range sh.claims {
-		if id.tenant == tenant && c.expires > now {
-			out = append(out, Record{Key: "claim/" + id.source + "/" + id.key, TTL: micros(c.expires - now)})
+		if id.tenant == tenant && c.Live(now) {
+			out = append(out, Record{Key: "claim/" + id.source + "/" + id.key, TTL: micros(c.Expires - now)})
 		}
 	}
 	return out

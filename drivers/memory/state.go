@@ -3,6 +3,8 @@ package memory
 import (
 	"hash/maphash"
 	"sync"
+
+	"github.com/fleetstore/fleetstore/claim"
 )
 
 const shardCount = 64
@@ -18,7 +20,7 @@ type state struct {
 type shard struct {
 	mu      sync.Mutex
 	buckets map[string]*tenantBuckets
-	claims  map[claimID]claimRecord
+	claims  map[claimID]claim.State
 	writes  int // since the last sweep
 	kept    int // records left by the last sweep
 	_       [32]byte
@@ -38,17 +40,11 @@ type kindTAT struct {
 
 type claimID struct{ tenant, source, key string }
 
-type claimRecord struct {
-	hookID, node string
-	committed    bool
-	expires      int64 // µs
-}
-
 func newState(now Clock) *state {
 	st := &state{now: now, seed: maphash.MakeSeed()}
 	for i := range st.shards {
 		st.shards[i].buckets = make(map[string]*tenantBuckets)
-		st.shards[i].claims = make(map[claimID]claimRecord)
+		st.shards[i].claims = make(map[claimID]claim.State)
 	}
 	return st
 }
@@ -100,7 +96,7 @@ func (sh *shard) wrote(now int64) {
 		}
 	}
 	for id, c := range sh.claims {
-		if c.expires <= now {
+		if !c.Live(now) {
 			delete(sh.claims, id)
 		}
 	}

@@ -1,0 +1,172 @@
+// Package memcached is the fleetstore driver for memcached, on
+// github.com/bradfitz/gomemcache. Import it for its side effect:
+//
+//	import _ "github.com/fleetstore/fleetstore/drivers/memcached"
+//
+//	store, err := fleetstore.Open("memcached://cache1:11211,cache2:11211?timeout=50ms")
+//
+// # URL
+//
+//	memcached://HOST[:PORT][,HOST[:PORT]...][?PARAMS]
+//
+// Every host is one server (port 11211 when left out); several servers
+// shard the items client-side, all items of one tenant on one server (the
+// CRC-32 of the tenant's key token picks it, as gomemcache's ServerList
+// does for whole keys). Hosts are resolved on the first call, never in
+// Open, and a failed resolution is ErrUnavailable and retried by the next
+// call. The URL takes no user, password or path. Parameters:
+//
+//	timeout         the default per-call budget (Go duration, default 100ms)
+//	key_prefix      the namespace of every key (default "fleetstore")
+//	max_conns       the most connections the Store opens to each server
+//	                (default 64, or max_idle_conns when that is set
+//	                higher): a call that finds them all in use waits for
+//	                one, no longer than its budget (then ErrTimeout)
+//	max_idle_conns  idle connections kept per server (default 64, at most
+//	                max_conns): set it to the usual number of concurrent
+//	                calls
+//
+// For example, a Store whose node makes up to 32 calls at once, on two
+// servers:
+//
+//	memcached://cache1:11211,cache2:11211?timeout=50ms&max_conns=32&max_idle_conns=32
+//
+// An unknown parameter is an error at Open.
+//
+// The cap is per Store and per server: a call holds at most one socket to
+// each server it touches, so a Store holds at most max_conns sockets to
+// each server, whatever the number of callers. The default, 64, is the
+// concurrency the package is measured at (fleetstore bench -c 64): a call
+// holds its connection for its 1–3 round trips, well under a millisecond
+// on a local network, so 64 connections serve tens of thousands of calls
+// a second and callers beyond them queue briefly instead of dialing.
+// More sockets do not make memcached faster (its few worker threads serve
+// them all) and each costs a dial and a file descriptor on both sides:
+// without a cap a burst of 512 callers dialed about 400 sockets at once
+// and half its calls ran out of budget. Mind memcached's own limit (-c,
+// default 1024 connections): the fleet's Stores × max_conns must stay
+// below it.
+//
+// # Items
+//
+// Memcached has no scripts and no multi-key atomicity, so the contract is
+// kept with compare-and-swap on two items:
+//
+//	PREFIX:b:T      the bucket item of tenant T: "1 KIND:TAT ..." (TAT in µs),
+//	                every kind of the tenant in one item, so Reset is one
+//	                delete; it expires at its largest TAT
+//	PREFIX:c:S:K:T  the claim item of key K of source S: "1 p|c EXPIRES
+//	                LEN\n" + hook_id + node; it expires at EXPIRES (µs)
+//
+// T, S and K are the parts themselves when 1–40 bytes of [A-Za-z0-9._-]
+// ("r" + part), otherwise "h" + base64url(SHA-256(part)): keys are legal
+// memcached keys (≤ 201 bytes, printable, V3) and distinct parts never
+// share a key (V2). A value that does not parse is an error, never a panic
+// (V4).
+//
+// # Hit
+//
+// A Hit reads the bucket and claim items in one gets (they share a server),
+// then, at the client's now, decides the claim by claim.Hit and answers in
+// the order of package claim:
+//
+//  1. claim pending for the same hook: OK, nothing written;
+//  2. the charges by GCRA (package gcra) on the TATs read: a denial is
+//     RateLimited and writes nothing;
+//  3. claim committed: Duplicate; pending for another hook: Pending, with
+//     its remaining time; nothing written;
+//  4. the claim: add (cas over an item whose stored expiry has passed);
+//     EXISTS or NOT_STORED means another hit won: read both and go to 1;
+//  5. the bucket: cas with the new TATs (add when absent); a conflict
+//     means a concurrent charge: read the bucket alone and go to 2 holding
+//     the claim. When the charges recomputed there are denied, the claim is
+//     given back first — a cas of the very item written, expiring at once —
+//     and the Hit is RateLimited with nothing taken (G3).
+//
+// The claim is written before the bucket because a claim is undone
+// exactly (a cas back to nothing) while a GCRA charge is not (a TAT moved
+// by other charges meanwhile cannot be rolled back). So a denial, a
+// duplicate or a pending claim spends no charge, and a lost bucket race
+// leaves no claim. Contention retries back off a random time (up to
+// 50µs·2^attempt, at most 2ms) and stop at the call's deadline. Within one
+// Store, Hits that charge the same tenant take turns (one of 1024 striped
+// one-slot semaphores, left at the deadline) instead of racing each
+// other's cas: under a hot tenant most cas would lose, each loss costing
+// two more round trips. Stores of other processes still meet under cas.
+//
+// Round trips per Hit: with charges and a claim, 3 in the common path (gets,
+// add, cas); with charges only or a claim only, 2; a denial, duplicate,
+// pending or own-retry answer, 1. Each conflict adds 1–2; an undo adds 2.
+//
+// # Commit, Release, Reset, Ping
+//
+// Commit and Release read all their claims with one gets per server, then
+// settle each under cas by claim.Settle, comparing the stored hook_id (the
+// claim's fencing token): Commit writes a committed item expiring TTL from now (add when
+// absent); Release of the hook's own pending claim is a cas that writes an
+// empty item expiring at once (gomemcache has no cas-delete; memcached
+// expires an item with a negative exptime immediately). A conflict re-reads
+// that claim and decides again. Reset deletes the bucket item. Ping sends
+// version to every server.
+//
+// # Failure cases
+//
+// A write whose reply is lost (timeout, reset) may or may not have been
+// applied, and is never re-sent: the call returns ErrTimeout or
+// ErrUnavailable. Only a read (gets, and the delete of Reset, and version)
+// is sent once more, and only when it failed on a pooled socket the server
+// had closed (EOF, reset: a restart), so a restart between two calls is
+// invisible (T5). The possible leftovers of a lost write never charge
+// twice:
+//
+//   - the claim add was lost or applied but the bucket was not charged: a
+//     retry of the Hit by the same hook finds its own pending claim and
+//     gets OK, charged once at most (here: not at all); otherwise the
+//     claim frees after PendingTTL;
+//   - the bucket cas was lost: the claim is pending for the hook; a retry
+//     is OK without a second charge;
+//   - the undo of step 5 fails: the Hit returns the error, not
+//     RateLimited, and the claim stays pending until PendingTTL.
+//
+// A retry by the same hook that runs concurrently with its first attempt
+// can see the pending claim of step 4 and return OK before the first
+// attempt's charge is decided. A server that restarts or evicts loses
+// buckets (full again) and claims (the key can be claimed again): memcached
+// is a cache; size it so that it does not evict, or use Redis.
+//
+// # Time
+//
+// The clock is the client's wall clock in µs (G8): unlike the Redis drivers,
+// which read the server's TIME, every fleet node charges on its own clock,
+// and a node whose clock runs ahead by d sees buckets d emptier and claims
+// expiring d earlier. Keep the fleet on NTP; a skew well below the
+// emission intervals and TTLs in use is harmless.
+//
+// Memcached expiry counts whole seconds on a clock that ticks once a
+// second: an item given n seconds lives between n-1 and n. Every exptime is
+// therefore the time left rounded up, plus one second, so an item never
+// expires before its TAT or claim expiry (a 1.9s TAT outlives 1s, G9) and
+// lingers less than 2s past it (G7: the expiry granularity of this driver
+// is 2s). The exact expiry is kept in µs in the
+// value, so the driver treats a lingering item as absent. Memcached reads
+// an exptime above 30 days (2 592 000 s) as an absolute Unix time, so
+// longer ones are sent as the client's Unix time of expiry (C9): with
+// clock skew between client and server, such items expire off by the skew.
+// Absolute times are capped at 2038-01-19, the largest the protocol takes.
+//
+// # Budget
+//
+// gomemcache takes no context and applies one socket timeout per client.
+// The driver keeps a pool of clients (sessions), each serving one call at
+// a time and holding at most one socket per server, at most max_conns
+// sessions alive at once; a call that finds max_conns in use waits in its
+// own goroutine for one to be released, until its deadline (ErrTimeout)
+// or Close (ErrClosed), first come first served. The driver lays the
+// call's deadline on its session's sockets: every socket deadline
+// gomemcache sets is capped at the call's deadline, dials use the call's
+// context, and a cancelled context moves the deadlines to the past. A
+// call therefore returns by its deadline even against a server that
+// accepts and never answers (T1), and leaves no goroutine or socket
+// behind it (T4): a socket that timed out is closed, the client is not
+// reused. Close closes every idle socket and wakes every waiting caller.
+package memcached

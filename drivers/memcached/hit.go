@@ -1,0 +1,228 @@
+package memcached
+
+import (
+	"bytes"
+	"context"
+
+	"github.com/bradfitz/gomemcache/memcache"
+
+	"github.com/fleetstore/fleetstore/claim"
+	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/gcra"
+)
+
+// hit is the state of one Hit.
+type hit struct {
+	c       *conn
+	s       *session
+	ctx     context.Context
+	charges []driver.Charge
+	claim   *driver.Claim
+	bk, ck  string // bucket and claim keys ("" when absent)
+
+	bucket *memcache.Item // as last read; nil: absent
+	citem  *memcache.Item // as last read; nil: absent
+	mine   []byte         // the pending claim this call wrote, while it holds it
+}
+
+func (h *hit) run() (driver.Result, error) {
+	if err := h.read(h.bk, h.ck); err != nil {
+		return driver.Result{}, err
+	}
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := h.backoff(attempt); err != nil {
+				return driver.Result{}, err
+			}
+		}
+		now := h.c.now()
+
+		// 1. Our own pending claim: a retry of a hit whose reply was lost.
+		var d claim.Decision
+		if h.ck != "" && h.mine == nil && h.citem != nil {
+			held, err := parseClaim(h.citem.Value)
+			if err != nil {
+				return driver.Result{}, malformed(h.ck, err)
+			}
+			d = claim.Hit(held, now, h.claim.HookID)
+			if d.Verdict == claim.OwnRetry {
+				return d.Result(), nil
+			}
+		}
+
+		// 2. The charges: a denial writes nothing (and gives back the
+		// claim this call took, if it took one before a bucket conflict).
+		var tats []kindTAT
+		var maxTAT int64
+		if h.bk != "" {
+			var wait int64
+			var err error
+			tats, maxTAT, wait, err = h.charge(now)
+			if err != nil {
+				return driver.Result{}, err
+			}
+			if wait > 0 {
+				if h.mine != nil {
+					if err := h.undo(); err != nil {
+						return driver.Result{}, err
+					}
+				}
+				return driver.Result{Outcome: driver.RateLimited, RetryAfter: gcra.RetryAfter(wait)}, nil
+			}
+		}
+
+		// 3. The claim as it stands: a duplicate or a pending one
+		// spends nothing.
+		if d.Verdict != claim.Free {
+			return d.Result(), nil
+		}
+
+		// 4. Take the claim (add, or cas over an expired one).
+		if h.ck != "" && h.mine == nil {
+			exp := now + h.claim.PendingTTL.Microseconds()
+			val := encodeClaim(claim.State{Phase: claim.Pending, HookID: h.claim.HookID, Node: h.claim.Node, Expires: exp})
+			err := h.write(&memcache.Item{Key: h.ck, Value: val, Expiration: expiration(now, exp)}, h.citem)
+			switch {
+			case err == nil:
+				h.mine = val
+			case conflict(err):
+				if err := h.read(h.bk, h.ck); err != nil {
+					return driver.Result{}, err
+				}
+				continue
+			default:
+				return driver.Result{}, classify(h.ctx, "hit: claim", err)
+			}
+		}
+
+		// 5. Charge the buckets (add, or cas over what step 2 read).
+		if h.bk != "" {
+			val := encodeBucket(tats, now)
+			err := h.write(&memcache.Item{Key: h.bk, Value: val, Expiration: expiration(now, maxTAT)}, h.bucket)
+			switch {
+			case err == nil:
+			case conflict(err):
+				// The claim stays ours; read the bucket alone and
+				// decide again.
+				if err := h.read(h.bk, ""); err != nil {
+					return driver.Result{}, err
+				}
+				continue
+			default:
+				return driver.Result{}, classify(h.ctx, "hit: charge", err)
+			}
+		}
+		return driver.Result{Outcome: driver.OK}, nil
+	}
+}
+
+// charge applies every charge to the bucket item as read, at now. It
+// returns the TATs to store and the largest, or the longest wait (µs) of
+// the charges that do not conform.
+func (h *hit) charge(now int64) (tats []kindTAT, maxTAT, wait int64, err error) {
+	if h.bucket != nil {
+		tats, err = parseBucket(h.bucket.Value)
+		if err != nil {
+			return nil, 0, 0, malformed(h.bk, err)
+		}
+	}
+	for _, ch := range h.charges {
+		i := 0
+		for i < len(tats) && tats[i].kind != string(ch.Kind) {
+			i++
+		}
+		if i == len(tats) {
+			tats = append(tats, kindTAT{kind: string(ch.Kind)})
+		}
+		d := gcra.Charge(now, tats[i].tat, ch.Increment.Microseconds(), ch.Capacity.Microseconds())
+		if !d.Conform {
+			wait = max(wait, d.Wait)
+			continue
+		}
+		tats[i].tat = d.TAT
+	}
+	for _, kt := range tats {
+		maxTAT = max(maxTAT, kt.tat)
+	}
+	return tats, maxTAT, wait, nil
+}
+
+// read reads the items named (one round trip: a tenant's items share a
+// server); an empty key is not read.
+func (h *hit) read(bk, ck string) error {
+	err := readAgain(h.ctx, func() error {
+		switch {
+		case bk != "" && ck != "":
+			items, err := h.s.mc.GetMulti([]string{bk, ck})
+			if err != nil {
+				return err
+			}
+			h.bucket, h.citem = items[bk], items[ck]
+		case bk != "":
+			it, err := h.s.mc.Get(bk)
+			if err != nil && err != memcache.ErrCacheMiss {
+				return err
+			}
+			h.bucket = it
+		case ck != "":
+			it, err := h.s.mc.Get(ck)
+			if err != nil && err != memcache.ErrCacheMiss {
+				return err
+			}
+			h.citem = it
+		}
+		return nil
+	})
+	if err != nil {
+		return classify(h.ctx, "hit: read", err)
+	}
+	return nil
+}
+
+// write stores it over prev as read: cas when prev is an item, add when it
+// was absent.
+func (h *hit) write(it *memcache.Item, prev *memcache.Item) error {
+	if prev == nil {
+		return h.s.mc.Add(it)
+	}
+	it.CasID = prev.CasID
+	return h.s.mc.CompareAndSwap(it)
+}
+
+// undo gives back the pending claim this call took: a cas of the very item
+// written, expiring at once. Anything else there (it expired and another
+// hook took it) is left alone.
+func (h *hit) undo() error {
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := h.backoff(attempt); err != nil {
+				return err
+			}
+		}
+		it, err := h.s.mc.Get(h.ck)
+		if err == memcache.ErrCacheMiss {
+			break
+		}
+		if err != nil {
+			return classify(h.ctx, "hit: undo claim", err)
+		}
+		if !bytes.Equal(it.Value, h.mine) {
+			break
+		}
+		it.Value, it.Expiration = nil, -1
+		err = h.s.mc.CompareAndSwap(it)
+		if err == nil || err == memcache.ErrCacheMiss || err == memcache.ErrNotStored {
+			break
+		}
+		if err != memcache.ErrCASConflict {
+			return classify(h.ctx, "hit: undo claim", err)
+		}
+	}
+	h.mine = nil
+	h.c.log.Debug("memcached: claim given back after a bucket conflict turned into a denial")
+	return nil
+}
+
+func (h *hit) backoff(attempt int) error {
+	return backoff(h.ctx, "hit", attempt)
+}
