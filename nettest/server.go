@@ -14,7 +14,7 @@ import (
 // NewServer). Its methods are safe from several goroutines.
 type Server struct {
 	ln       net.Listener
-	hold     bool           // keep each connection, unread, until Close
+	hold     bool           // keep each connection the client keeps, unread
 	hangUp   bool           // close each connection at once
 	serve    func(net.Conn) // else: run this on each, in a goroutine
 	accepted atomic.Int64
@@ -23,7 +23,7 @@ type Server struct {
 	once     sync.Once
 
 	mu     sync.Mutex
-	conns  []net.Conn // open on our side; closed by Close
+	conns  []net.Conn // accepted and not yet pruned; Close closes them
 	pruned int        // len(conns) after the last prune
 }
 
@@ -114,7 +114,7 @@ func (s *Server) accept() {
 		s.mu.Lock()
 		s.conns = append(s.conns, c)
 		if s.hold && len(s.conns) >= 2*s.pruned+64 {
-			s.prune()
+			s.prune(time.Microsecond)
 		}
 		s.mu.Unlock()
 		if s.serve != nil {
@@ -128,20 +128,13 @@ func (s *Server) accept() {
 	}
 }
 
-// prune closes and forgets the held connections the client has closed, so
-// that a driver that dials once per call does not pile up sockets here
-// (thousands in the fault suite). Its reads wait next to nothing: a
-// connection whose EOF is not there yet stays for the next prune. Called
-// with mu held, from the accept loop, at doubling lengths.
-func (s *Server) prune() {
-	s.conns = s.keepOpen(time.Microsecond)
-	s.pruned = len(s.conns)
-}
-
-// keepOpen reads each held connection for up to window, discarding what
-// the client sent, closes those that reached EOF or failed, and returns
-// the rest. Called with mu held.
-func (s *Server) keepOpen(window time.Duration) []net.Conn {
+// prune reads each held connection for up to window, discarding what the
+// client sent, and closes and forgets those that reached EOF or failed.
+// The accept loop prunes at doubling lengths with a window of next to
+// nothing (a connection whose EOF is not there yet stays for the next
+// time), so that a driver that dials once per call does not pile up
+// sockets here: thousands in the fault suite. Called with mu held.
+func (s *Server) prune(window time.Duration) {
 	open := s.conns[:0]
 	for _, c := range s.conns {
 		_ = c.SetReadDeadline(time.Now().Add(window))
@@ -154,7 +147,8 @@ func (s *Server) keepOpen(window time.Duration) []net.Conn {
 		c.Close()
 	}
 	clear(s.conns[len(open):])
-	return open
+	s.conns = open
+	s.pruned = len(open)
 }
 
 // StillOpen waits, for at most wait, until the client has closed every
@@ -168,8 +162,7 @@ func (s *Server) StillOpen(wait time.Duration) int {
 	deadline := time.Now().Add(wait)
 	for {
 		s.mu.Lock()
-		s.conns = s.keepOpen(time.Millisecond)
-		s.pruned = len(s.conns)
+		s.prune(time.Millisecond)
 		n := len(s.conns)
 		s.mu.Unlock()
 		if n == 0 || !time.Now().Before(deadline) {
