@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -69,17 +70,21 @@ func TestSilent(t *testing.T) {
 }
 
 // TestSilentPrunes: a client that dials once per call and closes does not
-// pile up sockets in the silent server.
+// pile up sockets in the silent server, before any StillOpen.
 func TestSilentPrunes(t *testing.T) {
 	s := nettest.NewSilent(t)
-	for range 1000 {
+	for range 2000 {
 		c, err := net.Dial("tcp", s.Addr())
 		if err != nil {
 			t.Fatal(err)
 		}
+		_, _ = c.Write([]byte("PING\r\n"))
 		c.Close()
 	}
-	waitAccepted(t, s, 1000)
+	waitAccepted(t, s, 2000)
+	if fds, err := os.ReadDir("/proc/self/fd"); err == nil && len(fds) > 500 {
+		t.Errorf("%d open files after 2000 connections the client closed", len(fds))
+	}
 	if n := s.StillOpen(time.Second); n != 0 {
 		t.Errorf("StillOpen: %d, want 0", n)
 	}
