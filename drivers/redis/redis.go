@@ -83,6 +83,7 @@ import (
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/internal/rediscore"
+	"github.com/fleetstore/fleetstore/internal/replyguard"
 )
 
 func init() {
@@ -117,12 +118,22 @@ func open(cfg driver.Config, dial dialFunc) (*rediscore.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if dial != nil {
-		if o.single != nil {
-			o.single.Dialer = dial
-		} else {
-			o.cluster.Dialer = dial
+	// Every connection is guarded: a reply that declares more than any of
+	// ours can hold fails the connection before go-redis allocates it (V4).
+	if o.single != nil {
+		if dial == nil {
+			dial = goredis.NewDialer(o.single) // reads the options at each dial
 		}
+		o.single.Dialer = replyguard.RESP(dial)
+	} else {
+		if dial == nil {
+			co := o.cluster
+			dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				// What go-redis gives each cluster node without a Dialer.
+				return goredis.NewDialer(&goredis.Options{DialTimeout: co.DialTimeout, TLSConfig: co.TLSConfig})(ctx, network, addr)
+			}
+		}
+		o.cluster.Dialer = replyguard.RESP(dial)
 	}
 	cl := &client{}
 	if o.cluster != nil {
