@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore/driver"
-	"github.com/fleetstore/fleetstore/drivers/memory"
 )
 
 // Config describes the store under test. Only URL is required.
@@ -55,20 +54,6 @@ type Config struct {
 	Stores int
 }
 
-// Record is one record a store keeps, for Config.Records.
-type Record struct {
-	Key string
-	TTL time.Duration // remaining time to live; negative: no expiry
-}
-
-// MemoryRecords is Config.Records for the memory driver d and its store
-// memory://name.
-func MemoryRecords(d *memory.Driver, name string) func(ctx context.Context, keyPrefix, tenant string) ([]Record, error) {
-	return func(_ context.Context, keyPrefix, tenant string) ([]Record, error) {
-		var out []Record
-		for _, r := range d.Records(name, keyPrefix, tenant) {
-			out = append(out, Record{Key: r.Key, TTL: r.TTL})
-		}
-		return out, nil
-	}
-}
+// Record is one record a store keeps, for Config.Records: a key of the
+// driver's choosing and its remaining time to live (negative: no expiry).
+type Record = driver.Record

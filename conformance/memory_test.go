@@ -11,6 +11,6 @@ import (
 func TestMemory(t *testing.T) {
 	conformance.Run(t, conformance.Config{
 		URL:     "memory://conformance",
-		Records: conformance.MemoryRecords(memory.Default, "conformance"),
+		Records: memory.Default.Records,
 	})
 }

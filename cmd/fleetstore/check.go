@@ -134,7 +134,7 @@ func checkConfig(raw string) (conformance.Config, string, error) {
 		}
 		return conformance.Config{
 			URL:     scheme + "://" + name + tail,
-			Records: conformance.MemoryRecords(memory.Default, name),
+			Records: memory.Default.Records,
 		}, shown, nil
 	}
 	var granularity time.Duration

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore/conformance"
+	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/internal/testserver"
 )
 
@@ -28,13 +29,8 @@ func TestConformance(t *testing.T) {
 				URL:         "memcached://" + strings.Join(addrs, ","),
 				AddrURL:     func(a string) string { return "memcached://" + a },
 				Granularity: granularity,
-				Records: func(ctx context.Context, prefix, tenant string) ([]conformance.Record, error) {
-					recs, err := mcRecords(ctx, addrs, prefix, tenant)
-					out := make([]conformance.Record, len(recs))
-					for i, r := range recs {
-						out[i] = conformance.Record{Key: r.Key, TTL: r.TTL}
-					}
-					return out, err
+				Records: func(ctx context.Context, prefix, tenant string) ([]driver.Record, error) {
+					return mcRecords(ctx, addrs, prefix, tenant)
 				},
 				Restart: func() error {
 					for _, s := range servers {
