@@ -17,7 +17,7 @@ type silentListener struct {
 	done     chan struct{}
 }
 
-func newSilentListener(t *T) *silentListener {
+func newSilentListener(t *clauseT) *silentListener {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("silent listener: %v", err)
@@ -54,7 +54,7 @@ func (s *silentListener) close() {
 }
 
 // refusedAddr returns a loopback address where nothing listens (T2, T3).
-func refusedAddr(t *T) string {
+func refusedAddr(t *clauseT) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("refused address: %v", err)
@@ -78,7 +78,7 @@ type proxy struct {
 
 // startProxy listens on addr ("127.0.0.1:0" for any port) and forwards to
 // target.
-func startProxy(t *T, addr, target string) *proxy {
+func startProxy(t *clauseT, addr, target string) *proxy {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatalf("proxy: %v", err)
@@ -144,7 +144,7 @@ func (p *proxy) close() {
 
 // garbageServer answers every read with reply: a server that speaks
 // nonsense (V4).
-func garbageServer(t *T, reply []byte) string {
+func garbageServer(t *clauseT, reply []byte) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("garbage server: %v", err)
