@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/nettest"
 )
 
 func init() {
@@ -223,7 +224,7 @@ func testV4(t *clauseT) {
 		[]byte("ERROR\r\nSTORED\r\nEXISTS\r\n"),
 		noise,
 	} {
-		st := t.openURL(t.addrURL(garbageServer(t, reply)), fleetstore.WithTimeout(budget))
+		st := t.openURL(t.addrURL(nettest.NewGarbage(t, reply).Addr()), fleetstore.WithTimeout(budget))
 		for _, o := range t.ops(t.tenant()) {
 			start := time.Now()
 			err := o.call(context.Background(), st)

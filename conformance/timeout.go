@@ -3,14 +3,13 @@ package conformance
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"sync"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/nettest"
 )
 
 // schedSlack is added to the contract's budget + 10ms when a clause checks
@@ -65,7 +64,7 @@ func (t *clauseT) stalledURL() string {
 	if t.s.cfg.AddrURL == nil {
 		return ""
 	}
-	return t.addrURL(newSilentListener(t).addr())
+	return t.addrURL(nettest.NewSilent(t).Addr())
 }
 
 func testT1(t *clauseT) {
@@ -124,7 +123,7 @@ func testT2(t *clauseT) {
 		t.Skipf("no host:port in the URL and no Config.AddrURL: the driver has no network address")
 	}
 	const budget = time.Second
-	st := t.openURL(t.addrURL(refusedAddr(t)), fleetstore.WithTimeout(budget))
+	st := t.openURL(t.addrURL(nettest.RefusedAddr(t)), fleetstore.WithTimeout(budget))
 	for _, o := range t.ops(t.tenant()) {
 		start := time.Now()
 		err := o.call(context.Background(), st)
@@ -141,8 +140,8 @@ func testT3(t *clauseT) {
 	if t.s.cfg.AddrURL == nil {
 		t.Skipf("no host:port in the URL and no Config.AddrURL: the driver has no network address")
 	}
-	silent := newSilentListener(t)
-	for _, addr := range []string{silent.addr(), refusedAddr(t)} {
+	silent := nettest.NewSilent(t)
+	for _, addr := range []string{silent.Addr(), nettest.RefusedAddr(t)} {
 		start := time.Now()
 		st, err := t.s.openStore(t.addrURL(addr))
 		if err != nil {
@@ -154,7 +153,7 @@ func testT3(t *clauseT) {
 		st.Close()
 	}
 	time.Sleep(100 * time.Millisecond)
-	if n := silent.accepted.Load(); n > 0 {
+	if n := silent.Accepted(); n > 0 {
 		t.Errorf("Open and Close with no call made %d connection(s): Open must do no network I/O", n)
 	}
 
@@ -163,12 +162,12 @@ func testT3(t *clauseT) {
 		t.Logf("the URL has no host:port: the server-appears-later part is not checked")
 		return
 	}
-	later := refusedAddr(t)
+	later := nettest.RefusedAddr(t)
 	st := t.openURL(t.addrURL(later), fleetstore.WithTimeout(time.Second))
 	if err := st.Ping(context.Background()); err == nil {
 		t.Fatalf("ping before the server appeared: no error")
 	}
-	startProxy(t, later, target)
+	nettest.NewProxyAt(t, later, target, nil)
 	tenant := t.tenant()
 	deadline := time.Now().Add(3 * time.Second)
 	for {
@@ -187,13 +186,13 @@ func testT3(t *clauseT) {
 // after Open that is left after Close counts, so nothing else may start
 // goroutines while it runs (Run's caller runs alone, T4 beside no clause).
 func testT4(t *clauseT) {
-	var silent *silentListener
+	var silent *nettest.Server
 	raw := t.s.cfg.StallURL
 	if raw != "" {
 		raw = t.stalledURL()
 	} else if t.s.cfg.AddrURL != nil {
-		silent = newSilentListener(t)
-		raw = t.addrURL(silent.addr())
+		silent = nettest.NewSilent(t)
+		raw = t.addrURL(silent.Addr())
 	} else {
 		raw = t.s.url
 	}
@@ -231,29 +230,8 @@ func testT4(t *clauseT) {
 	if silent == nil {
 		return
 	}
-	silent.mu.Lock()
-	conns := append([]net.Conn(nil), silent.conns...)
-	silent.mu.Unlock()
-	open := 0
-	for _, c := range conns {
-		_ = c.SetReadDeadline(time.Now().Add(time.Second))
-		var one [1]byte
-		for {
-			_, err := c.Read(one[:])
-			if err == nil {
-				continue // a request the client sent earlier
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				open++
-			} else if !errors.Is(err, io.EOF) {
-				t.Logf("connection read after Close: %v", err)
-			}
-			break
-		}
-	}
-	if open > 0 {
-		t.Errorf("%d of %d connections still open 1s after Close", open, len(conns))
+	if open := silent.StillOpen(time.Second); open > 0 {
+		t.Errorf("%d of %d connections still open 1s after Close", open, silent.Accepted())
 	}
 }
 
@@ -279,15 +257,15 @@ func testT5(t *clauseT) {
 		t.Logf("no AddrURL or no host:port in the URL: the lost-reply part is not checked")
 		return
 	}
-	p := startProxy(t, "127.0.0.1:0", target)
-	lossy := t.openURL(t.addrURL(p.addr()), fleetstore.WithTimeout(500*time.Millisecond))
+	p := nettest.NewProxy(t, target, nil)
+	lossy := t.openURL(t.addrURL(p.Addr()), fleetstore.WithTimeout(500*time.Millisecond))
 	if err := lossy.Ping(context.Background()); err != nil {
 		t.Fatalf("ping through the proxy: %v", err)
 	}
 	c := charge(fleetstore.Hooks, t.tenant(), time.Hour, 2*time.Hour)
-	p.dropReplies.Store(true)
+	p.DropReplies(true)
 	res, err := lossy.Hit(context.Background(), []fleetstore.Charge{c}, nil)
-	p.dropReplies.Store(false)
+	p.DropReplies(false)
 	if err == nil {
 		t.Logf("the hit's reply did not go through the proxy (%s): the lost-reply part is not checked", describe(res))
 		return

@@ -55,3 +55,23 @@ func CheckParams(q url.Values, accepted ...string) error {
 	all := append([]string{"timeout", "key_prefix"}, accepted...)
 	return Invalid("url: "+keys[0], "unknown parameter (accepted: "+strings.Join(all, ", ")+")")
 }
+
+// RefuseParams returns an ErrInvalid error naming the first parameter of q
+// (in sorted order) that refused holds, with its reason: a parameter of the
+// client library's own URL format that the driver does not support because
+// it would break the contract (e.g. "max_retries": "a script whose reply was
+// lost is never re-sent (CONTRACT T5)"). Drivers call it from Open, before
+// CheckParams.
+func RefuseParams(q url.Values, refused map[string]string) error {
+	var names []string
+	for name := range q {
+		if _, ok := refused[name]; ok {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	slices.Sort(names)
+	return Invalid("url: "+names[0], "not supported: "+refused[names[0]])
+}

@@ -2,8 +2,6 @@ package faults
 
 import (
 	"context"
-	"io"
-	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -11,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/fleetstore/fleetstore/nettest"
 )
 
 // TestSilentListener makes 10 000 calls, 64 at a time, with a 20ms budget
@@ -37,8 +37,8 @@ func TestSilentListener(t *testing.T) {
 		settle(t, cleanWindow)
 		before := runtime.NumGoroutine()
 		ignore := goleak.IgnoreCurrent()
-		ln := newSilentListener(t)
-		s := openStore(t, tg, ln.addr(), budget, "")
+		ln := nettest.NewSilent(t)
+		s := openStore(t, tg, ln.Addr(), budget, "")
 
 		var (
 			next  atomic.Int64
@@ -74,19 +74,19 @@ func TestSilentListener(t *testing.T) {
 		if n := failed(recs); n != calls {
 			t.Errorf("%d of %d calls failed; want every one (nothing answers)", n, calls)
 		}
-		if ln.accepted.Load() == 0 {
+		if ln.Accepted() == 0 {
 			t.Errorf("the listener accepted no connection: the calls never reached it, and the socket check below would pass on none")
 		}
 		if err := s.Close(); err != nil {
 			t.Errorf("close: %v", err)
 		}
 		closedAt := time.Now()
-		open := ln.waitAllClosed(cleanWindow)
+		open := ln.StillOpen(cleanWindow)
 		socketsGone := time.Since(closedAt)
 		if open > 0 {
 			t.Errorf("%d sockets still open %v after Close; want 0", open, cleanWindow)
 		}
-		ln.close()
+		ln.Close()
 		// The listener's goroutines are gone: what is left is the driver's.
 		err := goleak.Find(ignore)
 		for err != nil && time.Since(closedAt) < cleanWindow {
@@ -99,7 +99,7 @@ func TestSilentListener(t *testing.T) {
 		after := runtime.NumGoroutine()
 		t.Logf("FIGURE silent driver=%s budget=%v calls=%d in %v failed=%d (timeout %d, unavailable %d) worst=%v slack=%v probe=%v accepted=%d goroutines before=%d during=%d after_close=%d back_in=%v sockets_closed_in=%v",
 			tg.name, budget, len(recs), elapsed.Round(time.Millisecond), failed(recs), sum.timeouts, sum.unavailable, sum.worst.Round(100*time.Microsecond),
-			slack.Round(time.Millisecond), pr.worst.Round(time.Millisecond), ln.accepted.Load(), before, during, after, goroutinesGone.Round(time.Millisecond), socketsGone.Round(time.Millisecond))
+			slack.Round(time.Millisecond), pr.worst.Round(time.Millisecond), ln.Accepted(), before, during, after, goroutinesGone.Round(time.Millisecond), socketsGone.Round(time.Millisecond))
 	})
 }
 
@@ -115,87 +115,4 @@ func settle(t *testing.T, d time.Duration) {
 	if err != nil {
 		t.Logf("goroutines of earlier tests still running (ignored): %v", err)
 	}
-}
-
-// silentListener accepts TCP connections and never writes a byte. It
-// reads each connection until EOF, so it knows how many the client still
-// holds open.
-type silentListener struct {
-	ln       net.Listener
-	accepted atomic.Int64
-	live     atomic.Int64
-	wg       sync.WaitGroup
-
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	closed bool
-}
-
-func newSilentListener(t *testing.T) *silentListener {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("silent listener: %v", err)
-	}
-	l := &silentListener{ln: ln, conns: make(map[net.Conn]struct{})}
-	l.wg.Add(1)
-	go l.accept()
-	t.Cleanup(l.close)
-	return l
-}
-
-func (l *silentListener) addr() string { return l.ln.Addr().String() }
-
-func (l *silentListener) accept() {
-	defer l.wg.Done()
-	for {
-		c, err := l.ln.Accept()
-		if err != nil {
-			return
-		}
-		l.accepted.Add(1)
-		l.mu.Lock()
-		if l.closed {
-			l.mu.Unlock()
-			c.Close()
-			return
-		}
-		l.conns[c] = struct{}{}
-		l.live.Add(1)
-		l.wg.Add(1)
-		l.mu.Unlock()
-		go func() {
-			defer l.wg.Done()
-			io.Copy(io.Discard, c) // until the client closes it (or close does)
-			l.mu.Lock()
-			delete(l.conns, c)
-			l.mu.Unlock()
-			c.Close()
-			l.live.Add(-1)
-		}()
-	}
-}
-
-// waitAllClosed waits until the client has closed every connection, for at
-// most d, and returns how many are still open.
-func (l *silentListener) waitAllClosed(d time.Duration) int64 {
-	deadline := time.Now().Add(d)
-	for l.live.Load() > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	return l.live.Load()
-}
-
-func (l *silentListener) close() {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return
-	}
-	l.closed = true
-	l.ln.Close()
-	for c := range l.conns {
-		c.Close()
-	}
-	l.mu.Unlock()
-	l.wg.Wait()
 }

@@ -3,10 +3,7 @@ package memcached
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,59 +11,8 @@ import (
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/nettest"
 )
-
-// mcSilent accepts connections and never answers.
-type mcSilent struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func newSilent(t *testing.T) *mcSilent {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &mcSilent{ln: ln}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s.mu.Lock()
-			s.conns = append(s.conns, c)
-			s.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		s.mu.Lock()
-		for _, c := range s.conns {
-			c.Close()
-		}
-		s.mu.Unlock()
-	})
-	return s
-}
-
-// open counts the accepted connections the client has not closed.
-func (s *mcSilent) open() int {
-	s.mu.Lock()
-	conns := append([]net.Conn(nil), s.conns...)
-	s.mu.Unlock()
-	n := 0
-	for _, c := range conns {
-		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-		_, err := io.Copy(io.Discard, c)
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			n++
-		}
-	}
-	return n
-}
 
 type storeCall struct {
 	name string
@@ -104,10 +50,10 @@ func TestSilentServer(t *testing.T) {
 		{"silent and live", func(s string) []string { return []string{s, live[0]} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			silent := newSilent(t)
+			silent := nettest.NewSilent(t)
 			runtime.GC()
 			before := runtime.NumGoroutine()
-			st, err := fleetstore.Open(storeURL(t, tc.hosts(silent.ln.Addr().String())), fleetstore.WithTimeout(budget))
+			st, err := fleetstore.Open(storeURL(t, tc.hosts(silent.Addr())), fleetstore.WithTimeout(budget))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,7 +100,7 @@ func TestSilentServer(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
-			if n := silent.open(); n > 0 {
+			if n := silent.StillOpen(100 * time.Millisecond); n > 0 {
 				t.Errorf("%d connections to the silent server still open after Close", n)
 			}
 		})
@@ -206,8 +152,8 @@ func TestPausedServer(t *testing.T) {
 // context.Canceled, not at the deadline.
 func TestCancel(t *testing.T) {
 	t.Parallel()
-	silent := newSilent(t)
-	st := openStore(t, []string{silent.ln.Addr().String()}, 5*time.Second)
+	silent := nettest.NewSilent(t)
+	st := openStore(t, []string{silent.Addr()}, 5*time.Second)
 	for _, c := range storeCalls() {
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(50*time.Millisecond, cancel)
@@ -227,7 +173,7 @@ func TestCancel(t *testing.T) {
 // them (T2, T3).
 func TestUnavailable(t *testing.T) {
 	t.Parallel()
-	refused := freeAddr(t)
+	refused := nettest.RefusedAddr(t)
 	for _, host := range []string{refused, "no-such-host.invalid:11211"} {
 		st := openStore(t, []string{host}, 2*time.Second)
 		for _, c := range storeCalls() {
@@ -241,8 +187,4 @@ func TestUnavailable(t *testing.T) {
 			}
 		}
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	return "127.0.0.1:" + strconv.Itoa(testserver.FreePort(t))
 }

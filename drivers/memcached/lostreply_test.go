@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/nettest"
 )
 
 // newLossyProxy forwards connections to a server and passes the server's
 // replies through only until the first "END\r\n" (the end of a gets):
 // later replies are lost after the server acted on their requests.
-func newLossyProxy(t *testing.T, target string) *testserver.Proxy {
-	return testserver.StartProxy(t, target, func() testserver.ReplyFilter {
+func newLossyProxy(t *testing.T, target string) *nettest.Proxy {
+	return nettest.NewProxy(t, target, func() nettest.ReplyFilter {
 		var seen []byte
 		passing := true
 		return func(chunk []byte) ([]byte, bool) {

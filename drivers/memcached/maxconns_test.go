@@ -20,6 +20,7 @@ import (
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/nettest"
 )
 
 // TestMaxConnsBurst releases 256 callers at once, twice, on a Store with
@@ -123,12 +124,12 @@ func TestMaxConnsBurst(t *testing.T) {
 // returns ErrTimeout by its own deadline + 10ms (T1); the server never
 // sees a third connection.
 func TestMaxConnsWait(t *testing.T) {
-	silent := newSilent(t)
+	silent := nettest.NewSilent(t)
 	const budget = 500 * time.Millisecond
 	const slack = 10*time.Millisecond + 30*time.Millisecond // + scheduling on a loaded machine
 	runtime.GC()
 	before := runtime.NumGoroutine()
-	st, err := fleetstore.Open(storeURL(t, []string{silent.ln.Addr().String()})+"&max_conns=2", fleetstore.WithTimeout(budget))
+	st, err := fleetstore.Open(storeURL(t, []string{silent.Addr()})+"&max_conns=2", fleetstore.WithTimeout(budget))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,14 +174,11 @@ func TestMaxConnsWait(t *testing.T) {
 	}
 	wg.Wait()
 	holders.Wait()
-	silent.mu.Lock()
-	accepted := len(silent.conns)
-	silent.mu.Unlock()
-	if accepted != 2 {
+	if accepted := silent.Accepted(); accepted != 2 {
 		t.Errorf("the server accepted %d connections; want max_conns=2", accepted)
 	}
 	st.Close()
-	if n := silent.open(); n > 0 {
+	if n := silent.StillOpen(100 * time.Millisecond); n > 0 {
 		t.Errorf("%d connections still open after Close", n)
 	}
 }
@@ -190,8 +188,8 @@ func TestMaxConnsWait(t *testing.T) {
 // returns ErrClosed at once, the call in flight by its deadline, and
 // nothing stays open.
 func TestCloseWakesWaiters(t *testing.T) {
-	silent := newSilent(t)
-	u, _ := url.Parse("memcached://" + silent.ln.Addr().String() + "?max_conns=1")
+	silent := nettest.NewSilent(t)
+	u, _ := url.Parse("memcached://" + silent.Addr() + "?max_conns=1")
 	c, err := Driver{}.Open(driver.Config{URL: u, KeyPrefix: testPrefix(t), Timeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
@@ -230,7 +228,7 @@ func TestCloseWakesWaiters(t *testing.T) {
 	if len(p.slots) != 0 || len(p.idle) != 0 {
 		t.Errorf("after Close: %d connections in use, %d idle; want 0, 0", len(p.slots), len(p.idle))
 	}
-	if n := silent.open(); n > 0 {
+	if n := silent.StillOpen(100 * time.Millisecond); n > 0 {
 		t.Errorf("%d connections still open after Close", n)
 	}
 }
@@ -281,13 +279,11 @@ func (s *statsConn) total(t *testing.T) int {
 	return n
 }
 
-func waitAccepted(t *testing.T, s *mcSilent, n int) {
+func waitAccepted(t *testing.T, s *nettest.Server, n int) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		s.mu.Lock()
-		got := len(s.conns)
-		s.mu.Unlock()
+		got := s.Accepted()
 		if got >= n {
 			return
 		}

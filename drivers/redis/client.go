@@ -86,16 +86,20 @@ func (c *client) Ping(ctx context.Context) error {
 
 // ConfigGet implements rediscore.Client: CONFIG GET on the server, or on
 // every master of a cluster.
-func (c *client) ConfigGet(ctx context.Context, name string) (map[string]string, error) {
+func (c *client) ConfigGet(ctx context.Context, names ...string) (map[string]map[string]string, error) {
 	var mu sync.Mutex // ForEachMaster calls get concurrently
-	out := make(map[string]string)
+	out := make(map[string]map[string]string)
 	get := func(ctx context.Context, node *goredis.Client) error {
-		cfg, err := node.ConfigGet(ctx, name).Result()
-		if err != nil {
-			return err
+		cfg := make(map[string]string, len(names))
+		for _, name := range names {
+			got, err := node.ConfigGet(ctx, name).Result()
+			if err != nil {
+				return err
+			}
+			cfg[name] = got[name]
 		}
 		mu.Lock()
-		out[node.Options().Addr] = cfg[name]
+		out[node.Options().Addr] = cfg
 		mu.Unlock()
 		return nil
 	}

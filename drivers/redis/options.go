@@ -2,6 +2,7 @@ package redis
 
 import (
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
@@ -48,10 +49,8 @@ var refused = map[string]string{
 func parseURL(cfg driver.Config) (*options, error) {
 	u := *cfg.URL
 	q := u.Query()
-	for name := range q {
-		if why, ok := refused[name]; ok {
-			return nil, driver.Invalid("url: "+name, "not supported: "+why)
-		}
+	if err := driver.RefuseParams(q, refused); err != nil {
+		return nil, err
 	}
 	isCluster := u.Scheme == "redis+cluster" || len(q["addr"]) > 0
 	accepted := singleParams
@@ -86,15 +85,8 @@ func parseURL(cfg driver.Config) (*options, error) {
 		if err != nil {
 			return nil, invalidURL(err)
 		}
-		so.ContextTimeoutEnabled = true
-		so.MaxRetries = -1
-		so.DialerRetries = 1
-		so.DialTimeout = timeouts["dial_timeout"]
-		so.ReadTimeout = timeouts["read_timeout"]
-		so.WriteTimeout = timeouts["write_timeout"]
-		so.PoolTimeout = timeouts["pool_timeout"]
-		so.MinIdleConns = 0
-		so.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+		contract{&so.ContextTimeoutEnabled, &so.MaxRetries, &so.DialerRetries, &so.MinIdleConns,
+			&so.DialTimeout, &so.ReadTimeout, &so.WriteTimeout, &so.PoolTimeout, &so.MaintNotificationsConfig}.force(timeouts)
 		o.single = so
 		return o, nil
 	}
@@ -106,20 +98,39 @@ func parseURL(cfg driver.Config) (*options, error) {
 	if err != nil {
 		return nil, invalidURL(err)
 	}
-	co.ContextTimeoutEnabled = true
-	co.MaxRetries = -1
-	co.DialerRetries = 1
-	co.DialTimeout = timeouts["dial_timeout"]
-	co.ReadTimeout = timeouts["read_timeout"]
-	co.WriteTimeout = timeouts["write_timeout"]
-	co.PoolTimeout = timeouts["pool_timeout"]
-	co.MinIdleConns = 0
+	contract{&co.ContextTimeoutEnabled, &co.MaxRetries, &co.DialerRetries, &co.MinIdleConns,
+		&co.DialTimeout, &co.ReadTimeout, &co.WriteTimeout, &co.PoolTimeout, &co.MaintNotificationsConfig}.force(timeouts)
 	co.ReadOnly, co.RouteByLatency, co.RouteRandomly = false, false, false
 	// Keyed commands only: no COMMAND round trip to learn routing tips.
 	co.DisableRoutingPolicies = true
-	co.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	o.cluster = co
 	return o, nil
+}
+
+// contract points at the go-redis settings the contract forces, in
+// Options or ClusterOptions (the same fields in both).
+type contract struct {
+	contextTimeout                  *bool
+	maxRetries, dialerRetries, idle *int
+	dial, read, write, pool         *time.Duration
+	maint                           **maintnotifications.Config
+}
+
+// force sets them: context deadlines reach the socket (T1); no client
+// retries and one dial attempt (T5, T2); no connection before the first
+// call (T3); the client timeouts as read from the URL, each at most the
+// budget (T1, T4); no maintenance notifications (they need a handshake
+// command of their own).
+func (c contract) force(timeouts map[string]time.Duration) {
+	*c.contextTimeout = true
+	*c.maxRetries = -1
+	*c.dialerRetries = 1
+	*c.idle = 0
+	*c.dial = timeouts["dial_timeout"]
+	*c.read = timeouts["read_timeout"]
+	*c.write = timeouts["write_timeout"]
+	*c.pool = timeouts["pool_timeout"]
+	*c.maint = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 }
 
 // invalidURL wraps a go-redis parse error. Those quote a parameter's

@@ -8,15 +8,14 @@ import (
 	"net"
 	"runtime"
 	"strconv"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/nettest"
 )
 
 // The client settings the contract needs, each with a test that fails
@@ -153,45 +152,13 @@ func cutScheme(raw string) (scheme, rest string, ok bool) {
 	return raw[:i], raw[i+3:], true
 }
 
-// silent listens on a loopback port, accepts connections and never
-// answers.
-func silent(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			go io.Copy(io.Discard, c)
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-	})
-	return l.Addr().String()
-}
-
 // TestContextDeadlineReachesSocket: a caller's deadline shorter than the
 // store's timeout ends the call on time against a server that never
 // answers (T1). Fails without ContextTimeoutEnabled: go-redis would wait
 // for its read timeout, the store's 5s.
 func TestContextDeadlineReachesSocket(t *testing.T) {
 	t.Parallel()
-	st, _ := openStore(t, "redis://"+silent(t)) // budget 5s
+	st, _ := openStore(t, "redis://"+nettest.NewSilent(t).Addr()) // budget 5s
 	c, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -208,7 +175,7 @@ func TestContextDeadlineReachesSocket(t *testing.T) {
 // DialerRetries (5 attempts, 100ms apart).
 func TestRefusedFailsAtOnce(t *testing.T) {
 	t.Parallel()
-	addr := refusedAddr(t)
+	addr := nettest.RefusedAddr(t)
 	st, _ := openStore(t, "redis://"+addr)
 	for range 3 {
 		start := time.Now()
@@ -221,44 +188,6 @@ func TestRefusedFailsAtOnce(t *testing.T) {
 	}
 }
 
-func refusedAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
-// blackhole returns a loopback address whose listen backlog is full, so
-// that a dial hangs (its SYNs are dropped) until the dialer gives up.
-func blackhole(t *testing.T) string {
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Skipf("socket: %v", err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Skipf("bind: %v", err)
-	}
-	if err := syscall.Listen(fd, 0); err != nil {
-		t.Skipf("listen: %v", err)
-	}
-	sa, _ := syscall.Getsockname(fd)
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
-	for i := 0; ; i++ {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err != nil {
-			return addr // the backlog is full
-		}
-		t.Cleanup(func() { c.Close() })
-		if i == 16 {
-			t.Skip("cannot fill a listen backlog here")
-		}
-	}
-}
-
 // TestDialEndsWithBudget: no goroutine outlives a timed-out call by more
 // than the budget, and none outlives Close by much (T4). Once pool_size
 // dials have failed, go-redis probes the server from a goroutine of its
@@ -266,7 +195,7 @@ func blackhole(t *testing.T) string {
 // with go-redis's default dial timeout (5s): that probe is still dialing
 // the black hole long after Close.
 func TestDialEndsWithBudget(t *testing.T) {
-	addr := blackhole(t)
+	addr := nettest.BlackHole(t)
 	before := runtime.NumGoroutine()
 	st, err := fleetstore.Open("redis://" + addr + "?timeout=200ms&pool_size=2")
 	if err != nil {
@@ -296,23 +225,8 @@ func TestDialEndsWithBudget(t *testing.T) {
 // (T3).
 func TestOpenDialsNothing(t *testing.T) {
 	t.Parallel()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	var accepted atomic.Int32
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
-	for _, raw := range []string{"redis://" + l.Addr().String(), "redis+cluster://" + l.Addr().String()} {
+	l := nettest.NewHangUp(t)
+	for _, raw := range []string{"redis://" + l.Addr(), "redis+cluster://" + l.Addr()} {
 		start := time.Now()
 		st, err := fleetstore.Open(raw)
 		if err != nil {
@@ -322,14 +236,14 @@ func TestOpenDialsNothing(t *testing.T) {
 			t.Errorf("open took %v", took)
 		}
 		time.Sleep(200 * time.Millisecond)
-		if n := accepted.Load(); n != 0 {
+		if n := l.Accepted(); n != 0 {
 			t.Fatalf("%s: %d connections after Open, before any call", raw, n)
 		}
 		st.Close()
 	}
-	st, _ := openStore(t, "redis://"+l.Addr().String())
+	st, _ := openStore(t, "redis://"+l.Addr())
 	_ = st.Ping(ctx(t))
-	if accepted.Load() == 0 {
+	if l.Accepted() == 0 {
 		t.Fatal("the first call made no connection: the test proves nothing")
 	}
 }

@@ -81,18 +81,22 @@ func (c *client) Ping(ctx context.Context) error {
 
 // ConfigGet implements rediscore.Client: CONFIG GET on every node
 // valkey-go knows (a cluster's replicas too).
-func (c *client) ConfigGet(ctx context.Context, name string) (map[string]string, error) {
+func (c *client) ConfigGet(ctx context.Context, names ...string) (map[string]map[string]string, error) {
 	cl, err := c.lazy.get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]string)
+	out := make(map[string]map[string]string)
 	for addr, node := range cl.Nodes() {
-		cfg, err := node.Do(ctx, node.B().ConfigGet().Parameter(name).Build()).AsStrMap()
-		if err != nil {
-			return out, err
+		cfg := make(map[string]string, len(names))
+		for _, name := range names {
+			got, err := node.Do(ctx, node.B().ConfigGet().Parameter(name).Build()).AsStrMap()
+			if err != nil {
+				return out, err
+			}
+			cfg[name] = got[name]
 		}
-		out[addr] = cfg[name]
+		out[addr] = cfg
 	}
 	return out, nil
 }

@@ -3,9 +3,7 @@ package valkey
 import (
 	"context"
 	"errors"
-	"net"
 	"net/url"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/internal/rediscore"
 	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/nettest"
 )
 
 // slack is added to a budget when a test checks how long a call took: a
@@ -120,79 +119,27 @@ func hooks(tenant string, inc, capacity time.Duration) []driver.Charge {
 	return []driver.Charge{{Kind: driver.Hooks, Tenant: tenant, Increment: inc, Capacity: capacity}}
 }
 
-// proxy forwards TCP connections to target. While stall is set the
+// proxy forwards TCP connections to target. While DropReplies is on the
 // server's replies are held back (dropped); while hangUp is set a reply is
 // dropped and both sides of its connection are closed.
 type proxy struct {
-	*testserver.Proxy
-	stall  atomic.Bool
+	*nettest.Proxy
 	hangUp atomic.Bool
 }
 
 func startProxy(t *testing.T, target string) *proxy {
 	t.Helper()
 	p := &proxy{}
-	p.Proxy = testserver.StartProxy(t, target, func() testserver.ReplyFilter { return p.filter })
+	p.Proxy = nettest.NewProxy(t, target, func() nettest.ReplyFilter { return p.filter })
 	return p
 }
 
 func (p *proxy) filter(chunk []byte) ([]byte, bool) {
-	switch {
-	case p.hangUp.Load():
+	if p.hangUp.Load() {
 		return nil, true
-	case p.stall.Load():
-		return nil, false
 	}
 	return chunk, false
 }
-
-// listener accepts connections, counts them and, when hangUp is set,
-// closes each at once; otherwise it holds them open and never answers.
-type listener struct {
-	ln       net.Listener
-	accepted atomic.Int32
-	mu       sync.Mutex
-	conns    []net.Conn
-}
-
-func startListener(t *testing.T, hangUp bool) *listener {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &listener{ln: ln}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			l.accepted.Add(1)
-			if hangUp {
-				c.Close()
-				continue
-			}
-			l.mu.Lock()
-			l.conns = append(l.conns, c)
-			l.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		l.mu.Lock()
-		for _, c := range l.conns {
-			c.Close()
-		}
-		l.mu.Unlock()
-	})
-	return l
-}
-
-func (l *listener) addr() string { return l.ln.Addr().String() }
 
 // freePorts returns n loopback ports that were free a moment ago.
 func freePorts(t *testing.T, n int) []int {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/nettest"
 )
 
 // waitOK hits st until it answers OK, for at most d (the build backoff is
@@ -93,10 +94,10 @@ func TestLazyStartCluster(t *testing.T) {
 // that accepts and never answers make one connection attempt, and each
 // caller returns by its own deadline, not the build's.
 func TestLazyBuildSingleFlight(t *testing.T) {
-	l := startListener(t, false)
+	l := nettest.NewSilent(t)
 	// The store timeout (so the dial and handshake timeout) is long; the
 	// callers' deadlines are short.
-	c := testConn(t, "valkey://"+l.addr(), 2*time.Second, nil)
+	c := testConn(t, "valkey://"+l.Addr(), 2*time.Second, nil)
 	const callerBudget = 80 * time.Millisecond
 	var wg sync.WaitGroup
 	for range 50 {
@@ -112,7 +113,7 @@ func TestLazyBuildSingleFlight(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := l.accepted.Load(); n != 1 {
+	if n := l.Accepted(); n != 1 {
 		t.Errorf("50 concurrent first calls made %d connections, want 1 (one build for all)", n)
 	}
 }
@@ -120,8 +121,8 @@ func TestLazyBuildSingleFlight(t *testing.T) {
 // TestLazyBuildBackoff: after a failed build, calls fail at once without
 // I/O until the backoff has passed; then one call builds again.
 func TestLazyBuildBackoff(t *testing.T) {
-	l := startListener(t, true) // every connection is closed at once: the build fails fast
-	c := testConn(t, "valkey://"+l.addr(), time.Second, nil)
+	l := nettest.NewHangUp(t) // every connection is closed at once: the build fails fast
+	c := testConn(t, "valkey://"+l.Addr(), time.Second, nil)
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Go(func() {
@@ -132,7 +133,7 @@ func TestLazyBuildBackoff(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	first := l.accepted.Load()
+	first := l.Accepted()
 	if first < 1 || first > 2 {
 		t.Fatalf("20 concurrent calls made %d connections, want 1 (2 if one came after the build failed)", first)
 	}
@@ -145,12 +146,12 @@ func TestLazyBuildBackoff(t *testing.T) {
 			t.Fatalf("ping in the backoff took %v: it should fail at once", d)
 		}
 	}
-	if n := l.accepted.Load(); n > first+1 {
+	if n := l.Accepted(); n > first+1 {
 		t.Errorf("calls in the backoff made %d more connections", n-first)
 	}
 	time.Sleep(backoffMax + 50*time.Millisecond)
 	_ = c.Ping(budget(t, time.Second))
-	if n := l.accepted.Load(); n == first {
+	if n := l.Accepted(); n == first {
 		t.Errorf("a call after the backoff did not build again")
 	}
 }

@@ -10,41 +10,17 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/nettest"
 )
 
 // fakeServer speaks enough RESP2 for valkey-go to connect (HELLO unknown,
 // no cluster) and answers every script call and DEL with reply (V4).
 func fakeServer(t *testing.T, reply string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	var conns []net.Conn
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-			go serveFake(c, reply)
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-done
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return ln.Addr().String()
+	return nettest.NewServer(t, func(c net.Conn) { serveFake(c, reply) }).Addr()
 }
 
 func serveFake(c net.Conn, reply string) {
-	defer c.Close()
 	r := bufio.NewReader(c)
 	for {
 		cmd, err := readCommand(r)

@@ -35,10 +35,8 @@ var refused = map[string]string{
 func parseURL(cfg driver.Config) (*options, error) {
 	u := *cfg.URL
 	q := u.Query()
-	for name := range q {
-		if why, ok := refused[name]; ok {
-			return nil, driver.Invalid("url: "+name, "not supported: "+why)
-		}
+	if err := driver.RefuseParams(q, refused); err != nil {
+		return nil, err
 	}
 	cluster := len(q["addr"]) > 0
 	accepted := singleParams

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/nettest"
 )
 
 func parse(t *testing.T, raw string) (*options, error) {
@@ -93,7 +94,7 @@ func TestOptionsRefused(t *testing.T) {
 // TestOpenNoIO: Open registers both schemes, accepts a black-holed
 // address at once, and Close after no call is quick.
 func TestOpenNoIO(t *testing.T) {
-	addr := blackHole(t)
+	addr := nettest.BlackHole(t)
 	for _, scheme := range []string{"valkey", "valkeys"} {
 		start := time.Now()
 		st, err := fleetstore.Open(scheme + "://" + addr)

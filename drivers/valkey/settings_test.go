@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"runtime"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/fleetstore/fleetstore/internal/rediscore"
 	"github.com/fleetstore/fleetstore/internal/scripts"
 	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/nettest"
 )
 
 // Each client setting the contract needs has a test here, and each test
@@ -56,7 +55,7 @@ func TestSettingNoClientCache(t *testing.T) {
 // default: the build started by a timed-out call is over by then.
 func TestSettingDialTimeout(t *testing.T) {
 	const timeout = 100 * time.Millisecond
-	addr := blackHole(t)
+	addr := nettest.BlackHole(t)
 	withAndWithout(t, func(o *valkey.ClientOption) { o.Dialer.Timeout = 0 }, func(t *testing.T, undo func(*valkey.ClientOption)) error {
 		c := testConn(t, "valkey://"+addr, timeout, undo)
 		start := time.Now()
@@ -73,38 +72,6 @@ func TestSettingDialTimeout(t *testing.T) {
 	})
 }
 
-// blackHole returns a loopback address whose SYNs are dropped: a
-// listening socket with a backlog of 0 that never accepts, its queue
-// filled first.
-func blackHole(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Listen(fd, 0); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
-	for range 8 {
-		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
-		if err != nil {
-			return addr // the queue is full: SYNs are dropped
-		}
-		t.Cleanup(func() { c.Close() })
-	}
-	t.Skip("cannot make a black-hole address on this system")
-	return ""
-}
-
 // TestSettingWriteTimeout: once the stalled calls have timed out, a
 // connection whose server stopped answering is closed after about the
 // budget plus the keep-alive gap (1s), not valkey-go's 10s default (T4).
@@ -117,7 +84,7 @@ func TestSettingWriteTimeout(t *testing.T) {
 		if err := c.Ping(budget(t, timeout)); err != nil {
 			return fmt.Errorf("ping through the proxy: %v", err)
 		}
-		p.stall.Store(true)
+		p.DropReplies(true)
 		for range 4 {
 			if err := c.Ping(budget(t, timeout)); !errors.Is(err, fleetstore.ErrTimeout) {
 				return fmt.Errorf("ping of a stalled server: got %v, want ErrTimeout", err)
@@ -185,7 +152,7 @@ func TestCallDeadline(t *testing.T) {
 	if err := c.Ping(budget(t, time.Second)); err != nil {
 		t.Fatalf("ping: %v", err)
 	}
-	p.stall.Store(true)
+	p.DropReplies(true)
 	const callerBudget = 100 * time.Millisecond
 	tenant := "deadline-" + randName()
 	claim := driver.Claim{Tenant: tenant, SourceID: "s", Key: "k", HookID: "h", TTL: time.Minute, PendingTTL: time.Minute}

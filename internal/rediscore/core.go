@@ -16,7 +16,6 @@ package rediscore
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,9 +42,10 @@ type Client interface {
 	Del(ctx context.Context, key string) error
 	// Ping pings one node.
 	Ping(ctx context.Context) error
-	// ConfigGet reads the config parameter name from every master (one
-	// server: it alone), by server address.
-	ConfigGet(ctx context.Context, name string) (map[string]string, error)
+	// ConfigGet reads the config parameters names from every master (one
+	// server: it alone): server address → name → value ("" when the
+	// server does not have it).
+	ConfigGet(ctx context.Context, names ...string) (map[string]map[string]string, error)
 	// IsReply reports whether err is the server's own error reply.
 	IsReply(err error) bool
 	// IsNoScript reports whether err is the server's NOSCRIPT reply: the
@@ -256,5 +256,3 @@ func GroupByTenant(claims []driver.Claim) [][]int {
 	}
 	return groups
 }
-
-var errNoPolicy = errors.New("no maxmemory-policy in CONFIG GET reply")

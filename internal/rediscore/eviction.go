@@ -8,43 +8,52 @@ import (
 )
 
 // answered records that the server answered a call: the first answer of
-// all starts the eviction policy check, in the background.
+// all starts the check of the server's settings, in the background.
 func (c *Conn) answered() {
 	if !c.checked.Load() && c.checking.CompareAndSwap(false, true) {
 		c.wg.Add(1)
-		go c.checkEviction()
+		go c.checkSettings()
 	}
 }
 
-// checkEviction reads maxmemory-policy from every master, off the hot
-// path, and warns once per server when it can evict keys: an evicted claim
-// lets a duplicate through, an evicted bucket forgets a limit. It gives up
-// for good when CONFIG is refused (managed services rename it), and tries
-// again after the next answered call when the server did not answer or
-// was still loading.
-func (c *Conn) checkEviction() {
+// checkSettings reads, off the hot path, the settings of every master that
+// decide whether claims survive, and warns once per server and setting:
+//
+//   - maxmemory-policy other than noeviction: an evicted claim lets a
+//     duplicate through, an evicted bucket forgets a limit;
+//   - appendonly no: a crash or kill -9 loses every claim committed since
+//     the last RDB snapshot (all of them when save is empty), and a
+//     restarted server accepts those hooks again.
+//
+// It gives up for good when CONFIG is refused (managed services rename
+// it), and tries again after the next answered call when the server did
+// not answer or was still loading.
+func (c *Conn) checkSettings() {
 	defer c.wg.Done()
 	defer c.checking.Store(false)
 	ctx, cancel := context.WithTimeout(c.bg, c.timeout)
 	defer cancel()
-	policies, err := c.cl.ConfigGet(ctx, "maxmemory-policy")
+	servers, err := c.cl.ConfigGet(ctx, "maxmemory-policy", "appendonly", "save")
 	if err == nil {
-		for server, policy := range policies {
-			switch policy {
-			case "noeviction":
-			case "":
-				c.log.Debug("fleetstore: cannot read maxmemory-policy", zap.String("url", c.display),
-					zap.String("server", server), zap.Error(errNoPolicy))
-			default:
-				c.log.Warn("fleetstore: maxmemory-policy can evict keys: an evicted claim lets a duplicate through; set maxmemory-policy noeviction",
-					zap.String("url", c.display), zap.String("server", server), zap.String("maxmemory-policy", policy))
-			}
+		for server, cfg := range servers {
+			c.warnSettings(server, cfg)
 		}
 	}
 	if err == nil || c.cl.IsReply(err) && !strings.HasPrefix(err.Error(), "LOADING") {
 		c.checked.Store(true)
 		if err != nil {
-			c.log.Debug("fleetstore: cannot read maxmemory-policy", zap.String("url", c.display), zap.Error(err))
+			c.log.Debug("fleetstore: cannot read the server's settings", zap.String("url", c.display), zap.Error(err))
 		}
+	}
+}
+
+func (c *Conn) warnSettings(server string, cfg map[string]string) {
+	if p := cfg["maxmemory-policy"]; p != "noeviction" && p != "" {
+		c.log.Warn("fleetstore: maxmemory-policy can evict keys: an evicted claim lets a duplicate through; set maxmemory-policy noeviction",
+			zap.String("url", c.display), zap.String("server", server), zap.String("maxmemory-policy", p))
+	}
+	if cfg["appendonly"] == "no" {
+		c.log.Warn("fleetstore: appendonly is off: a crash loses the claims committed since the last snapshot, and their hooks are accepted again; set appendonly yes",
+			zap.String("url", c.display), zap.String("server", server), zap.String("save", cfg["save"]))
 	}
 }

@@ -11,7 +11,8 @@ import (
 
 // HitCall returns the KEYS and ARGV of a Hit script call: charges (all of
 // one tenant) and claim (nil: none), as validated by the Store. Increments
-// and capacities go as whole µs, the pending TTL as whole ms rounded up.
+// and capacities go as whole µs, the pending TTL both as the key's PX
+// (Millis) and as whole µs (the record's exact expiry).
 func HitCall(keyPrefix string, charges []driver.Charge, claim *driver.Claim) (keys, args []string) {
 	tenant := ""
 	if len(charges) > 0 {
@@ -21,7 +22,7 @@ func HitCall(keyPrefix string, charges []driver.Charge, claim *driver.Claim) (ke
 	}
 	keys = make([]string, 1, 2)
 	keys[0] = BucketKey(keyPrefix, tenant)
-	args = make([]string, 0, 1+3*len(charges)+3)
+	args = make([]string, 0, 1+3*len(charges)+4)
 	args = append(args, strconv.Itoa(len(charges)))
 	for i := range charges {
 		c := &charges[i]
@@ -31,7 +32,8 @@ func HitCall(keyPrefix string, charges []driver.Charge, claim *driver.Claim) (ke
 	}
 	if claim != nil {
 		keys = append(keys, ClaimKey(keyPrefix, claim.Tenant, claim.SourceID, claim.Key))
-		args = append(args, claim.HookID, claim.Node, Millis(claim.PendingTTL))
+		args = append(args, claim.HookID, claim.Node, Millis(claim.PendingTTL),
+			strconv.FormatInt(claim.PendingTTL.Microseconds(), 10))
 	}
 	return keys, args
 }

@@ -11,7 +11,8 @@
 -- when KEYS[2] is given:
 --   ARGV[3n+2]  hook_id
 --   ARGV[3n+3]  node
---   ARGV[3n+4]  pending TTL, ms (rounded up by the caller)
+--   ARGV[3n+4]  pending TTL, ms (rounded up by the caller: the key's PX)
+--   ARGV[3n+5]  pending TTL, µs (exact: the claim's own expiry)
 --
 -- Returns {1} OK, {2, hook_id} Duplicate, {3, ms} Pending, {4, ms}
 -- RateLimited: integers and strings only.
@@ -37,11 +38,11 @@ local c = 3 * n + 2
 -- held is the state byte of a live claim record, holder its hook_id; both
 -- nil when the Hit has no claim or the key is absent (Redis has already
 -- dropped an expired key: GET returns false for it).
-local held, holder
+local held, holder, expires
 if KEYS[2] then
   local v = redis.call('GET', KEYS[2])
   if v then
-    held, holder = decode_claim(v)
+    held, holder, expires = decode_claim(v)
     -- Our own pending claim: this is a retry of a hit whose reply was lost.
     -- It was charged once already, so charge nothing and say OK (C2).
     if held == 'p' and holder == ARGV[c] then
@@ -103,8 +104,14 @@ if held == 'c' then
   return {2, holder}
 end
 if held == 'p' then
-  -- PTTL counts whole ms to the key's ms expiry: already a ceiling.
-  local ms = redis.call('PTTL', KEYS[2])
+  -- The claim's exact expiry, rounded up to whole ms; a record without
+  -- one: PTTL, whole ms to the key's ms expiry, already a ceiling.
+  local ms
+  if expires then
+    ms = math.floor((expires - now + 999) / 1000)
+  else
+    ms = redis.call('PTTL', KEYS[2])
+  end
   if ms < 1 then
     ms = 1
   end
@@ -134,6 +141,8 @@ if n > 0 then
 end
 if KEYS[2] then
   -- The claim becomes pending for this hook, for the pending TTL (C1).
-  redis.call('SET', KEYS[2], encode_claim('p', ARGV[c], ARGV[c + 1]), 'PX', ARGV[c + 2])
+  -- The key lingers up to 2ms past the record's own expiry (see Millis).
+  local record = encode_pending(ARGV[c], ARGV[c + 1], now + tonumber(ARGV[c + 3]))
+  redis.call('SET', KEYS[2], record, 'PX', ARGV[c + 2])
 end
 return {1}

@@ -48,12 +48,12 @@ func TestHitCall(t *testing.T) {
 	if want := []string{"p:{t}:b", "p:{t}:c:s:k"}; strings.Join(keys, " ") != strings.Join(want, " ") {
 		t.Errorf("keys %q, want %q", keys, want)
 	}
-	want := []string{"2", "hooks", "125", "1000000", "bytes", "1900000", "31622400000000", "h", "n", "3"}
+	want := []string{"2", "hooks", "125", "1000000", "bytes", "1900000", "31622400000000", "h", "n", "3", "1500"}
 	if strings.Join(args, " ") != strings.Join(want, " ") {
 		t.Errorf("args %q, want %q", args, want)
 	}
 	keys, args = HitCall("p", nil, cl)
-	if len(keys) != 2 || strings.Join(args, " ") != "0 h n 3" {
+	if len(keys) != 2 || strings.Join(args, " ") != "0 h n 3 1500" {
 		t.Errorf("claim only: %q %q", keys, args)
 	}
 	keys, args = HitCall("p", charges[:1], nil)

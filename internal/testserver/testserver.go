@@ -9,8 +9,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/fleetstore/fleetstore/nettest"
 )
 
 // Need returns the path of binary, or skips t (fails it when CI is set)
@@ -38,15 +41,16 @@ func ValkeyBinary() string {
 	return "redis-server"
 }
 
-// FreePort returns a loopback TCP port that was free a moment ago.
+// FreePort returns a loopback TCP port that was free a moment ago: the
+// port of a nettest.RefusedAddr.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	_, port, _ := net.SplitHostPort(nettest.RefusedAddr(t))
+	n, err := strconv.Atoi(port)
 	if err != nil {
 		t.Fatalf("free port: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return n
 }
 
 // WaitTCP waits until addr accepts connections, for at most d.
