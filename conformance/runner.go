@@ -48,8 +48,8 @@ type clause struct {
 // clauses lists every clause of CONTRACT §3–§6 in document order.
 var clauses []clause
 
-// register adds a clause that may run beside the others: it uses fresh
-// tenants and no time limit tighter than its slack.
+// register adds a clause that may run beside the others: it works on
+// fresh tenants, and whatever it times has slack for a busy machine.
 func register(id, title string, run func(t *clauseT)) { add(clause{id: id, title: title, run: run}) }
 
 // registerAlone adds a clause that runs with no other beside it.
