@@ -19,7 +19,7 @@ func init() {
 	register("V4", "a malformed reply from the server is an error value, never a panic", testV4)
 }
 
-func testV1(t *T) {
+func testV1(t *clauseT) {
 	st := t.open()
 	tenant := t.tenant()
 	good := charge(fleetstore.Hooks, tenant, time.Hour, time.Hour) // one unit: any write shows
@@ -106,7 +106,7 @@ func testV1(t *T) {
 	}
 }
 
-func (t *T) wantField(what string, err error, field string) {
+func (t *clauseT) wantField(what string, err error, field string) {
 	if !errors.Is(err, fleetstore.ErrInvalid) {
 		t.Errorf("%s: bad %s: got %v, want ErrInvalid", what, field, err)
 		return
@@ -122,7 +122,7 @@ var oddParts = []string{
 	"a\x00", "\x00", "a\r\nb", "\xff\xfe", "ü", "%", "%3A", "a/b", "a\\b", " ", "\t",
 }
 
-func testV2(t *T) {
+func testV2(t *clauseT) {
 	st := t.open()
 	run := randHex(4)
 	type triple struct{ tenant, source, key string }
@@ -163,7 +163,7 @@ func testV2(t *T) {
 	}
 }
 
-func testV3(t *T) {
+func testV3(t *clauseT) {
 	st := t.open()
 	rng := rand.New(rand.NewPCG(1, 2))
 	unsafe := func(n int) string {
@@ -202,9 +202,9 @@ func testV3(t *T) {
 	t.want("1 KB binary tenant after reset", t.hit(st, []fleetstore.Charge{c}, nil), fleetstore.OK)
 }
 
-func testV4(t *T) {
+func testV4(t *clauseT) {
 	if t.s.cfg.AddrURL == nil {
-		t.Skipf("no Config.AddrURL: the driver has no server to speak nonsense")
+		t.Skipf("no host:port in the URL and no Config.AddrURL: the driver has no server to speak nonsense")
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	noise := make([]byte, 512)

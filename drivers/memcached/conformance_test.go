@@ -4,16 +4,11 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fleetstore/fleetstore/conformance"
+	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/internal/testserver"
 )
-
-// granularity is how long an item may outlive its expiry: memcached's
-// whole-second clock, plus the second the driver adds so that no item
-// expires early (see expiration).
-const granularity = 2 * time.Second
 
 func TestConformance(t *testing.T) {
 	for _, n := range []int{1, 2} {
@@ -25,16 +20,9 @@ func TestConformance(t *testing.T) {
 				addrs[i] = servers[i].Addr
 			}
 			conformance.Run(t, conformance.Config{
-				URL:         "memcached://" + strings.Join(addrs, ","),
-				AddrURL:     func(a string) string { return "memcached://" + a },
-				Granularity: granularity,
-				Records: func(ctx context.Context, prefix, tenant string) ([]conformance.Record, error) {
-					recs, err := mcRecords(ctx, addrs, prefix, tenant)
-					out := make([]conformance.Record, len(recs))
-					for i, r := range recs {
-						out[i] = conformance.Record{Key: r.Key, TTL: r.TTL}
-					}
-					return out, err
+				URL: "memcached://" + strings.Join(addrs, ","),
+				Records: func(ctx context.Context, prefix, tenant string) ([]driver.Record, error) {
+					return mcRecords(ctx, addrs, prefix, tenant)
 				},
 				Restart: func() error {
 					for _, s := range servers {

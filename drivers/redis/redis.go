@@ -77,6 +77,7 @@ package redis
 import (
 	"context"
 	"net"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -96,7 +97,15 @@ func init() {
 // "redis+cluster".
 type Driver struct{}
 
-var _ driver.Driver = Driver{}
+var (
+	_ driver.Driver            = Driver{}
+	_ driver.ExpiryGranularity = Driver{}
+)
+
+// ExpiryGranularity implements driver.ExpiryGranularity: a key may linger
+// up to 2ms past its expiry. Every PX is the time left rounded up to whole
+// ms, plus 1ms, against Redis's millisecond clock (CONTRACT §7).
+func (Driver) ExpiryGranularity() time.Duration { return 2 * time.Millisecond }
 
 // Open implements driver.Driver: it parses the URL and builds the client,
 // without any network I/O (T3).
