@@ -106,6 +106,15 @@ func testC3(t *clauseT) {
 		claim.PendingTTL-t.since(start)-slack, claim.PendingTTL-asked.Sub(hitDone)+time.Millisecond+2*t.s.cfg.Granularity)
 	t.wantLeft("after one hit and one pending", st, b, 9)
 
+	// Never more than the PendingTTL: a claim asked about at once has at
+	// most its whole PendingTTL (whole ms here) left.
+	fresh := t.claimFor(tenant, "hook-a")
+	fresh.PendingTTL = 30 * time.Second
+	t.want("hit", t.hit(st, nil, &fresh), fleetstore.OK)
+	if res := t.hit(st, nil, other(fresh, "hook-b")); res.Outcome == fleetstore.Pending && res.RetryAfter > fresh.PendingTTL {
+		t.Errorf("pending retry-after %v right after a hit with PendingTTL %v: more than the claim can last", res.RetryAfter, fresh.PendingTTL)
+	}
+
 	// Rounded up, never down: a 10.5ms pending claim asked about less than
 	// 0.5ms later has more than 10ms left, so its retry-after is 11ms or
 	// more (G2's rule for the claim's wait).

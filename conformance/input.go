@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"time"
 
@@ -223,8 +224,20 @@ func testV4(t *clauseT) {
 		[]byte("VALUE x 0 5\r\nab\r\nEND\r\n"),
 		[]byte("ERROR\r\nSTORED\r\nEXISTS\r\n"),
 		noise,
+		// Lengths a client must not trust: it would allocate what they
+		// declare, overflow its stack on the nesting, or panic on the sign.
+		[]byte("$2147483647\r\n"),
+		[]byte("*2147483647\r\n"),
+		[]byte("%1073741823\r\n"),
+		[]byte("$-5\r\n"),
+		[]byte("*-3\r\n"),
+		[]byte(strings.Repeat("*1\r\n", 100000)),
+		[]byte("VALUE x 0 2147483647 1\r\n"),
+		[]byte("VALUE x 0 -1 1\r\n"),
 	} {
 		st := t.openURL(t.addrURL(nettest.NewGarbage(t, reply).Addr()), fleetstore.WithTimeout(budget))
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
 		for _, o := range t.ops(t.tenant()) {
 			start := time.Now()
 			err := o.call(context.Background(), st)
@@ -235,5 +248,15 @@ func testV4(t *clauseT) {
 				t.Errorf("hit against a server replying %.20q: no error", reply)
 			}
 		}
+		runtime.ReadMemStats(&after)
+		// Process-wide, so other clauses count too: far above what they
+		// allocate meanwhile, far below what a declared length asks for.
+		if n := after.TotalAlloc - before.TotalAlloc; n > maxHostileAlloc {
+			t.Errorf("calls against a server replying %.20q allocated %d MiB: the driver allocated what the server declared", reply, n>>20)
+		}
 	}
 }
+
+// maxHostileAlloc bounds what the calls against one lying server may
+// allocate (V4).
+const maxHostileAlloc = 256 << 20

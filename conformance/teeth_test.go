@@ -333,6 +333,15 @@ var variants = []struct {
 			return res, err
 		}
 	}},
+	{"pending-retry-after-over-ttl", "C3", func(b *broken) {
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			res, err := c.Hit(ctx, charges, claim)
+			if res.Outcome == driver.Pending {
+				res.RetryAfter += time.Millisecond // a key's PTTL, one ms longer than the claim
+			}
+			return res, err
+		}
+	}},
 	{"own-retry-rewrites-claim", "C2", func(b *broken) {
 		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
 			res, err := c.Hit(ctx, charges, claim)

@@ -134,6 +134,23 @@ func testT2(t *clauseT) {
 			t.Errorf("%s against a refused port took %v, budget %v", o.name, d, budget)
 		}
 	}
+	// A batch that reaches no server fails as a whole: one ErrUnavailable,
+	// not one error per claim (the driver's whole-call result).
+	batch := []fleetstore.Claim{t.claimFor(t.tenant(), "hook-a"), t.claimFor(t.tenant(), "hook-a"), t.claimFor(t.tenant(), "hook-a")}
+	for _, settle := range []struct {
+		name string
+		call func(context.Context, ...fleetstore.Claim) error
+	}{{"commit", st.Commit}, {"release", st.Release}} {
+		err := settle.call(context.Background(), batch...)
+		var ce *fleetstore.ClaimError
+		switch {
+		case !errors.Is(err, fleetstore.ErrUnavailable):
+			t.Errorf("batch %s of %d claims against a refused port: got %v, want ErrUnavailable", settle.name, len(batch), err)
+		case errors.As(err, &ce):
+			t.Errorf("batch %s of %d claims against a refused port: the failure of the whole call reported per claim (claims[%d]): %v",
+				settle.name, len(batch), ce.Index, err)
+		}
+	}
 }
 
 func testT3(t *clauseT) {
