@@ -147,4 +147,3 @@ func maxTime(a, b time.Time) time.Time {
 	}
 	return a
 }
-
