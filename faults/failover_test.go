@@ -27,6 +27,7 @@ func TestClusterMasterKilled(t *testing.T) {
 	)
 	for _, d := range []struct{ scheme, bin string }{{"redis+cluster", "redis-server"}, {"valkey", testserver.ValkeyBinary()}} {
 		t.Run(d.scheme, func(t *testing.T) {
+			t.Parallel() // two clusters side by side: each run is mostly waiting
 			cl := testserver.StartClusterReplicas(t, nodeTimeout, testserver.Binary(d.bin))
 			t.Logf("server: %s cluster, 3 masters + 3 replicas, cluster-node-timeout %v", d.bin, nodeTimeout)
 			st, err := fleetstore.Open(cl.URLScheme(d.scheme) + "&timeout=" + budget.String() + "&key_prefix=" + randomName("failover-"))
