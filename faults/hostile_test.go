@@ -29,15 +29,7 @@ func stream(t *testing.T, head, body string) string {
 		if _, err := c.Read(buf); err != nil {
 			return
 		}
-		if _, err := c.Write([]byte(head)); err != nil {
-			return
-		}
-		chunk := []byte(strings.Repeat(body, max(1, 64<<10/len(body))))
-		for {
-			if _, err := c.Write(chunk); err != nil {
-				return
-			}
-		}
+		writeForever(c, head, body)
 	}).Addr()
 }
 
@@ -62,16 +54,22 @@ func respStream(t *testing.T, head, body string) string {
 			}
 			break
 		}
-		if _, err := c.Write([]byte(head)); err != nil {
+		writeForever(c, head, body)
+	}).Addr()
+}
+
+// writeForever writes head, then body again and again until the client
+// hangs up.
+func writeForever(c net.Conn, head, body string) {
+	if _, err := c.Write([]byte(head)); err != nil {
+		return
+	}
+	chunk := []byte(strings.Repeat(body, max(1, 64<<10/len(body))))
+	for {
+		if _, err := c.Write(chunk); err != nil {
 			return
 		}
-		chunk := []byte(strings.Repeat(body, max(1, 64<<10/len(body))))
-		for {
-			if _, err := c.Write(chunk); err != nil {
-				return
-			}
-		}
-	}).Addr()
+	}
 }
 
 func respHostile() []hostile {

@@ -25,6 +25,7 @@
 package replyguard
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -60,10 +61,10 @@ func RESP(dial DialFunc) DialFunc {
 }
 
 // NewRESP guards c, a connection to a RESP server.
-func NewRESP(c net.Conn) net.Conn { return guard(c, &respParser{}) }
+func NewRESP(c net.Conn) net.Conn { return guard(c, &stream{p: &respParser{}}) }
 
 // NewMemcached guards c, a connection to a memcached server.
-func NewMemcached(c net.Conn) net.Conn { return guard(c, &mcParser{}) }
+func NewMemcached(c net.Conn) net.Conn { return guard(c, &stream{p: mcParser{}}) }
 
 func guard(c net.Conn, p parser) net.Conn {
 	g := &conn{Conn: c, p: p}
@@ -90,6 +91,76 @@ func (c *sysConn) SyscallConn() (syscall.RawConn, error) { return c.sc.SyscallCo
 // handed over, or an error.
 type parser interface {
 	feed(b []byte) (int, error)
+}
+
+// protocol reads the lines of a line-based protocol (RESP, memcached's
+// text protocol) for a stream.
+type protocol interface {
+	// header checks one complete line, CRLF included, and returns how many
+	// payload bytes follow it (with their CRLF) and whether a reply ends
+	// with it.
+	header(line []byte) (payload int64, end bool, err error)
+	// payloadEnd is called when a payload has passed, and reports whether
+	// a reply ends with it.
+	payloadEnd() bool
+}
+
+// stream is the parser of a line-based protocol: lines are checked once
+// complete (never longer than MaxLine), payloads pass as they come, and no
+// reply grows past MaxReply bytes.
+type stream struct {
+	p       protocol
+	payload int64 // bytes of the payload (with its CRLF) still to pass
+	inReply int64 // bytes of the current reply so far
+}
+
+func (s *stream) feed(b []byte) (int, error) {
+	done := 0
+	for done < len(b) {
+		if s.payload > 0 {
+			n := min(s.payload, int64(len(b)-done))
+			s.payload -= n
+			if err := s.count(n); err != nil {
+				return done, err
+			}
+			done += int(n)
+			if s.payload == 0 && s.p.payloadEnd() {
+				s.inReply = 0
+			}
+			continue
+		}
+		rest := b[done:]
+		end := bytes.IndexByte(rest, '\n')
+		if end < 0 && len(rest) <= MaxLine {
+			return done, nil // wait for the rest of the line
+		}
+		if end < 0 || end+1 > MaxLine {
+			return done, fmt.Errorf("a line longer than %d bytes", MaxLine)
+		}
+		line := rest[:end+1]
+		if err := s.count(int64(len(line))); err != nil {
+			return done, err
+		}
+		payload, replyEnd, err := s.p.header(line)
+		if err != nil {
+			return done, err
+		}
+		s.payload = payload
+		if replyEnd {
+			s.inReply = 0
+		}
+		done += len(line)
+	}
+	return done, nil
+}
+
+// count adds n bytes to the current reply.
+func (s *stream) count(n int64) error {
+	s.inReply += n
+	if s.inReply > MaxReply {
+		return fmt.Errorf("a reply longer than %d bytes", MaxReply)
+	}
+	return nil
 }
 
 // conn is a guarded connection: Read hands the client only checked bytes.

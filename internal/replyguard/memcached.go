@@ -2,68 +2,33 @@ package replyguard
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strconv"
 )
 
-// mcParser follows a memcached text-protocol reply stream.
-type mcParser struct {
-	payload int64 // bytes of a VALUE's data (with its CRLF) still to pass
-	inReply int64 // bytes since the last line that ends a reply
-}
+// mcParser reads memcached text-protocol replies: a VALUE line is followed
+// by its data; every other line (END, STORED, VERSION …) ends a reply.
+type mcParser struct{}
 
 var valuePrefix = []byte("VALUE ")
 
-func (p *mcParser) feed(b []byte) (int, error) {
-	done := 0
-	for done < len(b) {
-		if p.payload > 0 {
-			n := min(p.payload, int64(len(b)-done))
-			p.payload -= n
-			if err := p.count(n); err != nil {
-				return done, err
-			}
-			done += int(n)
-			continue
-		}
-		rest := b[done:]
-		end := bytes.IndexByte(rest, '\n')
-		if end < 0 {
-			if len(rest) > MaxLine {
-				return done, fmt.Errorf("a line longer than %d bytes", MaxLine)
-			}
-			return done, nil
-		}
-		line := rest[:end+1]
-		if len(line) > MaxLine {
-			return done, fmt.Errorf("a line longer than %d bytes", MaxLine)
-		}
-		if err := p.count(int64(len(line))); err != nil {
-			return done, err
-		}
-		if bytes.HasPrefix(line, valuePrefix) {
-			// VALUE <key> <flags> <bytes> [<cas>]
-			f := bytes.Fields(line)
-			if len(f) < 4 {
-				return done, fmt.Errorf("a malformed VALUE line")
-			}
-			n, err := strconv.ParseInt(string(f[3]), 10, 64)
-			if err != nil || n < 0 || n > MaxBulk {
-				return done, fmt.Errorf("a VALUE of %q bytes (at most %d)", cut(f[3]), MaxBulk)
-			}
-			p.payload = n + 2
-		} else {
-			p.inReply = 0 // END, STORED, VERSION …: a reply ends
-		}
-		done += len(line)
+// header implements protocol.
+func (mcParser) header(line []byte) (int64, bool, error) {
+	if !bytes.HasPrefix(line, valuePrefix) {
+		return 0, true, nil
 	}
-	return done, nil
+	// VALUE <key> <flags> <bytes> [<cas>]
+	f := bytes.Fields(line)
+	if len(f) < 4 {
+		return 0, false, errors.New("a malformed VALUE line")
+	}
+	n, err := strconv.ParseInt(string(f[3]), 10, 64)
+	if err != nil || n < 0 || n > MaxBulk {
+		return 0, false, fmt.Errorf("a VALUE of %q bytes (at most %d)", cut(f[3]), MaxBulk)
+	}
+	return n + 2, false, nil
 }
 
-func (p *mcParser) count(n int64) error {
-	p.inReply += n
-	if p.inReply > MaxReply {
-		return fmt.Errorf("a reply longer than %d bytes", MaxReply)
-	}
-	return nil
-}
+// payloadEnd implements protocol: a get's reply ends with END.
+func (mcParser) payloadEnd() bool { return false }
