@@ -2,6 +2,7 @@ package fleetstore_test
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"strconv"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/driver"
 )
 
 // The Hit of a webhook edge on the memory driver: two charges (hooks,
@@ -102,6 +104,32 @@ func benchHitParallel(b *testing.B, store *fleetstore.Store) {
 		b.Fatal(*err)
 	}
 	b.ReportMetric(float64(notOK.Load())/float64(b.N), "notok/op")
+}
+
+// BenchmarkHitDegraded is BenchmarkHit's Hit on a Store whose shared
+// store is out (every call refused) with a fallback of 8 nodes: the
+// breaker is open, so each Hit is decided by the local memory store at
+// this node's share, without touching the shared one (CONTRACT §8). Its
+// goal is a memory Hit's cost.
+func BenchmarkHitDegraded(b *testing.B) {
+	degraded := func(b *testing.B) *fleetstore.Store {
+		refused := errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
+		conn := &fakeConn{hit: func(context.Context, []driver.Charge, *driver.Claim) (driver.Result, error) {
+			return driver.Result{}, refused
+		}, other: func(context.Context) error { return refused }}
+		store, err := fleetstore.OpenDriver(&fakeDriver{conn: conn}, "fake://", fleetstore.WithFallback(fleetstore.Fallback{Nodes: 8}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { store.Close() })
+		h := newBenchHook()
+		if res, err := h.hit(context.Background(), store, "trip", "trip"); err != nil || !res.Local {
+			b.Fatalf("not degraded: %+v %v", res, err)
+		}
+		return store
+	}
+	b.Run("single", func(b *testing.B) { benchHitSingle(b, degraded(b)) })
+	b.Run("parallel", func(b *testing.B) { benchHitParallel(b, degraded(b)) })
 }
 
 var benchTenant = func() []string {

@@ -32,10 +32,15 @@ type fallback struct {
 	mem   *memory.Driver
 	local driver.Conn // never blocks: called without a budget
 
-	degraded   atomic.Bool // the breaker: calls go local
-	claimsFull atomic.Bool // the local store holds cfg.LocalClaims claims
-	claimTicks atomic.Uint64
-	checkEvery uint64      // local claims between two counts of the local store
+	// Read by every call; written once an outage (or a count). Kept off
+	// the cache line of localDecisions, which every local Hit writes.
+	degraded       atomic.Bool // the breaker: calls go local
+	claimsFull     atomic.Bool // the local store holds cfg.LocalClaims claims
+	checkEvery     uint64      // local decisions between two counts of the local store's claims
+	_              [64]byte
+	localDecisions atomic.Uint64
+	_              [56]byte
+
 	fullLogged atomic.Bool // "outbox full", once an outage
 
 	// stateMu orders the transitions and their log lines.
@@ -57,7 +62,7 @@ type fallback struct {
 	recoveredAt  time.Time
 	conflictLogs int
 
-	outages, localDecisions, queuedN, replayed, conflicts, expired, dropped, claimsDropped atomic.Uint64
+	outages, queuedN, replayed, conflicts, expired, dropped, claimsDropped atomic.Uint64
 
 	chargeBufs sync.Pool // *[]Charge: a local Hit's charges at this node's share
 }
@@ -120,8 +125,8 @@ func (fb *fallback) hit(ctx context.Context, charges []Charge, claim *Claim) (Re
 // localHit decides a Hit from the local store at this node's share of
 // every limit.
 func (fb *fallback) localHit(charges []Charge, claim *Claim) (Result, error) {
-	fb.localDecisions.Add(1)
-	if claim != nil && fb.claimsAtCap() {
+	n := fb.localDecisions.Add(1)
+	if claim != nil && fb.claimsAtCap(n) {
 		claim = nil
 		fb.claimsDropped.Add(1)
 	}
@@ -145,10 +150,10 @@ func (fb *fallback) localHit(charges []Charge, claim *Claim) (Result, error) {
 }
 
 // claimsAtCap reports whether the local store holds LocalClaims claims,
-// counting them every checkEvery local claims: the cap may be passed by
-// that many.
-func (fb *fallback) claimsAtCap() bool {
-	if fb.claimTicks.Add(1)%fb.checkEvery == 0 {
+// counting them every checkEvery local decisions (n is this one's number):
+// the cap may be passed by that many.
+func (fb *fallback) claimsAtCap(n uint64) bool {
+	if n%fb.checkEvery == 0 {
 		fb.countClaims()
 	}
 	return fb.claimsFull.Load()
