@@ -48,3 +48,38 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
+
+// TestConformanceFallback runs the conformance suite against a Store with
+// a fallback (fallback_nodes=3, CONTRACT §8) on a healthy memcached, as
+// the redis driver's test of the same name does (see there why T1–T4 and
+// V4 run apart).
+func TestConformanceFallback(t *testing.T) {
+	srv := testserver.StartMemcached(t)
+	addrs := []string{srv.Addr}
+	cfg := conformance.Config{
+		URL:         "memcached://" + srv.Addr + "?fallback_nodes=3",
+		Granularity: granularity,
+		Records: func(ctx context.Context, prefix, tenant string) ([]conformance.Record, error) {
+			recs, err := mcRecords(ctx, addrs, prefix, tenant)
+			out := make([]conformance.Record, len(recs))
+			for i, r := range recs {
+				out[i] = conformance.Record{Key: r.Key, TTL: r.TTL}
+			}
+			return out, err
+		},
+		Restart: srv.Restart,
+	}
+	conformance.Run(t, cfg)
+	cfg.AddrURL = func(a string) string { return "memcached://" + a + "?fallback_nodes=3" }
+	t.Run("T3,T4 with the fallback", func(t *testing.T) {
+		reports, err := conformance.Check(cfg, []string{"T3", "T4"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range reports {
+			if r.Status != conformance.Pass {
+				t.Errorf("%s %s: %s %v", r.ID, r.Title, r.Status, r.Messages)
+			}
+		}
+	})
+}
