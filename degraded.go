@@ -61,6 +61,7 @@ type fallback struct {
 	backoff      time.Duration
 	recoveredAt  time.Time
 	conflictLogs int
+	forgetLater  []Claim // replayed while the breaker was open (forget)
 
 	outages, queuedN, replayed, conflicts, expired, dropped, claimsDropped atomic.Uint64
 
@@ -338,7 +339,6 @@ func (fb *fallback) recover() {
 		zap.Uint64("claims_dropped", st.ClaimsDropped-was.ClaimsDropped),
 		zap.Int("outbox", st.Outbox))
 	fb.recoveredAt = now
-	fb.countClaims() // replayed claims were forgotten: there may be room
 	fb.degraded.Store(false)
 }
 

@@ -108,7 +108,9 @@ func TestFallbackNotOnOtherErrors(t *testing.T) {
 	for _, out := range []error{&driver.ClaimLostError{Holder: "h-9"}, driver.Invalid("claim.key", "bad"), driver.ErrAlreadyCommitted} {
 		t.Run(fmt.Sprintf("driver outcome %v", out), func(t *testing.T) {
 			conn := &fakeConn{
-				hit: func(context.Context, []driver.Charge, *driver.Claim) (driver.Result, error) { return driver.Result{}, out },
+				hit: func(context.Context, []driver.Charge, *driver.Claim) (driver.Result, error) {
+					return driver.Result{}, out
+				},
 				commit: func(_ context.Context, cs []driver.Claim) ([]error, error) {
 					errs := make([]error, len(cs))
 					for i := range errs {

@@ -21,10 +21,10 @@ import (
 
 // The failure modes of a flaky shared store.
 const (
-	healthy int32 = iota
-	refused       // every call fails at once: connection refused (ErrUnavailable)
-	silent        // every call waits for its deadline (ErrTimeout)
-	replying      // every call gets an error reply (ErrUnavailable, the server answered)
+	healthy  int32 = iota
+	refused        // every call fails at once: connection refused (ErrUnavailable)
+	silent         // every call waits for its deadline (ErrTimeout)
+	replying       // every call gets an error reply (ErrUnavailable, the server answered)
 )
 
 // flakyDriver is a shared store for the fallback's unit tests: the memory

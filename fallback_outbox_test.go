@@ -67,8 +67,8 @@ func TestFallbackOutbox(t *testing.T) {
 			t.Errorf("a retry of %s at another node after the outage: %+v %v, want Duplicate of %s", c.Key, res, err, c.HookID)
 		}
 	}
-	if n := fleetstore.LocalClaims(st.Store); n != 0 {
-		t.Errorf("the local store holds %d claims after the replay, want none: what the shared store keeps is forgotten locally", n)
+	if !waitFor(5*time.Second, func() bool { return fleetstore.LocalClaims(st.Store) == 0 }) {
+		t.Errorf("the local store holds %d claims after the replay, want none: what the shared store keeps is forgotten locally", fleetstore.LocalClaims(st.Store))
 	}
 }
 
@@ -338,4 +338,41 @@ func TestFallbackReplayRefused(t *testing.T) {
 	if n := logCount(st.logs, "refused too often"); n != 1 {
 		t.Errorf("%d 'refused too often' lines, want 1", n)
 	}
+}
+
+// TestFallbackReplayKeepsLocalClaims: while the breaker is open, a replay
+// forgets nothing locally: a retry that reaches this node between a
+// commit's replay and the breaker's closing is still a Duplicate here
+// (Hits are still local), not a hook admitted twice.
+func TestFallbackReplayKeepsLocalClaims(t *testing.T) {
+	t.Parallel()
+	st := openFlaky(t, fleetstore.Fallback{})
+	ctx := context.Background()
+	st.d.set(refused)
+	const n = 300 // two replay batches
+	for i := range n {
+		if err := st.Commit(ctx, hookClaim(fmt.Sprintf("k-%d", i), "h")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gate := make(chan struct{})
+	hold := func(c driver.Claim) error {
+		if c.Key == fmt.Sprintf("k-%d", n-1) {
+			<-gate
+		}
+		return nil
+	}
+	st.d.commitErr.Store(&hold)
+	st.d.set(healthy)
+	if !waitFor(5*time.Second, func() bool { return st.Stats().Replayed >= 256 }) {
+		close(gate)
+		t.Fatalf("the first batch was not replayed: %+v", st.Stats())
+	}
+	retry := hookClaim("k-0", "h-retry")
+	res, err := st.Hit(ctx, nil, &retry)
+	close(gate)
+	if err != nil || !res.Local || res.Outcome != fleetstore.Duplicate || res.HookID != "h" {
+		t.Errorf("a retry during the replay: %+v %v, want a local Duplicate of h", res, err)
+	}
+	recovered(t, st)
 }

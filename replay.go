@@ -63,6 +63,8 @@ func (fb *fallback) work() {
 				continue
 			}
 			fb.recover()
+			fb.forgetDeferred()
+			fb.countClaims() // the forgotten claims made room
 			notified = false
 			fb.notify(StateChange{Stats: fb.stats()})
 			continue
@@ -161,7 +163,7 @@ func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []que
 		c.TTL = ttl
 		claims, sent = append(claims, c), append(sent, i)
 	}
-	defer func() { fb.mem.Forget(localName, localPrefix, forget...) }()
+	defer func() { fb.forget(forget) }()
 	if len(claims) == 0 {
 		return nil, true
 	}
@@ -212,6 +214,29 @@ func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []que
 		return back, false
 	}
 	return nil, true
+}
+
+// forget drops replayed commits from the local store, which the shared
+// store now keeps. While the breaker is open they stay until it closes:
+// a retry that reaches this node before then must still be a Duplicate
+// here, not a hook admitted twice.
+func (fb *fallback) forget(claims []Claim) {
+	if len(claims) == 0 {
+		return
+	}
+	if fb.degraded.Load() {
+		fb.forgetLater = append(fb.forgetLater, claims...)
+		return
+	}
+	fb.mem.Forget(localName, localPrefix, claims...)
+}
+
+// forgetDeferred forgets what replays made while the breaker was open, once
+// it is closed.
+func (fb *fallback) forgetDeferred() {
+	fb.mem.Forget(localName, localPrefix, fb.forgetLater...)
+	clear(fb.forgetLater)
+	fb.forgetLater = fb.forgetLater[:0]
 }
 
 // conflict reports a replayed commit that met another hook's claim: the
