@@ -143,6 +143,9 @@ func fallbackFromURL(q url.Values) (*Fallback, error) {
 		}
 		switch k {
 		case "fallback_nodes":
+			if n < 1 {
+				return nil, driver.Invalid("url: "+k, fmt.Sprintf("must be 1–%d nodes, got %d", maxFallbackNodes, n))
+			}
 			f.Nodes = n
 		case "fallback_outbox":
 			f.OutboxSize = n
