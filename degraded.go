@@ -62,6 +62,7 @@ type fallback struct {
 	recoveredAt  time.Time
 	conflictLogs int
 	forgetLater  []Claim // replayed while the breaker was open (forget)
+	batch        int     // claims per replayed Commit (replay)
 
 	outages, queuedN, replayed, conflicts, expired, dropped, claimsDropped atomic.Uint64
 
@@ -74,7 +75,7 @@ func newFallback(s *Store, cfg *Fallback, clock memory.Clock) (*fallback, error)
 	if err != nil {
 		return nil, err
 	}
-	fb := &fallback{s: s, cfg: *cfg, share: cfg.share(), mem: mem, local: local, box: outbox{size: cfg.OutboxSize},
+	fb := &fallback{s: s, cfg: *cfg, share: cfg.share(), mem: mem, local: local, box: outbox{size: cfg.OutboxSize}, batch: replayBatch,
 		checkEvery: uint64(min(max(cfg.LocalClaims/16, 1), 256))}
 	fb.stopCtx, fb.stop = context.WithCancel(context.Background())
 	fb.chargeBufs.New = func() any { b := make([]Charge, 0, 8); return &b }

@@ -43,6 +43,10 @@ type flakyDriver struct {
 	// commitErr, when set, is each claim's result of a healthy Commit
 	// (the claim is settled only when it returns nil).
 	commitErr atomic.Pointer[func(driver.Claim) error]
+	// settleAtMost, when positive, is how many claims of a healthy batch
+	// Commit settles before its deadline "passes" for the rest (a driver
+	// that settles claim by claim on a slow machine).
+	settleAtMost atomic.Int64
 }
 
 func newFlaky() *flakyDriver { return &flakyDriver{mem: memory.New(nil)} }
@@ -88,6 +92,16 @@ func (c *flakyConn) Commit(ctx context.Context, claims []driver.Claim) ([]error,
 	c.d.commits.Add(1)
 	if err := c.fail(ctx); err != nil {
 		return nil, err
+	}
+	if n := int(c.d.settleAtMost.Load()); n > 0 && len(claims) > n {
+		errs, err := c.inner.Commit(ctx, claims[:n])
+		if err != nil {
+			return nil, err
+		}
+		for range claims[n:] {
+			errs = append(errs, fmt.Errorf("settle: %w", context.DeadlineExceeded))
+		}
+		return errs, nil
 	}
 	if f := c.d.commitErr.Load(); f != nil {
 		errs := make([]error, len(claims))

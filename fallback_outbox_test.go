@@ -376,3 +376,34 @@ func TestFallbackReplayKeepsLocalClaims(t *testing.T) {
 	}
 	recovered(t, st)
 }
+
+// TestFallbackReplaySlowBatches: a replayed batch whose budget runs out
+// after some of its claims (a driver that settles claim by claim, on a
+// slow machine) is progress, not an outage: the replay goes on at once in
+// smaller batches instead of waiting for the probe, and every commit gets
+// there.
+func TestFallbackReplaySlowBatches(t *testing.T) {
+	t.Parallel()
+	st := openFlaky(t, fleetstore.Fallback{})
+	ctx := context.Background()
+	st.d.set(refused)
+	const n = 1000
+	for i := range n {
+		if err := st.Commit(ctx, hookClaim(fmt.Sprintf("k-%d", i), "h")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.d.settleAtMost.Store(20)
+	time.Sleep(1500 * time.Millisecond) // the probe's backoff is near its 1s ceiling
+	pings := st.d.pings.Load()
+	st.d.set(healthy)
+	s := recovered(t, st)
+	if s.Replayed != n {
+		t.Errorf("stats %+v, want %d replayed", s, n)
+	}
+	// One probe found the store back; a replay that waited for a probe
+	// after each short batch would need tens of them.
+	if p := st.d.pings.Load() - pings; p > 3 {
+		t.Errorf("%d probes during the replay of %d commits 20 a call, want 1–3 (no probe wait between batches)", p, n)
+	}
+}

@@ -21,7 +21,8 @@ const (
 	maxProbe    = time.Second
 	stableAfter = 5 * time.Second
 
-	replayBatch = 256 // claims per replayed Commit: one round trip per shard
+	replayBatch    = 256 // claims per replayed Commit at most: one round trip per shard
+	minReplayBatch = 8   // … and at least, when a batch outlasts the budget
 	// maxReplayTries is how many replays of one commit the shared store
 	// may answer with an error before the commit is dropped (Stats.Dropped):
 	// a commit it will never take must not keep the node degraded.
@@ -121,20 +122,32 @@ func (fb *fallback) probe() bool {
 }
 
 // replay commits the outbox to the shared store, batch by batch, until it
-// is empty (true) or a batch fails (false; the breaker is then open).
+// is empty (true) or a batch makes no progress (false; the breaker is then
+// open). A batch the budget ran out in the middle of (a driver that
+// settles claim by claim, memcached, on a slow machine) made progress: the
+// next batches are halved, down to minReplayBatch, and grow back by
+// doubling once they fit.
 func (fb *fallback) replay(ctx context.Context) bool {
 	for ctx.Err() == nil {
 		fb.mu.Lock()
-		batch := fb.box.take(replayBatch)
+		batch := fb.box.take(fb.batch)
 		fb.mu.Unlock()
 		if len(batch) == 0 {
 			return true
 		}
-		back, ok := fb.replayBatch(ctx, batch)
+		back, progress, cause := fb.replayBatch(ctx, batch)
 		fb.mu.Lock()
 		fb.box.done(len(batch), back)
 		fb.mu.Unlock()
-		if !ok {
+		switch {
+		case len(back) == 0:
+			fb.batch = min(2*fb.batch, replayBatch)
+		case progress:
+			fb.batch = max(fb.batch/2, minReplayBatch)
+		default:
+			if cause != nil {
+				fb.trip(cause)
+			}
 			return false
 		}
 	}
@@ -143,10 +156,12 @@ func (fb *fallback) replay(ctx context.Context) bool {
 
 // replayBatch commits batch with each claim's TTL less the time since its
 // Commit (the expiry the commit gave it; one whose TTL has passed is not
-// sent), and returns the commits to keep queued. A commit that met another
-// hook's claim is a conflict: counted, logged, handed to OnConflict. What
-// the shared store now holds is forgotten locally.
-func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []queued, ok bool) {
+// sent), and returns the commits to keep queued, whether any left the
+// queue, and why the others did not (nil when the Store is closing). A
+// commit that met another hook's claim is a conflict: counted, logged,
+// handed to OnConflict. What the shared store now holds is forgotten
+// locally.
+func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []queued, progress bool, cause error) {
 	now := time.Now()
 	claims := make([]Claim, 0, len(batch))
 	sent := make([]int, 0, len(batch)) // batch index of each claim
@@ -165,7 +180,7 @@ func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []que
 	}
 	defer func() { fb.forget(forget) }()
 	if len(claims) == 0 {
-		return nil, true
+		return nil, true, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, fb.s.timeout)
 	defer cancel()
@@ -179,11 +194,10 @@ func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []que
 		}
 		if ctx.Err() == nil {
 			kind, _ := classify(cctx, err)
-			fb.trip(&opError{op: "replay", kind: kind, err: err})
+			cause = &opError{op: "replay", kind: kind, err: err}
 		}
-		return back, false
+		return back, len(forget) > 0, cause
 	}
-	var cause error
 	for j, err := range errs {
 		q := batch[sent[j]]
 		var lost *driver.ClaimLostError
@@ -206,14 +220,12 @@ func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []que
 				}
 			}
 			back = append(back, q)
-			cause = &opError{op: "replay", kind: kind, err: err}
+			if ctx.Err() == nil {
+				cause = &opError{op: "replay", kind: kind, err: err}
+			}
 		}
 	}
-	if len(back) > 0 {
-		fb.trip(cause)
-		return back, false
-	}
-	return nil, true
+	return back, len(forget) > 0, cause
 }
 
 // forget drops replayed commits from the local store, which the shared
