@@ -51,13 +51,15 @@ type Fallback struct {
 // Defaults of Fallback.
 const (
 	// DefaultOutboxSize is the outbox's size when Fallback.OutboxSize is
-	// 0: 100 s of commits at 10 000 hooks/s, about 250 MB when full (the
-	// claims' strings included, as the README measures).
-	DefaultOutboxSize = 1_000_000
+	// 0: 25 s of commits at 10 000 hooks/s a node, 250 s at 1 000; about
+	// 90 MB when full (360 bytes a queued commit, its local claim and the
+	// claim's strings included: BenchmarkDegradedMemory).
+	DefaultOutboxSize = 250_000
 	// DefaultLocalClaims is the local store's claim cap when
-	// Fallback.LocalClaims is 0: a full outbox plus 1 000 000 pending
-	// local claims.
-	DefaultLocalClaims = 2_000_000
+	// Fallback.LocalClaims is 0: a full outbox's committed claims and
+	// 250 000 pending ones (232 bytes each, the strings included): 30 s of
+	// PendingTTL at 8 000 hooks/s.
+	DefaultLocalClaims = 500_000
 	maxFallbackNodes   = 1_000_000
 )
 
