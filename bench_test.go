@@ -222,7 +222,9 @@ func BenchmarkDegradedMemory(b *testing.B) {
 func benchDegradedMemory(b *testing.B, op string) {
 	refused := errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
 	conn := &fakeConn{commit: func(context.Context, []driver.Claim) ([]error, error) { return nil, refused },
-		hit: func(context.Context, []driver.Charge, *driver.Claim) (driver.Result, error) { return driver.Result{}, refused },
+		hit: func(context.Context, []driver.Charge, *driver.Claim) (driver.Result, error) {
+			return driver.Result{}, refused
+		},
 		other: func(context.Context) error { return refused }}
 	store, err := fleetstore.OpenDriver(&fakeDriver{conn: conn}, "fake://",
 		fleetstore.WithFallback(fleetstore.Fallback{Nodes: 8, OutboxSize: b.N + 1, LocalClaims: b.N + 1}))
