@@ -316,7 +316,7 @@ func (fb *fallback) trip(cause error) {
 	fb.fullLogged.Store(false)
 	fb.s.log.Warn("fleetstore: shared store out; deciding from this node until it is back",
 		zap.String("scheme", fb.s.scheme), zap.String("url", fb.s.display), zap.Error(cause),
-		zap.Uint64("share_num", fb.share.num), zap.Uint64("share_den", fb.share.den))
+		zap.Int("nodes", fb.cfg.Nodes), zap.Float64("share", float64(fb.share.num)/float64(fb.share.den)))
 	fb.degraded.Store(true)
 	fb.stateMu.Unlock()
 	fb.ensureWorker()

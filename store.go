@@ -18,6 +18,9 @@ import (
 // refuses after Close (T6), runs the driver within the call's budget (T1)
 // and wraps the driver's error once, so that errors.Is matches this
 // package's sentinels and errors.As still finds the driver's own error.
+// Opened with WithFallback, it decides from this node's own state while
+// the shared store is out and replays its commits when it is back
+// (CONTRACT §8, the package doc's "Degraded mode").
 type Store struct {
 	drv      driver.Driver
 	conn     driver.Conn
