@@ -69,8 +69,9 @@
 // is open, or the Commit itself failed for an outage, whether the claim was
 // taken locally or on the shared store before it went away — is committed
 // in the local store (a retry at this node is a Duplicate) and queued, and
-// the Commit returns nil. The replay commits the queue in batches of 256,
-// each claim's TTL less the time it waited, so that it expires when the
+// the Commit returns nil. The replay commits the queue in batches of up to
+// 256 (halved while a batch outlasts the budget part way, as memcached's
+// claim-by-claim settle can), each claim's TTL less the time it waited, so that it expires when the
 // Commit meant it to (one whose TTL ran out in the queue is not sent:
 // Stats.Expired). Committing an absent claim records it (CONTRACT C7), so
 // after the replay a retry at any node is a Duplicate. A replayed commit
