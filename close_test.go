@@ -15,10 +15,10 @@ import (
 func TestCallDuringCloseDoesNotWait(t *testing.T) {
 	started := make(chan struct{})
 	release := make(chan struct{})
-	conn := &fakeConn{hit: func(ctx context.Context, _ []driver.Charge, _ *driver.Claim) (driver.Result, error) {
+	conn := &fakeConn{hit: func(ctx context.Context, charges []driver.Charge, _ *driver.Claim) (driver.Result, error) {
 		close(started)
 		<-release // the call in flight ends when the test says so
-		return driver.Result{Outcome: driver.OK}, nil
+		return okResult(charges), nil
 	}}
 	st := openFake(t, conn, fleetstore.WithTimeout(time.Minute))
 	c := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: "t", Increment: time.Second, Capacity: time.Second}

@@ -111,6 +111,9 @@ func (fb *fallback) hit(ctx context.Context, charges []Charge, claim *Claim) (Re
 	res, err := s.conn.Hit(ctx, charges, claim)
 	if err == nil {
 		if err = checkResult(res); err == nil {
+			err = fillQuota(&res, charges)
+		}
+		if err == nil {
 			return res, nil
 		}
 		e := &opError{op: "hit", kind: ErrUnavailable, err: err}
@@ -141,6 +144,9 @@ func (fb *fallback) localHit(charges []Charge, claim *Claim) (Result, error) {
 		local = append(local, fb.share.charge(c))
 	}
 	res, err := fb.local.Hit(context.Background(), local, claim)
+	if err == nil {
+		err = localQuota(&res, charges, local)
+	}
 	clear(local)
 	*bufp = local[:0]
 	fb.chargeBufs.Put(bufp)

@@ -44,7 +44,7 @@ func (c *fakeConn) enter() func() {
 func (c *fakeConn) Hit(ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
 	defer c.enter()()
 	if c.hit == nil {
-		return driver.Result{Outcome: driver.OK}, nil
+		return okResult(charges), nil
 	}
 	return c.hit(ctx, charges, claim)
 }

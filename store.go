@@ -116,6 +116,9 @@ func (s *Store) Hit(ctx context.Context, charges []Charge, claim *Claim) (Result
 	if err := checkResult(res); err != nil {
 		return Result{}, &opError{op: "hit", kind: ErrUnavailable, err: err}
 	}
+	if err := fillQuota(&res, charges); err != nil {
+		return Result{}, &opError{op: "hit", kind: ErrUnavailable, err: err}
+	}
 	return res, nil
 }
 

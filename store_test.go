@@ -212,6 +212,9 @@ func TestDoneContext(t *testing.T) {
 // never passed to the caller.
 func TestInvalidResult(t *testing.T) {
 	t.Parallel()
+	// testCharge: increment 1s, capacity 10s. A fresh bucket charged once
+	// is 1s from full; a drained one, 10s: a charge waits 1s.
+	charged, drained := reports(time.Second), reports(10*time.Second)
 	tests := []struct {
 		give    driver.Result
 		wantErr bool
@@ -219,28 +222,46 @@ func TestInvalidResult(t *testing.T) {
 		{give: driver.Result{}, wantErr: true},
 		{give: driver.Result{Outcome: 99}, wantErr: true},
 		{give: driver.Result{Outcome: -1}, wantErr: true},
-		{give: driver.Result{Outcome: driver.Pending}, wantErr: true},
-		{give: driver.Result{Outcome: driver.Pending, RetryAfter: 1500 * time.Microsecond}, wantErr: true},
-		{give: driver.Result{Outcome: driver.Pending, RetryAfter: -time.Second}, wantErr: true},
-		{give: driver.Result{Outcome: driver.RateLimited}, wantErr: true},
-		{give: driver.Result{Outcome: driver.RateLimited, RetryAfter: 999 * time.Microsecond}, wantErr: true},
-		{give: driver.Result{Outcome: driver.RateLimited, RetryAfter: time.Second + time.Nanosecond}, wantErr: true},
-		{give: driver.Result{Outcome: driver.Duplicate}, wantErr: true},
-		{give: driver.Result{Outcome: driver.OK}},
-		{give: driver.Result{Outcome: driver.Duplicate, HookID: "h-0"}},
-		{give: driver.Result{Outcome: driver.Pending, RetryAfter: time.Millisecond}},
-		{give: driver.Result{Outcome: driver.RateLimited, RetryAfter: 90 * time.Second}},
+		{give: charged(driver.Result{Outcome: driver.Pending}), wantErr: true},
+		{give: charged(driver.Result{Outcome: driver.Pending, RetryAfter: 1500 * time.Microsecond}), wantErr: true},
+		{give: charged(driver.Result{Outcome: driver.Pending, RetryAfter: -time.Second}), wantErr: true},
+		{give: drained(driver.Result{Outcome: driver.RateLimited}), wantErr: true},
+		{give: drained(driver.Result{Outcome: driver.RateLimited, RetryAfter: 999 * time.Microsecond}), wantErr: true},
+		{give: drained(driver.Result{Outcome: driver.RateLimited, RetryAfter: time.Second + time.Nanosecond}), wantErr: true},
+		{give: charged(driver.Result{Outcome: driver.Duplicate}), wantErr: true},
+		// G10: one bucket state per charge, whole µs, 0 to 2 × 366 days,
+		// and a denial that the states bear out.
+		{give: driver.Result{Outcome: driver.OK}, wantErr: true},
+		{give: reports(time.Second, time.Second)(driver.Result{Outcome: driver.OK}), wantErr: true},
+		{give: reports(-time.Microsecond)(driver.Result{Outcome: driver.OK}), wantErr: true},
+		{give: reports(1500 * time.Nanosecond)(driver.Result{Outcome: driver.OK}), wantErr: true},
+		{give: reports(2*366*24*time.Hour + time.Microsecond)(driver.Result{Outcome: driver.OK}), wantErr: true},
+		{give: charged(driver.Result{Outcome: driver.RateLimited, RetryAfter: time.Second}), wantErr: true},
+		{give: drained(driver.Result{Outcome: driver.RateLimited, RetryAfter: 2 * time.Second}), wantErr: true},
+		{give: reports(10*time.Second + 1500*time.Microsecond)(driver.Result{Outcome: driver.RateLimited, RetryAfter: time.Second}), wantErr: true},
+		{give: charged(driver.Result{Outcome: driver.OK})},
+		{give: reports(0)(driver.Result{Outcome: driver.OK})}, // an own retry long after its charge
+		{give: reports(2 * 366 * 24 * time.Hour)(driver.Result{Outcome: driver.OK})},
+		{give: charged(driver.Result{Outcome: driver.Duplicate, HookID: "h-0"})},
+		{give: charged(driver.Result{Outcome: driver.Pending, RetryAfter: time.Millisecond})},
+		{give: drained(driver.Result{Outcome: driver.RateLimited, RetryAfter: time.Second})},
+		{give: reports(10*time.Second + 1500*time.Microsecond)(driver.Result{Outcome: driver.RateLimited, RetryAfter: 1002 * time.Millisecond})},
+		{give: reports(99 * time.Second)(driver.Result{Outcome: driver.RateLimited, RetryAfter: 90 * time.Second})},
 	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprintf("%v/%q/%v", tt.give.Outcome, tt.give.HookID, tt.give.RetryAfter), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%v/%q/%v/%v", tt.give.Outcome, tt.give.HookID, tt.give.RetryAfter, tt.give.Quota()), func(t *testing.T) {
 			t.Parallel()
 			st := openFake(t, &fakeConn{hit: func(context.Context, []driver.Charge, *driver.Claim) (driver.Result, error) {
 				return tt.give, nil
 			}})
 			res, err := st.Hit(context.Background(), []fleetstore.Charge{testCharge}, &testClaim)
 			if !tt.wantErr {
-				if err != nil || res != tt.give {
-					t.Fatalf("Hit = %+v, %v, want %+v, nil", res, err, tt.give)
+				want := tt.give
+				want.Buckets[0].Kind = testCharge.Kind
+				want.Buckets[0].Headroom = max(testCharge.Capacity-want.Buckets[0].ResetAfter, 0)
+				want.Buckets[0].Denied = want.Outcome == driver.RateLimited
+				if err != nil || res != want {
+					t.Fatalf("Hit = %+v, %v, want %+v, nil", res, err, want)
 				}
 				return
 			}
@@ -400,7 +421,7 @@ func TestChargesNotModified(t *testing.T) {
 	var got []driver.Charge
 	st := openFake(t, &fakeConn{hit: func(_ context.Context, cs []driver.Charge, _ *driver.Claim) (driver.Result, error) {
 		got = slices.Clone(cs)
-		return driver.Result{Outcome: driver.OK}, nil
+		return okResult(cs), nil
 	}})
 	charges := []fleetstore.Charge{
 		{Kind: fleetstore.Hooks, Tenant: "acme", Increment: 1500 * time.Nanosecond, Capacity: 10500 * time.Nanosecond},

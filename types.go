@@ -14,8 +14,12 @@ type (
 	Claim = driver.Claim
 	// Outcome is the decision of a Hit: OK, Duplicate, Pending, RateLimited.
 	Outcome = driver.Outcome
-	// Result is the answer to a Hit.
+	// Result is the answer to a Hit: the outcome, and the state of every
+	// charged bucket after it (Result.Quota, G10).
 	Result = driver.Result
+	// Bucket is the state of one charged bucket after a Hit (G10):
+	// ResetAfter and Headroom in whole µs, and whether it denied the Hit.
+	Bucket = driver.Bucket
 	// ClaimLostError is the error of a settle on a claim held by another
 	// hook (C8): Holder names it. It matches ErrClaimLost.
 	ClaimLostError = driver.ClaimLostError
@@ -23,6 +27,9 @@ type (
 	// "url: timeout"), Reason says why. It matches ErrInvalid.
 	InvalidError = driver.InvalidError
 )
+
+// MaxCharges is the most charges one Hit takes (CONTRACT §6).
+const MaxCharges = driver.MaxCharges
 
 // Bucket kinds.
 const (

@@ -62,6 +62,9 @@ func chargeField(i int, field string) string {
 // checkCharges validates charges and returns the tenant they share ("" for
 // none) and whether any Increment or Capacity has a sub-microsecond part.
 func checkCharges(charges []driver.Charge) (tenant string, fractional bool, err error) {
+	if len(charges) > driver.MaxCharges {
+		return "", false, driver.Invalid("charges", "at most "+strconv.Itoa(driver.MaxCharges)+" charges per Hit, got "+strconv.Itoa(len(charges)))
+	}
 	for i := range charges {
 		c := &charges[i]
 		if why := kindReason(c.Kind); why != "" {

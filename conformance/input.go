@@ -37,7 +37,16 @@ func testV1(t *clauseT) {
 		f(&c)
 		return []fleetstore.Charge{c}
 	}
+	// kinds returns n charges of distinct kinds, one unit each.
+	kinds := func(n int) []fleetstore.Charge {
+		out := make([]fleetstore.Charge, n)
+		for i := range out {
+			out[i] = charge(fleetstore.Kind(fmt.Sprintf("k%d", i)), tenant, time.Hour, time.Hour)
+		}
+		return out
+	}
 	cases := []hitCase{
+		{"charges", kinds(fleetstore.MaxCharges + 1), nil},
 		{"charges[0].kind", with(func(c *fleetstore.Charge) { c.Kind = "" }), nil},
 		{"charges[0].kind", with(func(c *fleetstore.Charge) { c.Kind = "Hooks" }), nil},
 		{"charges[0].kind", with(func(c *fleetstore.Charge) { c.Kind = "9hooks" }), nil},
@@ -102,6 +111,11 @@ func testV1(t *clauseT) {
 	t.want("the largest valid values", t.hit(st, []fleetstore.Charge{charge(kind, edge.Tenant, time.Microsecond, 366*day)}, &edge), fleetstore.OK)
 	edge.Node = ""
 	t.commit(st, edge)
+	most := t.hit(st, kinds(fleetstore.MaxCharges), nil)
+	t.want(fmt.Sprintf("%d charges (the most of one Hit)", fleetstore.MaxCharges), most, fleetstore.OK)
+	if n := len(most.Quota()); n != fleetstore.MaxCharges {
+		t.Errorf("%d charges: %d bucket states, want %d (G10)", fleetstore.MaxCharges, n, fleetstore.MaxCharges)
+	}
 	if res := t.hit(st, nil, nil); res.Outcome != fleetstore.OK {
 		t.Errorf("a Hit with no charges and no claim: got %s, want OK", describe(res))
 	}

@@ -307,6 +307,13 @@ func (t *clauseT) fail(msg string) {
 	t.msgs = append(t.msgs, msg)
 }
 
+// hasFailed reports whether the clause has failed so far.
+func (t *clauseT) hasFailed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.failed
+}
+
 // Errorf records a failure and goes on. Safe from several goroutines.
 func (t *clauseT) Errorf(format string, args ...any) { t.fail(fmt.Sprintf(format, args...)) }
 

@@ -354,6 +354,43 @@ var variants = []struct {
 			return res, err
 		}
 	}},
+	{"remaining-over-stated-by-one", "G10", func(b *broken) {
+		// Each taken charge reported one increment short of its lead: the
+		// headroom, and so the remaining count, one charge too many.
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			res, err := c.Hit(ctx, charges, claim)
+			if res.Outcome == driver.OK {
+				for i := range res.Quota() {
+					res.Buckets[i].ResetAfter = max(res.Buckets[i].ResetAfter-charges[i].Increment, 0)
+				}
+			}
+			return res, err
+		}
+	}},
+	{"reset-of-wrong-bucket", "G10", func(b *broken) {
+		// The states of the first two charges swapped: each kind reports
+		// the other's bucket.
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			res, err := c.Hit(ctx, charges, claim)
+			if res.NBuckets >= 2 {
+				res.Buckets[0], res.Buckets[1] = res.Buckets[1], res.Buckets[0]
+			}
+			return res, err
+		}
+	}},
+	{"uncharged-reports-a-charge", "G10", func(b *broken) {
+		// Duplicate and Pending report the buckets as if they had been
+		// charged (the state a charge would leave, not the one that is).
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			res, err := c.Hit(ctx, charges, claim)
+			if res.Outcome == driver.Duplicate || res.Outcome == driver.Pending {
+				for i := range res.Quota() {
+					res.Buckets[i].ResetAfter += charges[i].Increment
+				}
+			}
+			return res, err
+		}
+	}},
 	{"reset-drops-claims", "G5", func(b *broken) {
 		var mu sync.Mutex
 		seen := map[string][]driver.Claim{}

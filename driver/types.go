@@ -77,6 +77,36 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
 
+// MaxCharges is the most charges one Hit takes (CONTRACT §6). A Result
+// holds the state of each charged bucket in a fixed array of this size, so
+// that a Hit allocates nothing for it (G10).
+const MaxCharges = 8
+
+// Bucket is the state of one charged bucket after a Hit's decision
+// (CONTRACT G10), in whole microseconds.
+//
+// A driver sets ResetAfter only; the Store sets Kind, Headroom and Denied
+// from it and the Hit's charges, so that they always agree.
+type Bucket struct {
+	// Kind is the charge's kind (set by the Store).
+	Kind Kind
+	// ResetAfter is the time until the bucket is full again: the TAT's
+	// lead over now after the decision, max(tat - now, 0), whole µs. A
+	// charge taken leaves it at least its increment; a Hit that took
+	// nothing (RateLimited, Duplicate, Pending, the own-retry OK) reports
+	// the bucket as it stands.
+	ResetAfter time.Duration
+	// Headroom is what is left: the capacity minus the TAT's lead over now,
+	// max(capacity - ResetAfter, 0), whole µs (set by the Store). A charge
+	// of increment I conforms now when I ≤ Headroom; turned into units it
+	// is rounded down (Limit.Remaining), never over-stating what is left.
+	Headroom time.Duration
+	// Denied is set on the charges of a RateLimited Hit that do not
+	// conform (increment > Headroom), the kinds that denied it (set by the
+	// Store). Never set for another outcome.
+	Denied bool
+}
+
 // Result is the answer to a Hit.
 type Result struct {
 	Outcome Outcome
@@ -90,4 +120,16 @@ type Result struct {
 	// Store's fallback, CONTRACT §8). A driver's Result with Local set is
 	// ErrUnavailable.
 	Local bool
+	// NBuckets is how many of Buckets are set: the number of the Hit's
+	// charges, whatever the outcome (G10). A driver sets it.
+	NBuckets int
+	// Buckets[i] is the state of the bucket that charges[i] charged, after
+	// the decision (G10); entries from NBuckets on are zero. Read them
+	// with Quota.
+	Buckets [MaxCharges]Bucket
 }
+
+// Quota returns the state of every charged bucket after the decision, one
+// per charge of the Hit, in the charges' order (CONTRACT G10): empty for a
+// Hit without charges. The slice aliases r.
+func (r *Result) Quota() []Bucket { return r.Buckets[:min(max(r.NBuckets, 0), MaxCharges)] }

@@ -61,3 +61,15 @@ func RetryAfterMillis(waitMicros int64) int64 {
 func RetryAfter(waitMicros int64) time.Duration {
 	return time.Duration(RetryAfterMillis(waitMicros)) * time.Millisecond
 }
+
+// ResetAfter is the time until a bucket whose TAT is tat µs is full again,
+// at now µs: the TAT's lead over now, never negative (CONTRACT G10). After
+// a conforming charge it is the new TAT's lead; after a denial, or for a
+// Hit that charged nothing, the stored TAT's.
+func ResetAfter(now, tat int64) int64 { return max(tat-now, 0) }
+
+// Headroom is what is left of a bucket of capacity µs whose TAT is tat µs,
+// at now µs: the capacity minus the TAT's lead over now, never negative
+// (G10). A charge of increment I conforms at now exactly when
+// I ≤ Headroom(now, tat, capacity).
+func Headroom(now, tat, capacity int64) int64 { return max(capacity-ResetAfter(now, tat), 0) }

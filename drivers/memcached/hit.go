@@ -3,6 +3,7 @@ package memcached
 import (
 	"bytes"
 	"context"
+	"time"
 
 	"github.com/bradfitz/gomemcache/memcache"
 
@@ -23,6 +24,19 @@ type hit struct {
 	bucket *memcache.Item // as last read; nil: absent
 	citem  *memcache.Item // as last read; nil: absent
 	mine   []byte         // the pending claim this call wrote, while it holds it
+
+	// The reset-after of each charge (G10), µs, as charge last computed
+	// them: held as the bucket stands, taken once charged.
+	held, taken [driver.MaxCharges]int64
+}
+
+// result is r with the reset-after of every charge: leads (held or taken).
+func (h *hit) result(r driver.Result, leads *[driver.MaxCharges]int64) driver.Result {
+	r.NBuckets = len(h.charges)
+	for i := range h.charges {
+		r.Buckets[i].ResetAfter = time.Duration(leads[i]) * time.Microsecond
+	}
+	return r
 }
 
 func (h *hit) run() (driver.Result, error) {
@@ -46,7 +60,13 @@ func (h *hit) run() (driver.Result, error) {
 			}
 			d = claim.Hit(held, now, h.claim.HookID)
 			if d.Verdict == claim.OwnRetry {
-				return d.Result(), nil
+				// Charged nothing: the buckets as they stand (G10).
+				if h.bk != "" {
+					if _, _, _, err := h.charge(now); err != nil {
+						return driver.Result{}, err
+					}
+				}
+				return h.result(d.Result(), &h.held), nil
 			}
 		}
 
@@ -67,14 +87,14 @@ func (h *hit) run() (driver.Result, error) {
 						return driver.Result{}, err
 					}
 				}
-				return driver.Result{Outcome: driver.RateLimited, RetryAfter: gcra.RetryAfter(wait)}, nil
+				return h.result(driver.Result{Outcome: driver.RateLimited, RetryAfter: gcra.RetryAfter(wait)}, &h.held), nil
 			}
 		}
 
 		// 3. The claim as it stands: a duplicate or a pending one
 		// spends nothing.
 		if d.Verdict != claim.Free {
-			return d.Result(), nil
+			return h.result(d.Result(), &h.held), nil
 		}
 
 		// 4. Take the claim (add, or cas over an expired one).
@@ -112,13 +132,14 @@ func (h *hit) run() (driver.Result, error) {
 				return driver.Result{}, classify(h.ctx, "hit: charge", err)
 			}
 		}
-		return driver.Result{Outcome: driver.OK}, nil
+		return h.result(driver.Result{Outcome: driver.OK}, &h.taken), nil
 	}
 }
 
 // charge applies every charge to the bucket item as read, at now. It
 // returns the TATs to store and the largest, or the longest wait (µs) of
-// the charges that do not conform.
+// the charges that do not conform, and sets each charge's reset-after
+// (h.held, h.taken).
 func (h *hit) charge(now int64) (tats []kindTAT, maxTAT, wait int64, err error) {
 	if h.bucket != nil {
 		tats, err = parseBucket(h.bucket.Value)
@@ -126,7 +147,7 @@ func (h *hit) charge(now int64) (tats []kindTAT, maxTAT, wait int64, err error) 
 			return nil, 0, 0, malformed(h.bk, err)
 		}
 	}
-	for _, ch := range h.charges {
+	for j, ch := range h.charges {
 		i := 0
 		for i < len(tats) && tats[i].kind != string(ch.Kind) {
 			i++
@@ -134,12 +155,15 @@ func (h *hit) charge(now int64) (tats []kindTAT, maxTAT, wait int64, err error) 
 		if i == len(tats) {
 			tats = append(tats, kindTAT{kind: string(ch.Kind)})
 		}
+		h.held[j] = gcra.ResetAfter(now, tats[i].tat)
+		h.taken[j] = h.held[j]
 		d := gcra.Charge(now, tats[i].tat, ch.Increment.Microseconds(), ch.Capacity.Microseconds())
 		if !d.Conform {
 			wait = max(wait, d.Wait)
 			continue
 		}
 		tats[i].tat = d.TAT
+		h.taken[j] = gcra.ResetAfter(now, d.TAT)
 	}
 	for _, kt := range tats {
 		maxTAT = max(maxTAT, kt.tat)

@@ -23,7 +23,9 @@ func (*conn) NonBlocking() {}
 // Hit implements CONTRACT §3–§4 under one shard lock, in the order of
 // package claim: own pending claim first (a retried hit charges nothing),
 // then the charges (a denial writes nothing), then the claim, then every
-// write.
+// write. Every outcome reports each charged bucket's reset-after (G10):
+// the new TAT's lead when the charges were taken, the stored one's when
+// nothing was.
 func (c *conn) Hit(_ context.Context, charges []driver.Charge, cl *driver.Claim) (driver.Result, error) {
 	tenant := ""
 	if len(charges) > 0 {
@@ -36,32 +38,42 @@ func (c *conn) Hit(_ context.Context, charges []driver.Charge, cl *driver.Claim)
 	defer sh.mu.Unlock()
 	now := c.st.now()
 
+	// The buckets as they stand: what every outcome but a charged OK
+	// reports.
+	b := sh.buckets[tenant]
+	var res driver.Result
+	var held [driver.MaxCharges]int64 // the stored TATs (0: absent)
+	res.NBuckets = len(charges)
+	for i, ch := range charges {
+		held[i] = b.tat(string(ch.Kind), now)
+		res.Buckets[i].ResetAfter = micros(gcra.ResetAfter(now, held[i]))
+	}
+
 	var d claim.Decision
 	var id claimID
 	if cl != nil {
 		id = claimID{cl.Tenant, cl.SourceID, cl.Key}
 		d = claim.Hit(sh.claims[id], now, cl.HookID)
 		if d.Verdict == claim.OwnRetry {
-			return d.Result(), nil
+			return withQuota(d.Result(), &res), nil
 		}
 	}
 
-	b := sh.buckets[tenant]
-	var buf [8]int64
-	tats := buf[:0]
+	var tats [driver.MaxCharges]int64
 	var wait int64
-	for _, ch := range charges {
-		g := gcra.Charge(now, b.tat(string(ch.Kind), now), ch.Increment.Microseconds(), ch.Capacity.Microseconds())
+	for i, ch := range charges {
+		g := gcra.Charge(now, held[i], ch.Increment.Microseconds(), ch.Capacity.Microseconds())
 		if !g.Conform {
 			wait = max(wait, g.Wait)
 		}
-		tats = append(tats, g.TAT)
+		tats[i] = g.TAT
 	}
 	if wait > 0 {
-		return driver.Result{Outcome: driver.RateLimited, RetryAfter: gcra.RetryAfter(wait)}, nil
+		res.Outcome, res.RetryAfter = driver.RateLimited, gcra.RetryAfter(wait)
+		return res, nil
 	}
 	if d.Verdict != claim.Free {
-		return d.Result(), nil
+		return withQuota(d.Result(), &res), nil
 	}
 
 	if len(charges) > 0 {
@@ -74,13 +86,21 @@ func (c *conn) Hit(_ context.Context, charges []driver.Charge, cl *driver.Claim)
 		}
 		for i, ch := range charges {
 			b.set(string(ch.Kind), tats[i])
+			res.Buckets[i].ResetAfter = micros(gcra.ResetAfter(now, tats[i]))
 		}
 	}
 	if cl != nil {
 		sh.claims[id] = claim.State{Phase: claim.Pending, HookID: cl.HookID, Node: cl.Node, Expires: now + cl.PendingTTL.Microseconds()}
 	}
 	sh.wrote(now)
-	return driver.Result{Outcome: driver.OK}, nil
+	res.Outcome = driver.OK
+	return res, nil
+}
+
+// withQuota is the claim's answer r with the bucket states of q.
+func withQuota(r driver.Result, q *driver.Result) driver.Result {
+	r.NBuckets, r.Buckets = q.NBuckets, q.Buckets
+	return r
 }
 
 // Commit implements the settle table of CONTRACT §4 (C5–C8).

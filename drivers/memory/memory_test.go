@@ -70,9 +70,11 @@ func hit(t *testing.T, st *fleetstore.Store, charges []fleetstore.Charge, claim 
 	return res
 }
 
+// want compares the decision (the bucket states are G10's, checked by
+// the conformance suite on this driver's injected clock).
 func want(t *testing.T, what string, got, want fleetstore.Result) {
 	t.Helper()
-	if got != want {
+	if got.Outcome != want.Outcome || got.HookID != want.HookID || got.RetryAfter != want.RetryAfter || got.Local != want.Local {
 		t.Fatalf("%s: got %v %q retry-after %v, want %v %q retry-after %v",
 			what, got.Outcome, got.HookID, got.RetryAfter, want.Outcome, want.HookID, want.RetryAfter)
 	}

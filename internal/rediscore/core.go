@@ -106,7 +106,7 @@ func (c *Conn) Hit(ctx context.Context, charges []driver.Charge, claim *driver.C
 		return driver.Result{}, c.mark(err)
 	}
 	c.answered()
-	res, err := scripts.DecodeHit(reply)
+	res, err := scripts.DecodeHit(reply, len(charges))
 	return res, driver.Reply(err)
 }
 

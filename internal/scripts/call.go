@@ -78,40 +78,61 @@ const (
 	hitRateLimited = 4
 )
 
-// DecodeHit turns the Hit script's reply ({1}, {2, hook_id}, {3, ms} or
-// {4, ms}, as []any of int64 and string) into a Result. Anything else is
-// an error wrapping ErrMalformed (the driver marks it as the server's reply).
-func DecodeHit(reply any) (driver.Result, error) {
+// DecodeHit turns the Hit script's reply to a Hit of n charges ({code,
+// value, r_1, …, r_n}: {1, 0, …} OK, {2, hook_id, …} Duplicate, {3, ms, …}
+// Pending, {4, ms, …} RateLimited, each r_i a reset-after in µs, as []any
+// of int64 and string) into a Result with its n bucket states (G10).
+// Anything else is an error wrapping ErrMalformed (the driver marks it as
+// the server's reply).
+func DecodeHit(reply any, n int) (driver.Result, error) {
 	a, ok := reply.([]any)
-	if !ok || len(a) < 1 || len(a) > 2 {
+	if !ok || len(a) != 2+n || n > driver.MaxCharges {
 		return driver.Result{}, malformed("hit", reply)
 	}
 	code, ok := a[0].(int64)
 	if !ok {
 		return driver.Result{}, malformed("hit", reply)
 	}
-	switch {
-	case code == hitOK && len(a) == 1:
-		return driver.Result{Outcome: driver.OK}, nil
-	case code == hitDuplicate && len(a) == 2:
+	var res driver.Result
+	switch code {
+	case hitOK:
+		if v, ok := a[1].(int64); !ok || v != 0 {
+			return driver.Result{}, malformed("hit", reply)
+		}
+		res.Outcome = driver.OK
+	case hitDuplicate:
 		hook, ok := a[1].(string)
 		if !ok || hook == "" {
-			break
+			return driver.Result{}, malformed("hit", reply)
 		}
-		return driver.Result{Outcome: driver.Duplicate, HookID: hook}, nil
-	case (code == hitPending || code == hitRateLimited) && len(a) == 2:
+		res.Outcome, res.HookID = driver.Duplicate, hook
+	case hitPending, hitRateLimited:
 		ms, ok := a[1].(int64)
 		if !ok || ms < 1 || ms > maxMillis {
-			break
+			return driver.Result{}, malformed("hit", reply)
 		}
-		out := driver.Pending
+		res.Outcome = driver.Pending
 		if code == hitRateLimited {
-			out = driver.RateLimited
+			res.Outcome = driver.RateLimited
 		}
-		return driver.Result{Outcome: out, RetryAfter: time.Duration(ms) * time.Millisecond}, nil
+		res.RetryAfter = time.Duration(ms) * time.Millisecond
+	default:
+		return driver.Result{}, malformed("hit", reply)
 	}
-	return driver.Result{}, malformed("hit", reply)
+	res.NBuckets = n
+	for i := range n {
+		us, ok := a[2+i].(int64)
+		if !ok || us < 0 || us > maxMicros {
+			return driver.Result{}, malformed("hit", reply)
+		}
+		res.Buckets[i].ResetAfter = time.Duration(us) * time.Microsecond
+	}
+	return res, nil
 }
+
+// maxMicros bounds a reset-after: a TAT is at most a capacity of 366 days
+// ahead of the now that wrote it; twice that, with room.
+const maxMicros = 3 * 366 * 24 * 3600 * 1000 * 1000
 
 // maxMillis bounds a retry-after: two capacities of 366 days, with room.
 const maxMillis = 3 * 366 * 24 * 3600 * 1000

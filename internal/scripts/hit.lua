@@ -14,8 +14,12 @@
 --   ARGV[3n+4]  pending TTL, ms (rounded up by the caller: the key's PX)
 --   ARGV[3n+5]  pending TTL, µs (exact: the claim's own expiry)
 --
--- Returns {1} OK, {2, hook_id} Duplicate, {3, ms} Pending, {4, ms}
--- RateLimited: integers and strings only.
+-- Returns {code, value, r_1, ..., r_n}: code 1 OK (value 0), 2 Duplicate
+-- (value the committer's hook_id), 3 Pending or 4 RateLimited (value the
+-- retry-after in ms); r_i is charge i's reset-after, µs (CONTRACT G10): its
+-- bucket's TAT lead over now after the decision, the new TAT's when the
+-- charges were taken, the stored one's when nothing was. Integers and
+-- strings only.
 --
 -- Lua numbers are doubles: integers are exact below 2^53 µs (≈ 285 years
 -- past 1970). Every value here is at most now + 2 × 366 days (≈ 1.9e15 µs
@@ -35,6 +39,43 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local n = tonumber(ARGV[1])
 local c = 3 * n + 2
 
+-- The buckets as they stand. One HMGET reads every charged kind's TAT;
+-- tats[i] is charge i's stored TAT (0: absent, a full bucket), leads[i]
+-- its lead over now: the reset-after every outcome but a charged OK
+-- reports.
+local tats = {}
+local leads = {}
+if n > 0 then
+  local kinds = {}
+  for i = 1, n do
+    kinds[i] = ARGV[3 * i - 1]
+  end
+  local stored = redis.call('HMGET', KEYS[1], unpack(kinds))
+  for i = 1, n do
+    local tat = 0
+    if stored[i] then
+      -- Anything but the decimal digits this script writes is some other
+      -- program's value under our prefix: refuse rather than guess (V4).
+      if not string.match(stored[i], '^%d+$') then
+        error('fleetstore: malformed bucket TAT')
+      end
+      tat = tonumber(stored[i])
+    end
+    tats[i] = tat
+    leads[i] = math.max(tat - now, 0)
+  end
+end
+
+-- reply is the script's answer: code, value, then one reset-after per
+-- charge.
+local function reply(code, value, resets)
+  local out = {code, value}
+  for i = 1, n do
+    out[i + 2] = resets[i]
+  end
+  return out
+end
+
 -- held is the state byte of a live claim record, holder its hook_id; both
 -- nil when the Hit has no claim or the key is absent (Redis has already
 -- dropped an expired key: GET returns false for it).
@@ -46,62 +87,44 @@ if KEYS[2] then
     -- Our own pending claim: this is a retry of a hit whose reply was lost.
     -- It was charged once already, so charge nothing and say OK (C2).
     if held == 'p' and holder == ARGV[c] then
-      return {1}
+      return reply(1, 0, leads)
     end
   end
 end
 
 -- The charges, checked before the claim (a denial says RateLimited even
--- for a duplicate). tats[i] is charge i's new TAT when it conforms; wait is
--- the longest wait of the charges that do not.
-local tats = {}
+-- for a duplicate). news[i] is charge i's new TAT when it conforms; wait
+-- is the longest wait of the charges that do not.
+local news = {}
 local wait = 0
-if n > 0 then
-  -- One HMGET reads every charged kind's TAT.
-  local kinds = {}
-  for i = 1, n do
-    kinds[i] = ARGV[3 * i - 1]
+for i = 1, n do
+  local inc = tonumber(ARGV[3 * i])
+  local cap = tonumber(ARGV[3 * i + 1])
+  -- gcra.Charge: t = max(tat, now); new_tat = t + I; allow = new_tat - C.
+  local new_tat = math.max(tats[i], now) + inc
+  local allow = new_tat - cap
+  if allow <= now then
+    news[i] = new_tat
+  else
+    wait = math.max(wait, allow - now)
   end
-  local stored = redis.call('HMGET', KEYS[1], unpack(kinds))
-  for i = 1, n do
-    local inc = tonumber(ARGV[3 * i])
-    local cap = tonumber(ARGV[3 * i + 1])
-    -- An absent kind (false from HMGET) is a full bucket: TAT 0 ≤ now.
-    local tat = 0
-    if stored[i] then
-      -- Anything but the decimal digits this script writes is some other
-      -- program's value under our prefix: refuse rather than guess (V4).
-      if not string.match(stored[i], '^%d+$') then
-        error('fleetstore: malformed bucket TAT')
-      end
-      tat = tonumber(stored[i])
-    end
-    -- gcra.Charge: t = max(tat, now); new_tat = t + I; allow = new_tat - C.
-    local new_tat = math.max(tat, now) + inc
-    local allow = new_tat - cap
-    if allow <= now then
-      tats[i] = new_tat
-    else
-      wait = math.max(wait, allow - now)
-    end
+end
+-- All or nothing (G3): one denial writes nothing and reports the longest
+-- wait in whole ms, rounded up, at least 1 (gcra.RetryAfterMillis, G2).
+-- wait < 2^53 and the quotient is far from the next integer, so floor of
+-- the double division is the integer division.
+if wait > 0 then
+  local ms = 1
+  if wait > 1000 then
+    ms = math.floor((wait + 999) / 1000)
   end
-  -- All or nothing (G3): one denial writes nothing and reports the longest
-  -- wait in whole ms, rounded up, at least 1 (gcra.RetryAfterMillis, G2).
-  -- wait < 2^53 and the quotient is far from the next integer, so floor of
-  -- the double division is the integer division.
-  if wait > 0 then
-    local ms = 1
-    if wait > 1000 then
-      ms = math.floor((wait + 999) / 1000)
-    end
-    return {4, ms}
-  end
+  return reply(4, ms, leads)
 end
 
 -- The claim: committed by anyone is a Duplicate naming the committer (C4);
 -- pending for another hook says when it frees (C3). Nothing is written.
 if held == 'c' then
-  return {2, holder}
+  return reply(2, holder, leads)
 end
 if held == 'p' then
   -- The claim's exact expiry, rounded up to whole ms; a record without
@@ -115,7 +138,7 @@ if held == 'p' then
   if ms < 1 then
     ms = 1
   end
-  return {3, ms}
+  return reply(3, ms, leads)
 end
 
 -- Every charge conforms and the key is free: write.
@@ -125,8 +148,10 @@ if n > 0 then
   local last = 0
   for i = 1, n do
     fields[2 * i - 1] = ARGV[3 * i - 1]
-    fields[2 * i] = string.format('%d', tats[i])
-    last = math.max(last, tats[i])
+    fields[2 * i] = string.format('%d', news[i])
+    last = math.max(last, news[i])
+    -- The reset-after of a charge taken: the new TAT's lead (≥ I).
+    leads[i] = news[i] - now
   end
   redis.call('HSET', KEYS[1], unpack(fields))
   -- The hash may expire once its latest TAT has passed (a passed TAT is a
@@ -145,4 +170,4 @@ if KEYS[2] then
   local record = encode_pending(ARGV[c], ARGV[c + 1], now + tonumber(ARGV[c + 3]))
   redis.call('SET', KEYS[2], record, 'PX', ARGV[c + 2])
 end
-return {1}
+return reply(1, 0, leads)

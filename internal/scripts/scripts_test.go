@@ -64,27 +64,48 @@ func TestHitCall(t *testing.T) {
 
 func TestDecodeHit(t *testing.T) {
 	t.Parallel()
+	withResets := func(r driver.Result, us ...time.Duration) driver.Result {
+		r.NBuckets = len(us)
+		for i, d := range us {
+			r.Buckets[i].ResetAfter = d * time.Microsecond
+		}
+		return r
+	}
 	good := []struct {
 		give any
+		n    int
 		want driver.Result
 	}{
-		{[]any{int64(1)}, driver.Result{Outcome: driver.OK}},
-		{[]any{int64(2), "hook"}, driver.Result{Outcome: driver.Duplicate, HookID: "hook"}},
-		{[]any{int64(3), int64(7)}, driver.Result{Outcome: driver.Pending, RetryAfter: 7 * time.Millisecond}},
-		{[]any{int64(4), int64(1)}, driver.Result{Outcome: driver.RateLimited, RetryAfter: time.Millisecond}},
+		{[]any{int64(1), int64(0)}, 0, driver.Result{Outcome: driver.OK}},
+		{[]any{int64(1), int64(0), int64(1000000), int64(0)}, 2, withResets(driver.Result{Outcome: driver.OK}, 1000000, 0)},
+		{[]any{int64(2), "hook"}, 0, driver.Result{Outcome: driver.Duplicate, HookID: "hook"}},
+		{[]any{int64(2), "hook", int64(5)}, 1, withResets(driver.Result{Outcome: driver.Duplicate, HookID: "hook"}, 5)},
+		{[]any{int64(3), int64(7)}, 0, driver.Result{Outcome: driver.Pending, RetryAfter: 7 * time.Millisecond}},
+		{[]any{int64(4), int64(1), int64(31622400000000)}, 1, withResets(driver.Result{Outcome: driver.RateLimited, RetryAfter: time.Millisecond}, 31622400000000)},
 	}
 	for _, tt := range good {
-		got, err := DecodeHit(tt.give)
+		got, err := DecodeHit(tt.give, tt.n)
 		if err != nil || got != tt.want {
-			t.Errorf("DecodeHit(%v) = %v, %v; want %v", tt.give, got, err, tt.want)
+			t.Errorf("DecodeHit(%v, %d) = %+v, %v; want %+v", tt.give, tt.n, got, err, tt.want)
 		}
 	}
-	bad := []any{nil, "OK", int64(1), []any{}, []any{"1"}, []any{int64(1), int64(2)}, []any{int64(2)},
-		[]any{int64(2), ""}, []any{int64(2), int64(5)}, []any{int64(3), int64(0)}, []any{int64(4), "5"},
-		[]any{int64(4), int64(-1)}, []any{int64(9), int64(1)}, []any{int64(1), nil, nil}, []any{nil}}
-	for _, give := range bad {
-		if _, err := DecodeHit(give); !errors.Is(err, ErrMalformed) {
-			t.Errorf("DecodeHit(%#v): got %v, want ErrMalformed", give, err)
+	bad := []struct {
+		give any
+		n    int
+	}{
+		{nil, 0}, {"OK", 0}, {int64(1), 0}, {[]any{}, 0}, {[]any{"1"}, 0}, {[]any{int64(1)}, 0},
+		{[]any{int64(1), int64(2)}, 0}, {[]any{int64(2)}, 0}, {[]any{int64(2), ""}, 0}, {[]any{int64(2), int64(5)}, 0},
+		{[]any{int64(3), int64(0)}, 0}, {[]any{int64(4), "5"}, 0}, {[]any{int64(4), int64(-1)}, 0},
+		{[]any{int64(9), int64(1)}, 0}, {[]any{int64(1), nil, nil}, 0}, {[]any{nil}, 0},
+		// The reset-afters: one per charge, integers from 0 to 3 × 366 days.
+		{[]any{int64(1), int64(0)}, 1}, {[]any{int64(1), int64(0), int64(1)}, 0},
+		{[]any{int64(1), int64(0), int64(-1)}, 1}, {[]any{int64(1), int64(0), "5"}, 1},
+		{[]any{int64(1), int64(0), nil}, 1}, {[]any{int64(1), int64(0), int64(maxMicros + 1)}, 1},
+		{make([]any, 2+driver.MaxCharges+1), driver.MaxCharges + 1},
+	}
+	for _, tt := range bad {
+		if _, err := DecodeHit(tt.give, tt.n); !errors.Is(err, ErrMalformed) {
+			t.Errorf("DecodeHit(%#v, %d): got %v, want ErrMalformed", tt.give, tt.n, err)
 		}
 	}
 }

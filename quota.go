@@ -1,0 +1,80 @@
+package fleetstore
+
+import (
+	"fmt"
+	"math/bits"
+	"time"
+
+	"github.com/fleetstore/fleetstore/gcra"
+)
+
+// maxLead bounds a bucket's reported reset-after: a TAT is at most a
+// capacity (366 days) ahead of the now that wrote it, and a node whose
+// clock ran ahead (memcached's client clock, G8) may have written it up
+// to its skew further; twice the largest capacity leaves room for that.
+const maxLead = 2 * gcra.MaxCapacity
+
+// fillQuota completes a driver's report of the charged buckets (CONTRACT
+// G10): the driver gives each charge's ResetAfter; the Store sets Kind,
+// Headroom (capacity − reset-after, at least 0) and Denied (a charge of a
+// RateLimited Hit whose increment exceeds its headroom), so that they
+// always agree. A report that cannot be true is an error, for the Store
+// to return as ErrUnavailable, never as a decision: a count that is not
+// the charges', a reset-after that is negative, not whole µs or beyond any
+// TAT, a RateLimited Result that no reported state denies, or whose
+// retry-after is not the longest wait those states imply (G3).
+func fillQuota(r *Result, charges []Charge) error {
+	if r.NBuckets != len(charges) {
+		return fmt.Errorf("driver reported %d bucket states for %d charges", r.NBuckets, len(charges))
+	}
+	var wait time.Duration // the longest wait of the denied charges
+	for i := range charges {
+		c, b := &charges[i], &r.Buckets[i]
+		if b.ResetAfter < 0 || b.ResetAfter > maxLead || b.ResetAfter%time.Microsecond != 0 {
+			return fmt.Errorf("driver reported reset-after %v for charges[%d] (want whole µs, 0 to %v)", b.ResetAfter, i, maxLead)
+		}
+		b.Kind = c.Kind
+		b.Headroom = max(c.Capacity-b.ResetAfter, 0)
+		// The charge conforms now exactly when its increment fits the
+		// headroom; its wait is what it lacks (gcra.Charge's allow − now).
+		b.Denied = r.Outcome == RateLimited && b.ResetAfter+c.Increment > c.Capacity
+		if b.Denied {
+			wait = max(wait, b.ResetAfter+c.Increment-c.Capacity)
+		}
+	}
+	clear(r.Buckets[len(charges):])
+	if r.Outcome != RateLimited {
+		return nil
+	}
+	if wait == 0 {
+		return fmt.Errorf("driver returned rate_limited, but none of its %d bucket states denies a charge", len(charges))
+	}
+	if want := gcra.RetryAfter(wait.Microseconds()); r.RetryAfter != want {
+		return fmt.Errorf("driver returned rate_limited with retry-after %v, but its bucket states say %v", r.RetryAfter, want)
+	}
+	return nil
+}
+
+// localQuota is fillQuota for a Hit the fallback decided locally (CONTRACT
+// §8) on local, the charges at this node's share of shared. The buckets
+// are the local ones: ResetAfter and Denied as they stand, Headroom in the
+// shared charge's terms, headroom × I/I' rounded down (the local bucket
+// holds floor(headroom'/I') of the fleet's charges of I), so that turning
+// it into units by the shared limit never over-states what this node has
+// left.
+func localQuota(r *Result, shared, local []Charge) error {
+	if err := fillQuota(r, local); err != nil {
+		return err
+	}
+	for i := range shared {
+		b := &r.Buckets[i]
+		inc, localInc := uint64(shared[i].Increment/time.Microsecond), uint64(local[i].Increment/time.Microsecond)
+		if inc >= localInc {
+			continue // a share of 1: the same bucket
+		}
+		hi, lo := bits.Mul64(uint64(b.Headroom/time.Microsecond), inc)
+		q, _ := bits.Div64(hi, lo, localInc) // < headroom: fits (inc < localInc)
+		b.Headroom = time.Duration(q) * time.Microsecond
+	}
+	return nil
+}
