@@ -58,7 +58,7 @@ func newStore(d driver.Driver, conn driver.Conn, scheme, display string, timeout
 func (s *Store) Driver() driver.Driver { return s.drv }
 
 // Hit charges every bucket in charges and, when claim is not nil, claims its
-// key, in one round trip (CONTRACT §3, §4: G1–G9, C1–C4).
+// key, in one round trip (CONTRACT §3, §4: G1–G10, C1–C4).
 //
 //   - OK: every charge was taken; the claim, if any, is pending for
 //     claim.HookID until Commit, Release or PendingTTL. A retry by the same
@@ -69,8 +69,14 @@ func (s *Store) Driver() driver.Driver { return s.drv }
 //   - Pending: another hook holds the key; RetryAfter is its remaining
 //     pending time; nothing charged.
 //
-// Every charge and the claim share one tenant. A Hit with no charges and no
-// claim returns OK without a round trip. Increment and Capacity are
+// Whatever the outcome, res.Quota() holds one Bucket per charge, in the
+// charges' order: its reset-after and headroom after the decision (whole
+// µs), and for RateLimited whether it denied the Hit (G10). Turn them into
+// units with Limit.Remaining, into headers with WriteHeaders.
+//
+// Every charge and the claim share one tenant; a Hit takes at most
+// MaxCharges charges. A Hit with no charges and no claim returns OK without
+// a round trip. Increment and Capacity are
 // truncated to whole microseconds.
 //
 // With a fallback (WithFallback, CONTRACT §8), a Hit the shared store

@@ -10,7 +10,8 @@
 //
 //   - Input is valid: every rule of CONTRACT §6 has been checked (lengths,
 //     kind syntax, increment ≥ 1µs and ≤ capacity, TTLs in range, one tenant
-//     per Hit, no kind twice). Increment and Capacity are whole microseconds.
+//     per Hit, no kind twice, at most MaxCharges charges). Increment and
+//     Capacity are whole microseconds.
 //   - Hit is never called with no charges and no claim.
 //   - Every context carries a deadline: the earlier of the caller's and the
 //     store's timeout (the per-call budget, CONTRACT T1). A driver whose
@@ -78,7 +79,9 @@ type Config struct {
 // Conn is one open store. Its methods are called concurrently.
 type Conn interface {
 	// Hit charges every bucket and takes the claim (nil: no claim) in one
-	// atomic step, by the rules of CONTRACT §3 and §4 (G1–G9, C1–C4).
+	// atomic step, by the rules of CONTRACT §3 and §4 (G1–G10, C1–C4). It
+	// reports each charge's ResetAfter in Result.Buckets, in order, and
+	// sets Result.NBuckets to len(charges), whatever the outcome (G10).
 	Hit(ctx context.Context, charges []Charge, claim *Claim) (Result, error)
 	// Commit settles claims as committed (C5–C8). A failure of the whole
 	// call (the store could not be reached, the deadline passed before
