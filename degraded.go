@@ -110,7 +110,7 @@ func (fb *fallback) hit(ctx context.Context, charges []Charge, claim *Claim) (Re
 	defer cancel()
 	res, err := s.conn.Hit(ctx, charges, claim)
 	if err == nil {
-		if err = checkResult(res); err == nil {
+		if err = checkResult(&res); err == nil {
 			err = fillQuota(&res, charges)
 		}
 		if err == nil {

@@ -88,7 +88,7 @@ func (s *Store) Driver() driver.Driver { return s.drv }
 //
 // Errors: ErrInvalid (naming the field), ErrOverCapacity, ErrTimeout,
 // ErrUnavailable, ErrClosed.
-func (s *Store) Hit(ctx context.Context, charges []Charge, claim *Claim) (Result, error) {
+func (s *Store) Hit(ctx context.Context, charges []Charge, claim *Claim) (res Result, err error) {
 	tenant, fractional, err := checkCharges(charges)
 	if err == nil && claim != nil {
 		err = checkClaim(-1, claim, true, true)
@@ -111,7 +111,6 @@ func (s *Store) Hit(ctx context.Context, charges []Charge, claim *Claim) (Result
 	if s.fb != nil {
 		return s.fb.hit(ctx, charges, claim)
 	}
-	var res Result
 	err = s.call(ctx, "hit", func(ctx context.Context) (err error) {
 		res, err = s.conn.Hit(ctx, charges, claim)
 		return err
@@ -119,7 +118,7 @@ func (s *Store) Hit(ctx context.Context, charges []Charge, claim *Claim) (Result
 	if err != nil {
 		return Result{}, err
 	}
-	if err := checkResult(res); err != nil {
+	if err := checkResult(&res); err != nil {
 		return Result{}, &opError{op: "hit", kind: ErrUnavailable, err: err}
 	}
 	if err := fillQuota(&res, charges); err != nil {
@@ -412,7 +411,7 @@ func (s *Store) Stats() Stats {
 	return s.fb.stats()
 }
 
-func checkResult(r Result) error {
+func checkResult(r *Result) error {
 	if r.Local {
 		return errors.New("driver returned a result marked local (only the Store's fallback decides locally)")
 	}

@@ -64,3 +64,10 @@ func (d Decision) Result() driver.Result {
 		return driver.Result{Outcome: driver.OK}
 	}
 }
+
+// Answer sets r's outcome, hook_id and retry-after to d.Result()'s,
+// leaving the rest of r (its bucket states, G10) as it is.
+func (d Decision) Answer(r *driver.Result) {
+	a := d.Result()
+	r.Outcome, r.HookID, r.RetryAfter = a.Outcome, a.HookID, a.RetryAfter
+}

@@ -79,8 +79,10 @@ func (o Outcome) String() string {
 
 // MaxCharges is the most charges one Hit takes (CONTRACT §6). A Result
 // holds the state of each charged bucket in a fixed array of this size, so
-// that a Hit allocates nothing for it (G10).
-const MaxCharges = 8
+// that a Hit allocates nothing for it (G10). A webhook edge charges two
+// (hooks, bytes); every slot is 40 bytes that each Result carries and
+// copies, whether used or not, so the array is kept small.
+const MaxCharges = 4
 
 // Bucket is the state of one charged bucket after a Hit's decision
 // (CONTRACT G10), in whole microseconds.

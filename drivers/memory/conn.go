@@ -26,7 +26,7 @@ func (*conn) NonBlocking() {}
 // write. Every outcome reports each charged bucket's reset-after (G10):
 // the new TAT's lead when the charges were taken, the stored one's when
 // nothing was.
-func (c *conn) Hit(_ context.Context, charges []driver.Charge, cl *driver.Claim) (driver.Result, error) {
+func (c *conn) Hit(_ context.Context, charges []driver.Charge, cl *driver.Claim) (res driver.Result, err error) {
 	tenant := ""
 	if len(charges) > 0 {
 		tenant = charges[0].Tenant
@@ -41,7 +41,6 @@ func (c *conn) Hit(_ context.Context, charges []driver.Charge, cl *driver.Claim)
 	// The buckets as they stand: what every outcome but a charged OK
 	// reports.
 	b := sh.buckets[tenant]
-	var res driver.Result
 	var held [driver.MaxCharges]int64 // the stored TATs (0: absent)
 	res.NBuckets = len(charges)
 	for i, ch := range charges {
@@ -55,7 +54,8 @@ func (c *conn) Hit(_ context.Context, charges []driver.Charge, cl *driver.Claim)
 		id = claimID{cl.Tenant, cl.SourceID, cl.Key}
 		d = claim.Hit(sh.claims[id], now, cl.HookID)
 		if d.Verdict == claim.OwnRetry {
-			return withQuota(d.Result(), &res), nil
+			d.Answer(&res)
+			return res, nil
 		}
 	}
 
@@ -73,7 +73,8 @@ func (c *conn) Hit(_ context.Context, charges []driver.Charge, cl *driver.Claim)
 		return res, nil
 	}
 	if d.Verdict != claim.Free {
-		return withQuota(d.Result(), &res), nil
+		d.Answer(&res)
+		return res, nil
 	}
 
 	if len(charges) > 0 {
@@ -95,12 +96,6 @@ func (c *conn) Hit(_ context.Context, charges []driver.Charge, cl *driver.Claim)
 	sh.wrote(now)
 	res.Outcome = driver.OK
 	return res, nil
-}
-
-// withQuota is the claim's answer r with the bucket states of q.
-func withQuota(r driver.Result, q *driver.Result) driver.Result {
-	r.NBuckets, r.Buckets = q.NBuckets, q.Buckets
-	return r
 }
 
 // Commit implements the settle table of CONTRACT §4 (C5–C8).
