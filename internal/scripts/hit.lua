@@ -40,11 +40,12 @@ local n = tonumber(ARGV[1])
 local c = 3 * n + 2
 
 -- The buckets as they stand. One HMGET reads every charged kind's TAT;
--- tats[i] is charge i's stored TAT (0: absent, a full bucket), leads[i]
--- its lead over now: the reset-after every outcome but a charged OK
--- reports.
+-- tats[i] is charge i's stored TAT (0: absent, a full bucket). out is the
+-- reply, {code, value, r_1, ..., r_n}: r_i starts as the stored TAT's
+-- lead over now, what every answer but a charged OK reports (G10), and
+-- each return sets the code and value.
 local tats = {}
-local leads = {}
+local out = {0, 0}
 if n > 0 then
   local kinds = {}
   for i = 1, n do
@@ -62,18 +63,8 @@ if n > 0 then
       tat = tonumber(stored[i])
     end
     tats[i] = tat
-    leads[i] = math.max(tat - now, 0)
+    out[i + 2] = math.max(tat - now, 0)
   end
-end
-
--- reply is the script's answer: code, value, then one reset-after per
--- charge.
-local function reply(code, value, resets)
-  local out = {code, value}
-  for i = 1, n do
-    out[i + 2] = resets[i]
-  end
-  return out
 end
 
 -- held is the state byte of a live claim record, holder its hook_id; both
@@ -87,7 +78,8 @@ if KEYS[2] then
     -- Our own pending claim: this is a retry of a hit whose reply was lost.
     -- It was charged once already, so charge nothing and say OK (C2).
     if held == 'p' and holder == ARGV[c] then
-      return reply(1, 0, leads)
+      out[1] = 1
+      return out
     end
   end
 end
@@ -118,13 +110,15 @@ if wait > 0 then
   if wait > 1000 then
     ms = math.floor((wait + 999) / 1000)
   end
-  return reply(4, ms, leads)
+  out[1], out[2] = 4, ms
+  return out
 end
 
 -- The claim: committed by anyone is a Duplicate naming the committer (C4);
 -- pending for another hook says when it frees (C3). Nothing is written.
 if held == 'c' then
-  return reply(2, holder, leads)
+  out[1], out[2] = 2, holder
+  return out
 end
 if held == 'p' then
   -- The claim's exact expiry, rounded up to whole ms; a record without
@@ -138,7 +132,8 @@ if held == 'p' then
   if ms < 1 then
     ms = 1
   end
-  return reply(3, ms, leads)
+  out[1], out[2] = 3, ms
+  return out
 end
 
 -- Every charge conforms and the key is free: write.
@@ -151,7 +146,7 @@ if n > 0 then
     fields[2 * i] = string.format('%d', news[i])
     last = math.max(last, news[i])
     -- The reset-after of a charge taken: the new TAT's lead (≥ I).
-    leads[i] = news[i] - now
+    out[i + 2] = news[i] - now
   end
   redis.call('HSET', KEYS[1], unpack(fields))
   -- The hash may expire once its latest TAT has passed (a passed TAT is a
@@ -170,4 +165,5 @@ if KEYS[2] then
   local record = encode_pending(ARGV[c], ARGV[c + 1], now + tonumber(ARGV[c + 3]))
   redis.call('SET', KEYS[2], record, 'PX', ARGV[c + 2])
 end
-return reply(1, 0, leads)
+out[1] = 1
+return out
