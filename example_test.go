@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
-	"github.com/fleetstore/fleetstore/gcra"
 )
 
 func ExampleOpen() {
@@ -47,14 +46,11 @@ func ExampleStore_Hit() {
 	defer store.Close()
 
 	// 10 hooks per second with a burst of 20; 1 MiB per second with a
-	// burst of 1 MiB.
-	hookInc, hookCap, _ := gcra.Rate(10, time.Second, 20)
+	// burst of 1 MiB: built once, at start-up.
+	hooks := fleetstore.MustLimit(fleetstore.PerSecond(fleetstore.Hooks, 10, 20))
+	bytes := fleetstore.MustLimit(fleetstore.NewByteLimit(fleetstore.Bytes, 1<<20, 1<<20))
 	body := []byte(`{"action":"opened"}`)
-	byteInc, byteCap, _ := gcra.ByteRate(1<<20, 1<<20, int64(len(body)))
-	charges := []fleetstore.Charge{
-		{Kind: fleetstore.Hooks, Tenant: "acme", Increment: hookInc, Capacity: hookCap},
-		{Kind: fleetstore.Bytes, Tenant: "acme", Increment: byteInc, Capacity: byteCap},
-	}
+	charges := []fleetstore.Charge{hooks.Charge("acme", 1), bytes.Charge("acme", int64(len(body)))}
 	claim := fleetstore.Claim{
 		Tenant: "acme", SourceID: "github", Key: "72d3162e-cc78-11e3-81ab-4c9367dc0958",
 		HookID: "hook-1", Node: "edge-1",
@@ -63,6 +59,7 @@ func ExampleStore_Hit() {
 
 	res, err := store.Hit(ctx, charges, &claim)
 	fmt.Println("first delivery:", res.Outcome, err)
+	fmt.Println("left:", hooks.Remaining(res.Quota()[0]), "hooks,", bytes.Remaining(res.Quota()[1]), "bytes")
 
 	// While hook-1 is being stored, the provider delivers the event again.
 	again := claim
@@ -86,6 +83,7 @@ func ExampleStore_Hit() {
 	fmt.Println("slow tenant, second:", res.Outcome, "retry after", res.RetryAfter.Round(time.Minute))
 	// Output:
 	// first delivery: ok <nil>
+	// left: 19 hooks, 1048556 bytes
 	// concurrent redelivery: pending retry after 30s
 	// commit: <nil>
 	// later redelivery: duplicate of hook-1
@@ -130,4 +128,31 @@ func ExampleStore_Release() {
 	// retry: ok
 	// commit: <nil>
 	// release after commit: true
+}
+
+// A Limit is built once, at start-up; per request it yields a Charge, and
+// turns the bucket's state after the Hit back into units (CONTRACT G10).
+func ExampleLimit() {
+	ctx := context.Background()
+	store, err := fleetstore.Open("memory://")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer store.Close()
+
+	// Limit 5 = burst 4 + 1 at 1 per second (throttled's table).
+	hooks := fleetstore.MustLimit(fleetstore.PerSecond(fleetstore.Hooks, 1, 5))
+	for range 6 {
+		res, _ := store.Hit(ctx, []fleetstore.Charge{hooks.Charge("acme", 1)}, nil)
+		b := res.Quota()[0]
+		fmt.Printf("%s: %d left, full again in %v, retry after %v\n", res.Outcome, hooks.Remaining(b), b.ResetAfter.Round(time.Second), res.RetryAfter.Round(time.Second))
+	}
+	// Output:
+	// ok: 4 left, full again in 1s, retry after 0s
+	// ok: 3 left, full again in 2s, retry after 0s
+	// ok: 2 left, full again in 3s, retry after 0s
+	// ok: 1 left, full again in 4s, retry after 0s
+	// ok: 0 left, full again in 5s, retry after 0s
+	// rate_limited: 0 left, full again in 5s, retry after 1s
 }
