@@ -1,0 +1,149 @@
+package headers_test
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/drivers/memory"
+	"github.com/fleetstore/fleetstore/headers"
+)
+
+// clockStore opens a memory store on a clock the test moves (µs).
+func clockStore(t *testing.T) (*fleetstore.Store, *atomic.Int64) {
+	t.Helper()
+	var now atomic.Int64
+	now.Store(1_800_000_000_000_000)
+	st, err := fleetstore.OpenDriver(memory.New(now.Load), "memory://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, &now
+}
+
+func hit(t *testing.T, st *fleetstore.Store, charges ...fleetstore.Charge) fleetstore.Result {
+	t.Helper()
+	res, err := st.Hit(context.Background(), charges, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func wantFields(t *testing.T, what string, h http.Header, want map[string]string) {
+	t.Helper()
+	for _, k := range []string{"Retry-After", "RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+		if got := h.Get(k); got != want[k] {
+			t.Errorf("%s: %s: %q, want %q", what, k, got, want[k])
+		}
+	}
+}
+
+// TestBurst: throttled's table (limit 5 = burst 4 + 1 at 1/s) as headers,
+// with the legacy fields: remaining 4, 3, 2, 1, 0 with a reset of 1–5s,
+// then a denial asking for 1s; and 3.1s later, remaining 1 and a reset of
+// 3.9s, rounded up to 4.
+func TestBurst(t *testing.T) {
+	st, now := clockStore(t)
+	five := fleetstore.MustLimit(fleetstore.PerSecond(fleetstore.Hooks, 1, 5))
+	limits := []fleetstore.Limit{five}
+	policy := `"hooks";q=5;w=5`
+	for i, r := range []string{"4;t=1", "3;t=2", "2;t=3", "1;t=4", "0;t=5"} {
+		res := hit(t, st, five.Charge("acme", 1))
+		h := http.Header{}
+		headers.Write(h, &res, limits, headers.Options{Legacy: true})
+		wantFields(t, "hook "+string(rune('1'+i)), h, map[string]string{
+			"RateLimit-Policy": policy, "RateLimit": `"hooks";r=` + r,
+			"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": r[:1], "X-RateLimit-Reset": r[len(r)-1:],
+		})
+	}
+	res := hit(t, st, five.Charge("acme", 1))
+	h := http.Header{}
+	headers.Write(h, &res, limits, headers.Options{Legacy: true})
+	wantFields(t, "hook 6 (denied)", h, map[string]string{
+		"Retry-After": "1", "RateLimit-Policy": policy, "RateLimit": `"hooks";r=0;t=5`,
+		"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "5",
+	})
+	// Rows 7 and 8: 3s and 3.1s after the start.
+	now.Add(3_000_000)
+	hit(t, st, five.Charge("acme", 1))
+	now.Add(100_000)
+	res = hit(t, st, five.Charge("acme", 1))
+	h = http.Header{}
+	headers.Write(h, &res, limits, headers.Options{})
+	wantFields(t, "hook 8 at +3.1s", h, map[string]string{"RateLimit-Policy": policy, "RateLimit": `"hooks";r=1;t=4`})
+}
+
+// TestTwoLimits: the package doc's example, hooks and bytes, and the
+// legacy fields of the limit nearest exhaustion, or of the one that
+// denied.
+func TestTwoLimits(t *testing.T) {
+	st, _ := clockStore(t)
+	hooks := fleetstore.MustLimit(fleetstore.PerSecond(fleetstore.Hooks, 100, 200))
+	body := fleetstore.MustLimit(fleetstore.NewByteLimit(fleetstore.Bytes, 1<<20, 8<<20))
+	limits := []fleetstore.Limit{hooks, body}
+	var res fleetstore.Result
+	for range 3 {
+		res = hit(t, st, hooks.Charge("acme", 1), body.Charge("acme", 1024))
+	}
+	h := http.Header{}
+	headers.Write(h, &res, limits, headers.Options{Legacy: true})
+	wantFields(t, "three hooks of 1 KiB", h, map[string]string{
+		"RateLimit-Policy":  `"hooks";q=200;w=2, "bytes";q=8388608;qu="content-bytes";w=8`,
+		"RateLimit":         `"hooks";r=197;t=1, "bytes";r=8385534;t=1`,
+		"X-RateLimit-Limit": "200", "X-RateLimit-Remaining": "197", "X-RateLimit-Reset": "1", // 197/200 left of hooks, more of bytes
+	})
+
+	// A body of 8 MiB − 2 KiB does not fit: bytes denies, hooks does not.
+	res = hit(t, st, hooks.Charge("acme", 1), body.Charge("acme", 8<<20-2048))
+	if res.Outcome != fleetstore.RateLimited {
+		t.Fatalf("big body: %v", res.Outcome)
+	}
+	h = http.Header{}
+	headers.Write(h, &res, limits, headers.Options{Legacy: true})
+	wantFields(t, "a body over what is left", h, map[string]string{
+		"Retry-After":       "1",
+		"RateLimit-Policy":  `"hooks";q=200;w=2, "bytes";q=8388608;qu="content-bytes";w=8`,
+		"RateLimit":         `"hooks";r=197;t=1, "bytes";r=8385534;t=1`,
+		"X-RateLimit-Limit": "8388608", "X-RateLimit-Remaining": "8385534", "X-RateLimit-Reset": "1", // the one that denied
+	})
+}
+
+// TestMismatch: a limit whose place in the Result holds another kind is
+// left out, and a Result without states gets no RateLimit fields.
+func TestMismatch(t *testing.T) {
+	st, _ := clockStore(t)
+	hooks := fleetstore.MustLimit(fleetstore.PerSecond(fleetstore.Hooks, 1, 5))
+	body := fleetstore.MustLimit(fleetstore.NewByteLimit(fleetstore.Bytes, 1000, 1000))
+	res := hit(t, st, hooks.Charge("acme", 1), body.Charge("acme", 10))
+	h := http.Header{}
+	headers.Write(h, &res, []fleetstore.Limit{body, hooks}, headers.Options{Legacy: true}) // the wrong order
+	wantFields(t, "limits in the wrong order", h, map[string]string{})
+
+	h = http.Header{}
+	headers.Write(h, &res, []fleetstore.Limit{hooks}, headers.Options{}) // fewer limits than charges
+	wantFields(t, "the first limit only", h, map[string]string{"RateLimit-Policy": `"hooks";q=5;w=5`, "RateLimit": `"hooks";r=4;t=1`})
+
+	h = http.Header{}
+	pending := fleetstore.Result{Outcome: fleetstore.Pending, RetryAfter: 1500 * time.Millisecond}
+	headers.Write(h, &pending, []fleetstore.Limit{hooks}, headers.Options{Legacy: true})
+	wantFields(t, "a claim-only Pending", h, map[string]string{"Retry-After": "2"})
+}
+
+func TestRetryAfterSeconds(t *testing.T) {
+	for _, tt := range []struct {
+		give time.Duration
+		want int64
+	}{
+		{0, 1}, {time.Millisecond, 1}, {time.Second, 1}, {time.Second + time.Millisecond, 2},
+		{59999 * time.Millisecond, 60}, {time.Hour, 3600},
+	} {
+		if got := headers.RetryAfterSeconds(tt.give); got != tt.want {
+			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", tt.give, got, tt.want)
+		}
+	}
+}
