@@ -1,0 +1,82 @@
+// Package webhook is an http.Handler for one webhook endpoint in front of
+// a fleetstore.Store: it verifies a provider's delivery, charges the
+// tenant and claims the event in one round trip, hands the hook to a
+// durable Sink, settles the claim, and answers as the provider expects.
+//
+//	store, _ := fleetstore.Open(os.Getenv("FLEETSTORE_URL"), fleetstore.WithFallback(fleetstore.Fallback{Nodes: 8}))
+//	h, err := webhook.New(webhook.Config{
+//		Store:    store,
+//		Provider: webhook.GitHub(),
+//		Secrets:  func(tenant string) ([]string, error) { return secretsOf(tenant) },
+//		Tenant:   func(r *http.Request, _ []byte) (string, error) { return r.PathValue("tenant"), nil },
+//		Sink:     queue, // a webhook.Sink: Store(ctx, hook) makes it durable
+//		Limits:   []fleetstore.Limit{hooksPerSecond, bodyBytes},
+//	})
+//	mux.Handle("POST /hooks/github/{tenant}", h)
+//
+// # A delivery, in order
+//
+//  1. The body is read, at most Config.MaxBody bytes: 413 over it, 400
+//     when the read fails (never a truncated body).
+//  2. Config.Tenant names the tenant (404 when it cannot).
+//  3. The provider verifies the signature with the tenant's secrets
+//     (Config.Secrets), crypto/hmac with a constant-time comparison: 401
+//     when it fails, and nothing is charged or claimed — a forged POST
+//     with a real event id spends no quota and holds no claim.
+//  4. The provider names the event (400 without one).
+//  5. One Store.Hit charges every Config.Limits (a byte limit the body's
+//     length, any other one unit) and claims (tenant, provider, event id)
+//     for a fresh hook id.
+//  6. OK: the Sink stores the hook, within Config.SinkTimeout, on a
+//     context detached from the request; then Commit (stored: 202) or
+//     Release (not stored: 503, so that the provider's retry is taken),
+//     within Config.SettleTimeout, detached too. A hook answered 202 is
+//     stored once and its claim committed.
+//
+// Every answer after a Hit carries the RateLimit-Policy and RateLimit
+// fields of the tenant's buckets (package headers; Config.LegacyHeaders
+// adds X-RateLimit-*), and Retry-After when the sender should come back.
+//
+// # Statuses
+//
+//	Hit                       retrying provider              GitHub (does not retry)
+//	OK, stored                202 Accepted                   202 Accepted
+//	OK, the Sink failed       503, Retry-After; released     503, Retry-After; released
+//	Duplicate                 200 OK (already stored)        200 OK
+//	Pending                   409 Conflict, Retry-After      409 Conflict, Retry-After
+//	RateLimited               429, Retry-After               202 Accepted, stored with Hook.Deferred
+//	ErrOverCapacity           413 (a body over the byte burst never conforms)
+//	ErrInvalid                400 (an event id over 1024 bytes, a bad tenant)
+//	ErrTimeout/ErrUnavailable 503, Retry-After (Config.RetryAfter)
+//	ErrClosed, cancelled      503, Retry-After
+//
+// Stripe (up to 3 days), Standard Webhooks senders such as Svix (about a
+// day and a half) and Shopify (8 times in 4 hours) redeliver a delivery
+// not answered 2xx on their own: a delivery over the tenant's limit is
+// refused with 429 and comes back after Retry-After or on the provider's
+// own schedule. GitHub does not redeliver a failed delivery by itself, so
+// a 429 would lose it: for GitHub (Provider.Retries false) the handler
+// takes the claim alone, charging nothing, and stores the hook with
+// Hook.Deferred set, for the application to process when the tenant's
+// quota allows; the RateLimit fields still say remaining 0. Deferring
+// gives any provider that policy (Shopify removes a subscription that
+// fails for long). A Pending delivery is another delivery of the same
+// event being stored right now: answering 2xx would lose the event if
+// that one fails, so it is 409 with the claim's remaining time.
+//
+// # Store outage
+//
+// A Store opened with fleetstore.WithFallback decides a delivery from
+// this node's own state while the shared store is out (Hook.Local is
+// set) and queues its commit: deliveries are accepted at this node's
+// share of every limit. Without one, they are answered 503 with
+// Retry-After, which a GitHub delivery does not survive: give a GitHub
+// endpoint the degraded mode.
+//
+// # Logging
+//
+// Config.Logger (default none) gets one line when a condition starts and
+// one when it ends — the Sink failing, a settle failing, deliveries
+// failing verification, unusable secrets — never one per delivery. No
+// line and no error holds a secret, a signature or a body.
+package webhook

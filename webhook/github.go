@@ -1,0 +1,56 @@
+package webhook
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// GitHub returns the provider of GitHub's webhooks
+// (docs.github.com, "Validating webhook deliveries"): the body signed with
+// HMAC-SHA256 under the webhook's secret, hex in X-Hub-Signature-256
+// ("sha256=…"); the event id is the delivery's GUID, X-GitHub-Delivery,
+// which a redelivery repeats.
+//
+// GitHub does not redeliver a failed delivery on its own (only by hand,
+// or by its API): Retries is false, so a delivery over the tenant's limit
+// is accepted and handed to the sink deferred rather than refused.
+func GitHub() Provider { return github{} }
+
+type github struct{}
+
+func (github) Name() string  { return "github" }
+func (github) Retries() bool { return false }
+
+func (github) Verify(h http.Header, body []byte, secrets []string, _ time.Time) error {
+	v := h.Get("X-Hub-Signature-256")
+	if v == "" {
+		return sigErr("github", "no X-Hub-Signature-256")
+	}
+	hexSig, ok := strings.CutPrefix(v, "sha256=")
+	if !ok || len(hexSig) != 2*sha256.Size {
+		return sigErr("github", "X-Hub-Signature-256 is not sha256= and 64 hex digits")
+	}
+	sig, err := hex.DecodeString(hexSig)
+	if err != nil {
+		return sigErr("github", "X-Hub-Signature-256 is not sha256= and 64 hex digits")
+	}
+	for _, s := range secrets {
+		m := hmac.New(sha256.New, []byte(s))
+		m.Write(body)
+		if hmac.Equal(m.Sum(nil), sig) {
+			return nil
+		}
+	}
+	return sigErr("github", "X-Hub-Signature-256 matches no secret")
+}
+
+func (github) EventID(h http.Header, _ []byte) (string, error) {
+	if id := h.Get("X-GitHub-Delivery"); id != "" {
+		return id, nil
+	}
+	return "", noEventID("github", "no X-GitHub-Delivery")
+}

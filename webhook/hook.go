@@ -1,0 +1,46 @@
+package webhook
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// Hook is a verified delivery, as the handler hands it to the Sink.
+type Hook struct {
+	// ID is this delivery's hook id, fresh for each request: the fencing
+	// token of its claim (fleetstore.Claim.HookID).
+	ID string
+	// Tenant, Source and EventID are the claim's scope and key: the
+	// tenant, the provider's name and its event id.
+	Tenant, Source, EventID string
+	// Header is the request's header; Body its body, verified.
+	Header http.Header
+	Body   []byte
+	// Received is when the request arrived (the handler's clock).
+	Received time.Time
+	// Deferred is set on a delivery accepted over the tenant's limit,
+	// from a provider that does not retry (Provider.Retries false): it
+	// charged nothing; process it when the tenant's quota allows.
+	Deferred bool
+	// Local is set when the Store decided the delivery from this node's
+	// own state, the shared store being out (fleetstore's degraded mode).
+	Local bool
+}
+
+// Sink makes hooks durable: a queue, a log, a database.
+type Sink interface {
+	// Store stores h durably, within ctx (the handler's SinkTimeout,
+	// detached from the request: a sender that hangs up does not cancel
+	// it). nil means durable: the handler commits the claim and answers
+	// 202. An error (or a panic) means not stored: the handler releases
+	// the claim, so that the provider's retry is taken, and answers 503.
+	// h.Body is not retained by the handler: the Sink may keep it.
+	Store(ctx context.Context, h *Hook) error
+}
+
+// SinkFunc is a func as a Sink.
+type SinkFunc func(ctx context.Context, h *Hook) error
+
+// Store calls f.
+func (f SinkFunc) Store(ctx context.Context, h *Hook) error { return f(ctx, h) }

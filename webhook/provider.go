@@ -1,0 +1,90 @@
+package webhook
+
+import (
+	"errors"
+	"net/http"
+	"time"
+)
+
+// Provider is one webhook sender's conventions: how its deliveries are
+// signed, where their event id is, and whether it redelivers a failed
+// delivery on its own. The built-in ones are GitHub, Stripe,
+// StandardWebhooks (and Svix) and Shopify; implement it for another.
+//
+// Its methods are called concurrently. Their errors are answered to the
+// sender and may be logged: they never quote a secret, a signature or the
+// body.
+type Provider interface {
+	// Name is the provider's name, the claims' SourceID: "github",
+	// "stripe", … (1–1024 bytes).
+	Name() string
+	// Retries reports whether the provider redelivers, on its own, a
+	// delivery that was not answered 2xx. The handler answers a
+	// RateLimited delivery of one that does 429 Too Many Requests, and
+	// accepts that of one that does not, deferred (the package doc's
+	// "Statuses").
+	Retries() bool
+	// Verify checks that body, with the request's header h, was signed
+	// by the sender with one of secrets (the tenant's, oldest last when
+	// rotating), at now: the handler calls it before any charge or claim,
+	// and answers an error 401 Unauthorized. Its errors match ErrSignature.
+	Verify(h http.Header, body []byte, secrets []string, now time.Time) error
+	// EventID returns the provider's id of the event a verified delivery
+	// carries, which a redelivery of the event repeats: the dedupe key.
+	// An error (it matches ErrNoEventID) is answered 400 Bad Request.
+	EventID(h http.Header, body []byte) (string, error)
+}
+
+// Errors of the providers: every verification failure matches
+// ErrSignature, and a missing event id ErrNoEventID.
+var (
+	// ErrSignature: the delivery's signature is missing, malformed, stale
+	// or matches none of the secrets (401).
+	ErrSignature = errors.New("webhook: signature verification failed")
+	// ErrNoEventID: a verified delivery has no event id (400).
+	ErrNoEventID = errors.New("webhook: no event id")
+)
+
+// sigError is a verification failure: why, never what was sent.
+type sigError struct{ why string }
+
+func (e *sigError) Error() string        { return "webhook: signature verification failed: " + e.why }
+func (e *sigError) Is(target error) bool { return target == ErrSignature }
+
+func sigErr(provider, why string) error { return &sigError{why: provider + ": " + why} }
+
+// eventErr is a missing or malformed event id.
+type eventErr struct{ why string }
+
+func (e *eventErr) Error() string        { return "webhook: no event id: " + e.why }
+func (e *eventErr) Is(target error) bool { return target == ErrNoEventID }
+
+func noEventID(provider, why string) error { return &eventErr{why: provider + ": " + why} }
+
+// within reports whether a signed timestamp ts (Unix seconds) is no
+// further than tolerance from now, either way: an older one may be a
+// replay, a later one a sender's broken clock.
+func within(ts int64, now time.Time, tolerance time.Duration) bool {
+	d := now.Sub(time.Unix(ts, 0))
+	return d <= tolerance && d >= -tolerance
+}
+
+// ErrSecret: a secret the handler was given cannot be used by the provider
+// (a Standard Webhooks secret that is not whsec_ and base64), or Secrets
+// failed: the handler's configuration is wrong, and the delivery is
+// answered 500, not 401.
+var ErrSecret = errors.New("webhook: unusable secret")
+
+type secretError struct{ provider, why string }
+
+func (e *secretError) Error() string        { return "webhook: unusable secret: " + e.provider + ": " + e.why }
+func (e *secretError) Is(target error) bool { return target == ErrSecret }
+
+// Deferring returns p with Retries false: the handler then accepts a
+// delivery of p over the tenant's limit, deferred, instead of answering
+// 429 (for a provider that gives up on an endpoint that refuses too long).
+func Deferring(p Provider) Provider { return deferring{p} }
+
+type deferring struct{ Provider }
+
+func (deferring) Retries() bool { return false }

@@ -1,0 +1,287 @@
+package webhook_test
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetstore/fleetstore/webhook"
+)
+
+// A vector is one signed delivery: its headers, body and the secret that
+// signed it, and when it was received.
+type vector struct {
+	source  string // where the vector comes from
+	p       webhook.Provider
+	header  http.Header
+	body    string
+	secret  string
+	now     time.Time
+	eventID string
+}
+
+func hdr(kv ...string) http.Header {
+	h := http.Header{}
+	for i := 0; i < len(kv); i += 2 {
+		h.Set(kv[i], kv[i+1])
+	}
+	return h
+}
+
+var vectors = []vector{
+	{
+		// docs.github.com, "Validating webhook deliveries", "Testing the
+		// webhook payload validation": secret, payload and signature as
+		// published there.
+		source: "GitHub's docs",
+		p:      webhook.GitHub(),
+		header: hdr("X-Hub-Signature-256", "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17",
+			"X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958"),
+		body:    "Hello, World!",
+		secret:  "It's a Secret to Everybody",
+		eventID: "72d3162e-cc78-11e3-81ab-4c9367dc0958",
+	},
+	{
+		// Svix's docs, "Verifying webhooks manually", and the
+		// standard-webhooks libraries' tests: secret, msg id, timestamp,
+		// payload and signature as published there.
+		source: "Svix's docs and the Standard Webhooks libraries' tests",
+		p:      webhook.StandardWebhooks(0),
+		header: hdr("webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek", "webhook-timestamp", "1614265330",
+			"webhook-signature", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="),
+		body:    `{"test": 2432232314}`,
+		secret:  "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+		now:     time.Unix(1614265330, 0).Add(time.Minute),
+		eventID: "msg_p5jXN8AQM9LWM0D4loKWxJek",
+	},
+	{
+		// The same, under Svix's own header names and a second, unknown
+		// signature scheme in the list (v1a) that is skipped.
+		source: "Svix's docs, svix-* headers",
+		p:      webhook.Svix(0),
+		header: hdr("svix-id", "msg_p5jXN8AQM9LWM0D4loKWxJek", "svix-timestamp", "1614265330",
+			"svix-signature", "v1a,AAAA v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="),
+		body:    `{"test": 2432232314}`,
+		secret:  "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+		now:     time.Unix(1614265330, 0).Add(-time.Minute),
+		eventID: "msg_p5jXN8AQM9LWM0D4loKWxJek",
+	},
+	{
+		// Stripe publishes a Stripe-Signature header without its secret
+		// and payload; this one follows its documented scheme
+		// (HMAC-SHA256 of "t.payload", hex) with stripe-go's test secret
+		// and payload, computed apart from this code with Python's hmac:
+		// hmac.new(b"whsec_test_secret", b"1492774577." + body,
+		// hashlib.sha256).hexdigest(). The v0 entry is Stripe's docs'
+		// example and is not checked (only v1 is a live scheme).
+		source:  "Stripe's documented scheme, computed with Python's hmac",
+		p:       webhook.Stripe(0),
+		header:  hdr("Stripe-Signature", "t=1492774577,v1=c2f890decbc5ede7c5060bb9a6d31e0626a4342bacb9aeae2adb1bcea72f9812,v0=6ffbb59b2300aae63f272406069a9788598b792a944a07aba816edb039989a39"),
+		body:    "{\n  \"id\": \"evt_test_webhook\",\n  \"object\": \"event\"\n}",
+		secret:  "whsec_test_secret",
+		now:     time.Unix(1492774577, 0).Add(4 * time.Minute),
+		eventID: "evt_test_webhook",
+	},
+	{
+		// Shopify's docs show the scheme (base64 of the body's
+		// HMAC-SHA256 under the client secret) with no published vector;
+		// computed apart from this code with Python's hmac:
+		// base64.b64encode(hmac.new(b"hush", body, hashlib.sha256).digest()).
+		source: "Shopify's documented scheme, computed with Python's hmac",
+		p:      webhook.Shopify(),
+		header: hdr("X-Shopify-Hmac-Sha256", "D0UMXmhjwBRi4y66TmhJrDlhQABD7zI2fm3p6/QLMo8=",
+			"X-Shopify-Event-Id", "98880550-7158-44d4-b7cd-2c97c8a091b5", "X-Shopify-Webhook-Id", "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043"),
+		body:    `{"id":820982911946154508,"email":"jon@example.com"}`,
+		secret:  "hush",
+		eventID: "98880550-7158-44d4-b7cd-2c97c8a091b5",
+	},
+}
+
+func (v vector) verify(h http.Header, body string, secrets ...string) error {
+	return v.p.Verify(h, []byte(body), secrets, v.now)
+}
+
+func clone(h http.Header, kv ...string) http.Header {
+	c := h.Clone()
+	for i := 0; i < len(kv); i += 2 {
+		if kv[i+1] == "" {
+			c.Del(kv[i])
+		} else {
+			c.Set(kv[i], kv[i+1])
+		}
+	}
+	return c
+}
+
+// TestVectors: each provider verifies its own documentation's signature
+// (or, where the provider publishes none, one computed apart from this
+// code by its documented scheme), and refuses a tampered body and a wrong
+// secret; a second secret (rotation) verifies too; the event id is read.
+func TestVectors(t *testing.T) {
+	t.Parallel()
+	for _, v := range vectors {
+		t.Run(v.p.Name()+"/"+v.source, func(t *testing.T) {
+			if err := v.verify(v.header, v.body, v.secret); err != nil {
+				t.Fatalf("the vector: %v", err)
+			}
+			if err := v.verify(v.header, v.body, "whsec_b2xkIHNlY3JldA==", v.secret); err != nil {
+				t.Errorf("the secret second of two (rotation): %v", err)
+			}
+			for name, body := range map[string]string{
+				"tampered body":    strings.Replace(v.body, "e", "f", 1),
+				"one more byte":    v.body + " ",
+				"empty body":       "",
+				"truncated by one": v.body[:len(v.body)-1],
+			} {
+				if err := v.verify(v.header, body, v.secret); !errors.Is(err, webhook.ErrSignature) {
+					t.Errorf("%s: %v, want ErrSignature", name, err)
+				}
+			}
+			wrong := "whsec_d3Jvbmcgc2VjcmV0" // base64 "wrong secret"
+			if err := v.verify(v.header, v.body, wrong); !errors.Is(err, webhook.ErrSignature) {
+				t.Errorf("wrong secret: %v, want ErrSignature", err)
+			}
+			if err := v.verify(v.header, v.body); !errors.Is(err, webhook.ErrSignature) {
+				t.Errorf("no secret: %v, want ErrSignature", err)
+			}
+			id, err := v.p.EventID(v.header, []byte(v.body))
+			if err != nil || id != v.eventID {
+				t.Errorf("EventID = %q, %v; want %q", id, err, v.eventID)
+			}
+		})
+	}
+}
+
+// TestMalformed: missing and malformed signature headers are ErrSignature
+// for every provider, and no error quotes the secret or the signature.
+func TestMalformed(t *testing.T) {
+	t.Parallel()
+	for _, v := range vectors {
+		var cases map[string]http.Header
+		switch v.p.Name() {
+		case "github":
+			cases = map[string]http.Header{
+				"missing":     clone(v.header, "X-Hub-Signature-256", ""),
+				"sha1 prefix": clone(v.header, "X-Hub-Signature-256", "sha1="+strings.Repeat("0", 64)),
+				"short":       clone(v.header, "X-Hub-Signature-256", "sha256=abcd"),
+				"not hex":     clone(v.header, "X-Hub-Signature-256", "sha256="+strings.Repeat("z", 64)),
+				"upper case":  clone(v.header, "X-Hub-Signature-256", strings.ToUpper(v.header.Get("X-Hub-Signature-256"))),
+			}
+		case "stripe":
+			cases = map[string]http.Header{
+				"missing":      clone(v.header, "Stripe-Signature", ""),
+				"no timestamp": clone(v.header, "Stripe-Signature", "v1=c2f890decbc5ede7c5060bb9a6d31e0626a4342bacb9aeae2adb1bcea72f9812"),
+				"no v1":        clone(v.header, "Stripe-Signature", "t=1492774577,v0=6ffbb59b2300aae63f272406069a9788598b792a944a07aba816edb039989a39"),
+				"other t":      clone(v.header, "Stripe-Signature", strings.Replace(v.header.Get("Stripe-Signature"), "t=1492774577", "t=1492774578", 1)),
+				"garbage":      clone(v.header, "Stripe-Signature", ",,,=,t=,v1=zz"),
+			}
+		case "shopify":
+			cases = map[string]http.Header{
+				"missing":    clone(v.header, "X-Shopify-Hmac-Sha256", ""),
+				"not base64": clone(v.header, "X-Shopify-Hmac-Sha256", "!!!"),
+				"short":      clone(v.header, "X-Shopify-Hmac-Sha256", "AAAA"),
+				"hex":        clone(v.header, "X-Shopify-Hmac-Sha256", strings.Repeat("ab", 32)),
+			}
+		default: // Standard Webhooks, Svix
+			cases = map[string]http.Header{
+				"no signature":    clone(v.header, "webhook-signature", "", "svix-signature", ""),
+				"no id":           clone(v.header, "webhook-id", "", "svix-id", ""),
+				"no timestamp":    clone(v.header, "webhook-timestamp", "", "svix-timestamp", ""),
+				"bad timestamp":   clone(v.header, "webhook-timestamp", "soon"),
+				"other id":        clone(v.header, "webhook-id", "msg_other"),
+				"only v1a":        clone(v.header, "webhook-signature", "v1a,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="),
+				"not base64":      clone(v.header, "webhook-signature", "v1,***"),
+				"no comma":        clone(v.header, "webhook-signature", "v1g0hM9SsE"),
+				"other timestamp": clone(v.header, "webhook-timestamp", "1614265331"),
+			}
+		}
+		for name, h := range cases {
+			err := v.verify(h, v.body, v.secret)
+			if !errors.Is(err, webhook.ErrSignature) {
+				t.Errorf("%s: %s: %v, want ErrSignature", v.p.Name(), name, err)
+				continue
+			}
+			for _, secretish := range []string{v.secret, "757107ea", "g0hM9SsE", "c2f890de", "D0UMXmhj", v.body} {
+				if secretish != "" && strings.Contains(err.Error(), secretish) {
+					t.Errorf("%s: %s: error %q quotes a secret, a signature or the body", v.p.Name(), name, err)
+				}
+			}
+		}
+	}
+}
+
+// TestTolerance: Stripe and Standard Webhooks refuse a timestamp further
+// than the tolerance from now, in the past (a replay) or the future.
+func TestTolerance(t *testing.T) {
+	t.Parallel()
+	for _, v := range vectors {
+		ts, ok := map[string]int64{"stripe": 1492774577, "standard-webhooks": 1614265330, "svix": 1614265330}[v.p.Name()]
+		if !ok {
+			continue
+		}
+		signed := time.Unix(ts, 0)
+		for _, tt := range []struct {
+			tolerance time.Duration
+			now       time.Time
+			ok        bool
+		}{
+			{0, signed.Add(5 * time.Minute), true},
+			{0, signed.Add(5*time.Minute + time.Second), false},
+			{0, signed.Add(-5 * time.Minute), true},
+			{0, signed.Add(-5*time.Minute - time.Second), false},
+			{0, signed.Add(24 * time.Hour), false},
+			{time.Hour, signed.Add(59 * time.Minute), true},
+			{time.Second, signed.Add(2 * time.Second), false},
+		} {
+			p := webhook.Stripe(tt.tolerance)
+			if v.p.Name() != "stripe" {
+				p = webhook.StandardWebhooks(tt.tolerance)
+			}
+			err := p.Verify(v.header, []byte(v.body), []string{v.secret}, tt.now)
+			if tt.ok && err != nil || !tt.ok && !errors.Is(err, webhook.ErrSignature) {
+				t.Errorf("%s: tolerance %v, received %v after signing: %v, want ok %v", v.p.Name(), tt.tolerance, tt.now.Sub(signed), err, tt.ok)
+			}
+		}
+	}
+}
+
+// TestEventIDs: the event id's other sources and their absence.
+func TestEventIDs(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		p    webhook.Provider
+		h    http.Header
+		body string
+		want string // "": ErrNoEventID
+	}{
+		{webhook.GitHub(), hdr(), "", ""},
+		{webhook.Shopify(), hdr("X-Shopify-Webhook-Id", "w-1"), "", "w-1"},
+		{webhook.Shopify(), hdr(), "", ""},
+		{webhook.Stripe(0), hdr(), `{"object":"event"}`, ""},
+		{webhook.Stripe(0), hdr(), `not json`, ""},
+		{webhook.Stripe(0), hdr(), `{"id": 5}`, ""},
+		{webhook.Stripe(0), hdr(), `{"id":"evt_1","data":{"id":"ch_1"}}`, "evt_1"},
+		{webhook.StandardWebhooks(0), hdr(), "", ""},
+	} {
+		id, err := tt.p.EventID(tt.h, []byte(tt.body))
+		if tt.want == "" && !errors.Is(err, webhook.ErrNoEventID) || tt.want != "" && (err != nil || id != tt.want) {
+			t.Errorf("%s %v %q: %q, %v; want %q", tt.p.Name(), tt.h, tt.body, id, err, tt.want)
+		}
+	}
+}
+
+// TestUnusableSecret: a Standard Webhooks secret that is not whsec_ and
+// base64 is the handler's configuration error (ErrSecret), not the
+// sender's (ErrSignature).
+func TestUnusableSecret(t *testing.T) {
+	t.Parallel()
+	v := vectors[1]
+	if err := v.verify(v.header, v.body, "whsec_***"); !errors.Is(err, webhook.ErrSecret) || errors.Is(err, webhook.ErrSignature) {
+		t.Errorf("got %v, want ErrSecret", err)
+	}
+	if webhook.Deferring(webhook.Stripe(0)).Retries() || !webhook.Stripe(0).Retries() || webhook.GitHub().Retries() {
+		t.Error("Retries")
+	}
+}

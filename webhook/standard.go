@@ -1,0 +1,112 @@
+package webhook
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// StandardWebhooks returns the provider of the Standard Webhooks
+// specification (standardwebhooks.com; github.com/standard-webhooks,
+// spec/standard-webhooks.md), as Svix, Resend, Clerk and others send
+// them: webhook-id, webhook-timestamp (Unix seconds) and
+// webhook-signature, a space-separated list of "v1,BASE64", each the
+// HMAC-SHA256 of "ID.TIMESTAMP.BODY" under a secret "whsec_BASE64" (the
+// key is the decoded base64). A timestamp further than tolerance from now
+// is refused, 0 meaning DefaultTolerance. The event id is webhook-id,
+// which every attempt of one message repeats. Svix's own header names
+// (svix-id, svix-timestamp, svix-signature) are read when the webhook-*
+// ones are absent.
+//
+// Senders of the specification retry a delivery not answered 2xx on a
+// schedule (Svix: over about a day and a half): Retries is true, so a
+// delivery over the tenant's limit is answered 429 with Retry-After.
+func StandardWebhooks(tolerance time.Duration) Provider {
+	return standard{name: "standard-webhooks", tolerance: orDefault(tolerance)}
+}
+
+// Svix is StandardWebhooks under the name "svix": the claims of its
+// deliveries are scoped to source "svix".
+func Svix(tolerance time.Duration) Provider {
+	return standard{name: "svix", tolerance: orDefault(tolerance)}
+}
+
+func orDefault(tolerance time.Duration) time.Duration {
+	if tolerance <= 0 {
+		return DefaultTolerance
+	}
+	return tolerance
+}
+
+type standard struct {
+	name      string
+	tolerance time.Duration
+}
+
+func (p standard) Name() string { return p.name }
+func (standard) Retries() bool  { return true }
+
+// field reads the webhook-NAME header, else svix-NAME.
+func field(h http.Header, name string) string {
+	if v := h.Get("webhook-" + name); v != "" {
+		return v
+	}
+	return h.Get("svix-" + name)
+}
+
+func (p standard) Verify(h http.Header, body []byte, secrets []string, now time.Time) error {
+	id, ts, list := field(h, "id"), field(h, "timestamp"), field(h, "signature")
+	if id == "" || ts == "" || list == "" {
+		return sigErr(p.name, "no webhook-id, webhook-timestamp or webhook-signature")
+	}
+	t, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return sigErr(p.name, "webhook-timestamp is not Unix seconds")
+	}
+	if !within(t, now, p.tolerance) {
+		return sigErr(p.name, "timestamp outside the tolerance of "+p.tolerance.String())
+	}
+	var sigs [][]byte
+	for _, s := range strings.Fields(list) {
+		v, b64, ok := strings.Cut(s, ",")
+		if !ok || v != "v1" {
+			continue // another scheme (v1a: asymmetric) or noise
+		}
+		if sig, err := base64.StdEncoding.DecodeString(b64); err == nil && len(sig) == sha256.Size {
+			sigs = append(sigs, sig)
+		}
+	}
+	if len(sigs) == 0 {
+		return sigErr(p.name, "webhook-signature has no v1 signature")
+	}
+	for _, s := range secrets {
+		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, "whsec_"))
+		if err != nil || len(key) == 0 {
+			return &secretError{provider: p.name, why: "a secret is not whsec_ and base64"}
+		}
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte(id))
+		m.Write([]byte{'.'})
+		m.Write([]byte(ts))
+		m.Write([]byte{'.'})
+		m.Write(body)
+		want := m.Sum(nil)
+		for _, sig := range sigs {
+			if hmac.Equal(want, sig) {
+				return nil
+			}
+		}
+	}
+	return sigErr(p.name, "webhook-signature matches no secret")
+}
+
+func (p standard) EventID(h http.Header, _ []byte) (string, error) {
+	if id := field(h, "id"); id != "" {
+		return id, nil
+	}
+	return "", noEventID(p.name, "no webhook-id")
+}

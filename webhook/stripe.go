@@ -1,0 +1,99 @@
+package webhook
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultTolerance is how far a signed timestamp may be from the time of
+// receipt, either way, for Stripe and Standard Webhooks: 5 minutes, what
+// both document.
+const DefaultTolerance = 5 * time.Minute
+
+// Stripe returns the provider of Stripe's webhooks (docs.stripe.com,
+// "Verify webhook signatures manually"): Stripe-Signature holds
+// t=TIMESTAMP and one v1=HEX per signing secret in use, each the
+// HMAC-SHA256 of "TIMESTAMP.BODY" under an endpoint secret (whsec_…, used
+// as it is); a timestamp further than tolerance from now is refused (a
+// replay), 0 meaning DefaultTolerance. The event id is the body's "id"
+// (evt_…), which a retry repeats.
+//
+// Stripe retries a delivery not answered 2xx for up to 3 days, backing
+// off: Retries is true, so a delivery over the tenant's limit is answered
+// 429 with Retry-After.
+func Stripe(tolerance time.Duration) Provider {
+	if tolerance <= 0 {
+		tolerance = DefaultTolerance
+	}
+	return stripe{tolerance: tolerance}
+}
+
+type stripe struct{ tolerance time.Duration }
+
+func (stripe) Name() string  { return "stripe" }
+func (stripe) Retries() bool { return true }
+
+func (p stripe) Verify(h http.Header, body []byte, secrets []string, now time.Time) error {
+	v := h.Get("Stripe-Signature")
+	if v == "" {
+		return sigErr("stripe", "no Stripe-Signature")
+	}
+	var ts string
+	var sigs [][]byte
+	for _, part := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "t":
+			ts = val
+		case "v1":
+			if sig, err := hex.DecodeString(val); err == nil && len(sig) == sha256.Size {
+				sigs = append(sigs, sig)
+			}
+		}
+	}
+	t, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return sigErr("stripe", "Stripe-Signature has no t=TIMESTAMP")
+	}
+	if len(sigs) == 0 {
+		return sigErr("stripe", "Stripe-Signature has no v1 signature")
+	}
+	if !within(t, now, p.tolerance) {
+		return sigErr("stripe", "timestamp outside the tolerance of "+p.tolerance.String())
+	}
+	for _, s := range secrets {
+		m := hmac.New(sha256.New, []byte(s))
+		m.Write([]byte(ts))
+		m.Write([]byte{'.'})
+		m.Write(body)
+		want := m.Sum(nil)
+		for _, sig := range sigs {
+			if hmac.Equal(want, sig) {
+				return nil
+			}
+		}
+	}
+	return sigErr("stripe", "Stripe-Signature matches no secret")
+}
+
+func (stripe) EventID(_ http.Header, body []byte) (string, error) {
+	var ev struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(body, &ev); err != nil {
+		return "", noEventID("stripe", "the body is not a JSON event")
+	}
+	if ev.ID == "" {
+		return "", noEventID("stripe", "the event has no id")
+	}
+	return ev.ID, nil
+}
