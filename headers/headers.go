@@ -16,7 +16,9 @@
 // units every w seconds is never refused. r is what the bucket has left
 // after the Hit, rounded down (Limit.Remaining: it never over-states), t
 // the seconds until it is full again (its reset-after, rounded up), both
-// from the Result's bucket states (CONTRACT G10).
+// from the Result's bucket states (CONTRACT G10). A Result decided in the
+// degraded mode (Result.Local) reports this node's bucket at its share of
+// the limit, so r and t are this node's, while q and w stay the fleet's.
 package headers
 
 import (
