@@ -68,7 +68,8 @@
 // # Logging
 //
 // The Store logs an outage once (one warning when the store becomes
-// unreachable, one info line when it answers again), for every driver.
+// unreachable, one info line when it answers again and a second has
+// passed with no call unanswered), for every driver.
 // This driver adds a warning when a server's maxmemory-policy can evict
 // keys (an evicted claim lets a duplicate through): checked once, in the
 // background, after the first answered call.
