@@ -155,7 +155,9 @@ func (s *Store) Commit(ctx context.Context, claims ...Claim) error {
 //   - absent or expired: no change, no error;
 //   - held by another hook: no change, ErrClaimLost naming the holder.
 //
-// Results per claim and errors as for Commit. With a fallback (CONTRACT
+// A claim needs only its identity and HookID here: its TTLs are not used
+// and not checked. Results per claim and errors as for Commit. With a
+// fallback (CONTRACT
 // §8), a claim the shared store cannot be reached to release is released
 // in the local store only, with the local store's result: a pending claim
 // in the shared store then expires by its PendingTTL.

@@ -239,8 +239,17 @@ func newSuite(cfg Config) (*suite, error) {
 			s.cfg.Granularity = g.ExpiryGranularity()
 		}
 	}
+	if s.cfg.Granularity > MaxGranularity {
+		return nil, fmt.Errorf("conformance: expiry granularity %v is above %v: a record that lingers that long past its expiry is no expiry (and G7, C9 would wait that long)",
+			s.cfg.Granularity, MaxGranularity)
+	}
 	return s, nil
 }
+
+// MaxGranularity is the largest expiry granularity the suite accepts
+// (driver.ExpiryGranularity or Config.Granularity): memcached's, 2s, with
+// room.
+const MaxGranularity = 5 * time.Second
 
 // together reports whether the clauses that may run together run at
 // once: not with a Clock, which every clause would move for all.

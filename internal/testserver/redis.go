@@ -156,7 +156,8 @@ type process struct {
 	err  error         // its exit status, once done
 }
 
-// stop sends SIGTERM, then SIGKILL after 5s, and waits for the exit.
+// stop sends SIGINT (a clean shutdown), then SIGKILL after 5s, and waits
+// for the exit.
 func (p *process) stop() {
 	_ = p.cmd.Process.Signal(os.Interrupt)
 	select {
