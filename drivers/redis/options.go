@@ -60,6 +60,9 @@ func parseURL(cfg driver.Config) (*options, error) {
 	if err := driver.CheckParams(q, accepted...); err != nil {
 		return nil, err
 	}
+	if err := driver.CheckAddrs(u.Host, q["addr"]); err != nil {
+		return nil, err
+	}
 	if u.Scheme != "rediss" && q.Has("skip_verify") {
 		return nil, driver.Invalid("url: skip_verify", "only for rediss:// (TLS)")
 	}

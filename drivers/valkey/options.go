@@ -46,6 +46,9 @@ func parseURL(cfg driver.Config) (*options, error) {
 	if err := driver.CheckParams(q, accepted...); err != nil {
 		return nil, err
 	}
+	if err := driver.CheckAddrs(u.Host, q["addr"]); err != nil {
+		return nil, err
+	}
 	if u.Opaque != "" || u.Host == "" {
 		return nil, driver.Invalid("url", "want "+u.Scheme+"://[[USER]:PASSWORD@]HOST:PORT[/DB]")
 	}

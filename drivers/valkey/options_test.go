@@ -109,3 +109,18 @@ func TestOpenNoIO(t *testing.T) {
 		}
 	}
 }
+
+// TestAddrsChecked: as the redis driver's, for valkey:// URLs.
+func TestAddrsChecked(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		"valkey://h1:6379,h2:6379/0",
+		"valkey://u:s3cret@h1:6379?addr=u:s3cret@h2:6379",
+		"valkey://h1:6379?addr=h2:6379,h3:6379",
+	} {
+		_, err := fleetstore.Open(raw)
+		if !errors.Is(err, fleetstore.ErrInvalid) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Open(%q): %v, want ErrInvalid without the password", strings.ReplaceAll(raw, "s3cret", "***"), err)
+		}
+	}
+}
