@@ -70,9 +70,19 @@
 // The Store logs an outage once (one warning when the store becomes
 // unreachable, one info line when it answers again and a second has
 // passed with no call unanswered), for every driver.
-// This driver adds a warning when a server's maxmemory-policy can evict
-// keys (an evicted claim lets a duplicate through): checked once, in the
-// background, after the first answered call.
+// This driver adds a warning per server when its settings can lose claims
+// — a maxmemory-policy that can evict keys (an evicted claim lets a
+// duplicate through), appendonly off (a crash loses what was committed
+// since the last snapshot) — read once, in the background, after the
+// first answered call.
+//
+// go-redis itself writes a line to stderr for each failed dial ("failed to
+// dial after 1 attempts") through its process-wide logger, outside
+// WithLogger. The driver does not replace that logger: it is one per
+// process, and setting it from a library would undo the choice of the
+// application or of another library that uses go-redis. An application
+// that wants it quiet, or in its own log, sets it once at start-up with
+// goredis.SetLogger (the fleetstore command silences it so).
 package redis
 
 import (
