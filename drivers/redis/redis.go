@@ -112,23 +112,62 @@ type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error
 
 // open is Open with go-redis's dialer replaced by dial when not nil (the
 // tests lose replies on purpose with it).
+//
+// Over TLS, the dialer is go-redis's own (goredis.NewDialer: its TLS, its
+// keep-alive), with each connection made checkable by go-redis's pool
+// (see checkable).
 func open(cfg driver.Config, dial dialFunc) (*rediscore.Conn, error) {
 	o, err := parseURL(cfg)
 	if err != nil {
 		return nil, err
 	}
+	if dial == nil {
+		dial = tlsDialer(o)
+	}
 	if dial != nil {
-		if o.single != nil {
+		switch {
+		case o.single != nil:
 			o.single.Dialer = dial
-		} else {
+		case o.failover != nil:
+			o.failover.Dialer = dial // the Sentinels' connections and the master's
+		default:
 			o.cluster.Dialer = dial
 		}
 	}
 	cl := &client{}
-	if o.cluster != nil {
+	switch {
+	case o.cluster != nil:
 		cl.c, cl.cluster = goredis.NewClusterClient(o.cluster), true
-	} else {
+	case o.failover != nil:
+		// No I/O either: the Sentinels are asked for the master at the
+		// first dial (T3).
+		cl.c = goredis.NewFailoverClient(o.failover)
+	default:
 		cl.c = goredis.NewClient(o.single)
 	}
 	return rediscore.New(cl, cfg, o.display), nil
+}
+
+// tlsDialer is go-redis's own dialer for o's client, each connection made
+// checkable; nil without TLS.
+func tlsDialer(o *options) dialFunc {
+	var base *goredis.Options
+	switch {
+	case o.single != nil && o.single.TLSConfig != nil:
+		base = o.single
+	case o.cluster != nil && o.cluster.TLSConfig != nil:
+		base = &goredis.Options{DialTimeout: o.cluster.DialTimeout, TLSConfig: o.cluster.TLSConfig}
+	case o.failover != nil && o.failover.TLSConfig != nil:
+		base = &goredis.Options{DialTimeout: o.failover.DialTimeout, TLSConfig: o.failover.TLSConfig}
+	default:
+		return nil
+	}
+	dial := goredis.NewDialer(base)
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return checkable(c), nil
+	}
 }

@@ -1,0 +1,207 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/conformance"
+	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/testserver"
+)
+
+// tlsQuery is the query of a rediss:// URL with CA file ca and, when cert
+// is not "", the client certificate cert and its key.
+func tlsQuery(ca, cert, key string) string {
+	q := url.Values{}
+	if ca != "" {
+		q.Set("tls_ca_file", ca)
+	}
+	if cert != "" {
+		q.Set("tls_cert_file", cert)
+		q.Set("tls_key_file", key)
+	}
+	return q.Encode()
+}
+
+// TestConformanceTLS runs the whole conformance suite over TLS, against a
+// redis-server that requires a client certificate (tls-auth-clients yes).
+func TestConformanceTLS(t *testing.T) {
+	certs := testserver.NewCerts(t)
+	srv := testserver.StartRedis(t, testserver.TLS(certs, true))
+	admin := adminClient(t, "", srv.Addr) // the plain port
+	q := tlsQuery(certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile)
+	conformance.Run(t, conformance.Config{
+		URL:     "rediss://" + srv.TLSAddr + "/0?" + q,
+		AddrURL: func(addr string) string { return "rediss://" + addr + "/0?" + q },
+		Records: records(admin),
+		Restart: srv.Restart,
+		FlushScripts: func() error {
+			_, err := srv.Do("SCRIPT", "FLUSH")
+			return err
+		},
+	})
+}
+
+// TestTLS: a CA file and a client certificate given in the URL connect
+// to a server that requires one; a wrong CA, no client certificate or one
+// of another CA fail closed (ErrUnavailable, nothing written) within the
+// budget; skip_verify=true needs no CA.
+func TestTLS(t *testing.T) {
+	certs := testserver.NewCerts(t)
+	srv := testserver.StartRedis(t, testserver.TLS(certs, true))
+	base := "rediss://" + srv.TLSAddr + "/0?"
+	const budget = 2 * time.Second
+	tests := []struct {
+		name string
+		give string
+		ok   bool
+	}{
+		{"CA and client certificate", base + tlsQuery(certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile), true},
+		{"skip_verify and client certificate", base + tlsQuery("", certs.ClientCertFile, certs.ClientKeyFile) + "&skip_verify=true", true},
+		{"wrong CA", base + tlsQuery(certs.OtherCAFile, certs.ClientCertFile, certs.ClientKeyFile), false},
+		{"system roots", base + tlsQuery("", certs.ClientCertFile, certs.ClientKeyFile), false},
+		{"no client certificate", base + tlsQuery(certs.CAFile, "", ""), false},
+		{"client certificate of another CA", base + tlsQuery(certs.CAFile, certs.OtherClientCertFile, certs.OtherClientKeyFile), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, prefix := openStore(t, tt.give, fleetstore.WithTimeout(budget))
+			tenant := "tls-" + randHex(4)
+			start := time.Now()
+			res, err := st.Hit(context.Background(), []fleetstore.Charge{{Kind: fleetstore.Hooks, Tenant: tenant, Increment: time.Second, Capacity: time.Minute}}, nil)
+			d := time.Since(start)
+			if tt.ok {
+				if err != nil || res.Outcome != fleetstore.OK {
+					t.Fatalf("hit: %v %v, want OK", res, err)
+				}
+				return
+			}
+			if !errors.Is(err, fleetstore.ErrUnavailable) {
+				t.Fatalf("hit: %v %v, want ErrUnavailable (fail closed)", res, err)
+			}
+			t.Logf("fails closed in %v: %v", d, err)
+			if d > budget {
+				t.Errorf("hit took %v, budget %v", d, budget)
+			}
+			keys, err := keysUnder(ctx(t), adminClient(t, "", srv.Addr), prefix+":*")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(keys) != 0 {
+				t.Errorf("a refused TLS connection wrote %v", keys)
+			}
+		})
+	}
+}
+
+// TestTLSServerWithoutClientAuth: with tls-auth-clients no, the CA file
+// alone connects.
+func TestTLSServerWithoutClientAuth(t *testing.T) {
+	certs := testserver.NewCerts(t)
+	srv := testserver.StartRedis(t, testserver.TLS(certs, false))
+	st, _ := openStore(t, "rediss://"+srv.TLSAddr+"/0?"+tlsQuery(certs.CAFile, "", ""))
+	if err := st.Ping(ctx(t)); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+}
+
+// TestTLSFilesAtOpen: the files are read by Open, so a bad path or file
+// is ErrInvalid at Open naming the parameter, in every form of URL; the
+// TLS parameters are refused on a plain redis:// URL.
+func TestTLSFilesAtOpen(t *testing.T) {
+	certs := testserver.NewCerts(t)
+	missing := filepath.Join(t.TempDir(), "missing.pem")
+	tests := []struct {
+		give, field string
+	}{
+		{"rediss://:s3cret@h:1/0?tls_ca_file=" + missing, "tls_ca_file"},
+		{"rediss://:s3cret@h:1?addr=h:2&tls_ca_file=" + missing, "tls_ca_file"},
+		{"rediss://:s3cret@h:1?master_name=m&tls_ca_file=" + missing, "tls_ca_file"},
+		{"rediss://:s3cret@h:1/0?tls_cert_file=" + certs.ClientCertFile + "&tls_key_file=" + missing, "tls_key_file"},
+		{"rediss://:s3cret@h:1/0?tls_cert_file=" + certs.ClientCertFile, "tls_key_file"},
+		{"rediss://:s3cret@h:1/0?tls_cert_file=" + certs.ClientCertFile + "&tls_key_file=" + certs.OtherClientKeyFile, "tls_key_file"},
+		{"rediss://:s3cret@h:1/0?tls_ca_file=" + certs.ClientKeyFile, "tls_ca_file"},
+		{"redis://:s3cret@h:1/0?tls_ca_file=" + certs.CAFile, "tls_ca_file"},
+		{"redis+cluster://:s3cret@h:1?tls_cert_file=" + certs.ClientCertFile, "tls_cert_file"},
+		{"redis://:s3cret@h:1?master_name=m&skip_verify=true", "skip_verify"},
+	}
+	for _, tt := range tests {
+		_, err := fleetstore.Open(tt.give)
+		var ie *fleetstore.InvalidError
+		if !errors.As(err, &ie) || ie.Field != "url: "+tt.field {
+			t.Errorf("%s: got %v, want ErrInvalid naming url: %s", tt.give, err, tt.field)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: the error shows the password: %v", tt.give, err)
+		}
+	}
+}
+
+// TestTLSRestartInvisible: a server restart between two calls is
+// invisible over TLS too (T5): go-redis's pool checks the socket under a
+// TLS connection before reusing it (checkable). Undone (go-redis's own
+// TLS dialer as it is), the first hit after the restart is written to the
+// dead connection and fails.
+func TestTLSRestartInvisible(t *testing.T) {
+	certs := testserver.NewCerts(t)
+	srv := testserver.StartRedis(t, testserver.TLS(certs, true))
+	rest := srv.TLSAddr + "/0?" + tlsQuery(certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile)
+	goRedisTLS := func(t *testing.T) dialFunc {
+		u, err := url.Parse("rediss://" + rest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := parseURL(driver.Config{URL: u, Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return goredis.NewDialer(o.single)
+	}
+	withAndWithout(t, func(t *testing.T, undone bool) error {
+		scheme := "rediss"
+		if undone {
+			scheme = dialerScheme("rediss", goRedisTLS(t))
+		}
+		st, _ := openStore(t, scheme+"://"+rest)
+		c := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: "restart-" + randHex(4), Increment: time.Millisecond, Capacity: time.Second}
+		if _, err := st.Hit(ctx(t), []fleetstore.Charge{c}, nil); err != nil {
+			return fmt.Errorf("hit before the restart: %w", err)
+		}
+		if err := srv.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Hit(ctx(t), []fleetstore.Charge{c}, nil); err != nil {
+			return fmt.Errorf("first hit after the restart: %w", err)
+		}
+		return nil
+	})
+}
+
+// withAndWithout runs check with the driver's settings (it must pass) and
+// with one undone (it must fail): the test would notice the setting's
+// loss.
+func withAndWithout(t *testing.T, check func(t *testing.T, undone bool) error) {
+	t.Helper()
+	t.Run("driver settings", func(t *testing.T) {
+		if err := check(t, false); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("setting undone", func(t *testing.T) {
+		if err := check(t, true); err == nil {
+			t.Fatal("the check passed with the setting undone: it has no teeth")
+		} else {
+			t.Logf("fails as expected: %v", err)
+		}
+	})
+}
