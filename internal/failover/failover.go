@@ -37,7 +37,7 @@ type Figures struct {
 	LastFailed  time.Duration // the last failed call's end
 	NewMaster   time.Duration // the end of the first Hit that wrote to the new master
 	Claims      int           // claims taken (Hit OK) over the whole run
-	Lost        int           // of those, missing on the new master afterwards: taken on the old one after the switch
+	Lost        int           // of those, missing on the new master afterwards: taken on the old one after the promotion
 }
 
 // record is one call.
@@ -194,7 +194,7 @@ func Run(t *testing.T, st *fleetstore.Store, prefix string, s *testserver.Sentin
 		t.Logf("FIGURE failover: first Hit written to the new master ended %v after the command (%v after the switch)",
 			f.NewMaster.Round(time.Millisecond), (f.NewMaster - f.Switched).Round(time.Millisecond))
 	}
-	t.Logf("FIGURE failover: %d claims taken, %d lost (taken on the old master after the switch)", f.Claims, f.Lost)
+	t.Logf("FIGURE failover: %d claims taken, %d lost (taken on the old master after the replica was promoted, before the clients switched)", f.Claims, f.Lost)
 	return f
 }
 
