@@ -17,13 +17,18 @@ import (
 
 // Certs are the PEM files of a throwaway PKI generated for one test with
 // crypto/x509, in a temp dir: a CA, a server certificate for 127.0.0.1
-// and localhost and a client certificate, both signed by the CA, and a
-// second, unrelated CA with a client certificate of its own (the wrong
-// CA, to prove that verification fails closed on either side).
+// and localhost, one for localhost alone and a client certificate, all
+// signed by the CA, and a second, unrelated CA with a client certificate
+// of its own (the wrong CA, to prove that verification fails closed on
+// either side).
 type Certs struct {
 	CAFile         string // the CA that signed the server and client certificates
 	ServerCertFile string // for 127.0.0.1, ::1 and localhost; server auth
 	ServerKeyFile  string
+	// NameCertFile is a server certificate for the name localhost only,
+	// no IP address: a client verifies it only under the name.
+	NameCertFile   string
+	NameKeyFile    string
 	ClientCertFile string // client auth
 	ClientKeyFile  string
 
@@ -55,6 +60,12 @@ func NewCerts(t testing.TB) *Certs {
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	c.ServerCertFile, c.ServerKeyFile = leaf(t, write, "server", server, ca, caKey)
+	byName := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "localhost"},
+		DNSNames:    []string{"localhost"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	c.NameCertFile, c.NameKeyFile = leaf(t, write, "name", byName, ca, caKey)
 	client := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "fleetstore test client"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
