@@ -24,27 +24,39 @@ func TestConformance(t *testing.T) {
 				servers[i] = testserver.StartMemcached(t)
 				addrs[i] = servers[i].Addr
 			}
-			conformance.Run(t, conformance.Config{
-				URL:         "memcached://" + strings.Join(addrs, ","),
-				AddrURL:     func(a string) string { return "memcached://" + a },
-				Granularity: granularity,
-				Records: func(ctx context.Context, prefix, tenant string) ([]conformance.Record, error) {
-					recs, err := mcRecords(ctx, addrs, prefix, tenant)
-					out := make([]conformance.Record, len(recs))
-					for i, r := range recs {
-						out[i] = conformance.Record{Key: r.Key, TTL: r.TTL}
-					}
-					return out, err
-				},
-				Restart: func() error {
-					for _, s := range servers {
-						if err := s.Restart(); err != nil {
-							return err
-						}
-					}
-					return nil
-				},
-			})
+			conformance.Run(t, suiteConfig("memcached://"+strings.Join(addrs, ","),
+				func(a string) string { return "memcached://" + a }, servers))
 		})
+	}
+}
+
+// suiteConfig is the conformance suite's Config for a store URL on
+// servers: their records read over their plain addresses, Restart
+// restarting them all.
+func suiteConfig(raw string, addrURL func(string) string, servers []*testserver.Memcached) conformance.Config {
+	plain := make([]string, len(servers))
+	for i, s := range servers {
+		plain[i] = s.Addr
+	}
+	return conformance.Config{
+		URL:         raw,
+		AddrURL:     addrURL,
+		Granularity: granularity,
+		Records: func(ctx context.Context, prefix, tenant string) ([]conformance.Record, error) {
+			recs, err := mcRecords(ctx, plain, prefix, tenant)
+			out := make([]conformance.Record, len(recs))
+			for i, r := range recs {
+				out[i] = conformance.Record{Key: r.Key, TTL: r.TTL}
+			}
+			return out, err
+		},
+		Restart: func() error {
+			for _, s := range servers {
+				if err := s.Restart(); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
 	}
 }

@@ -1,12 +1,9 @@
 package redis
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,21 +13,10 @@ import (
 	"github.com/fleetstore/fleetstore/conformance"
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/tlstest"
 )
 
-// tlsQuery is the query of a rediss:// URL with CA file ca and, when cert
-// is not "", the client certificate cert and its key.
-func tlsQuery(ca, cert, key string) string {
-	q := url.Values{}
-	if ca != "" {
-		q.Set("tls_ca_file", ca)
-	}
-	if cert != "" {
-		q.Set("tls_cert_file", cert)
-		q.Set("tls_key_file", key)
-	}
-	return q.Encode()
-}
+var tlsQuery = testserver.TLSQuery
 
 // TestConformanceTLS runs the whole conformance suite over TLS, against a
 // redis-server that requires a client certificate (tls-auth-clients yes).
@@ -58,49 +44,13 @@ func TestConformanceTLS(t *testing.T) {
 func TestTLS(t *testing.T) {
 	certs := testserver.NewCerts(t)
 	srv := testserver.StartRedis(t, testserver.TLS(certs, true))
-	base := "rediss://" + srv.TLSAddr + "/0?"
-	const budget = 2 * time.Second
-	tests := []struct {
-		name string
-		give string
-		ok   bool
-	}{
-		{"CA and client certificate", base + tlsQuery(certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile), true},
-		{"skip_verify and client certificate", base + tlsQuery("", certs.ClientCertFile, certs.ClientKeyFile) + "&skip_verify=true", true},
-		{"wrong CA", base + tlsQuery(certs.OtherCAFile, certs.ClientCertFile, certs.ClientKeyFile), false},
-		{"system roots", base + tlsQuery("", certs.ClientCertFile, certs.ClientKeyFile), false},
-		{"no client certificate", base + tlsQuery(certs.CAFile, "", ""), false},
-		{"client certificate of another CA", base + tlsQuery(certs.CAFile, certs.OtherClientCertFile, certs.OtherClientKeyFile), false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			st, prefix := openStore(t, tt.give, fleetstore.WithTimeout(budget))
-			tenant := "tls-" + randHex(4)
-			start := time.Now()
-			res, err := st.Hit(context.Background(), []fleetstore.Charge{{Kind: fleetstore.Hooks, Tenant: tenant, Increment: time.Second, Capacity: time.Minute}}, nil)
-			d := time.Since(start)
-			if tt.ok {
-				if err != nil || res.Outcome != fleetstore.OK {
-					t.Fatalf("hit: %v %v, want OK", res, err)
-				}
-				return
-			}
-			if !errors.Is(err, fleetstore.ErrUnavailable) {
-				t.Fatalf("hit: %v %v, want ErrUnavailable (fail closed)", res, err)
-			}
-			t.Logf("fails closed in %v: %v", d, err)
-			if d > budget {
-				t.Errorf("hit took %v, budget %v", d, budget)
-			}
-			keys, err := keysUnder(ctx(t), adminClient(t, "", srv.Addr), prefix+":*")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(keys) != 0 {
-				t.Errorf("a refused TLS connection wrote %v", keys)
-			}
+	admin := adminClient(t, "", srv.Addr)
+	tlstest.Clients(t, certs, 2*time.Second,
+		func(query string) string { return "rediss://" + srv.TLSAddr + "/0?" + query },
+		func(prefix string) (int, error) {
+			keys, err := keysUnder(ctx(t), admin, prefix+":*")
+			return len(keys), err
 		})
-	}
 }
 
 // TestTLSServerWithoutClientAuth: with tls-auth-clients no, the CA file
@@ -120,31 +70,19 @@ func TestTLSServerWithoutClientAuth(t *testing.T) {
 func TestTLSFilesAtOpen(t *testing.T) {
 	certs := testserver.NewCerts(t)
 	missing := filepath.Join(t.TempDir(), "missing.pem")
-	tests := []struct {
-		give, field string
-	}{
-		{"rediss://:s3cret@h:1/0?tls_ca_file=" + missing, "tls_ca_file"},
-		{"rediss://:s3cret@h:1?addr=h:2&tls_ca_file=" + missing, "tls_ca_file"},
-		{"rediss://:s3cret@h:1?master_name=m&tls_ca_file=" + missing, "tls_ca_file"},
-		{"rediss://:s3cret@h:1/0?tls_cert_file=" + certs.ClientCertFile + "&tls_key_file=" + missing, "tls_key_file"},
-		{"rediss://:s3cret@h:1/0?tls_cert_file=" + certs.ClientCertFile, "tls_key_file"},
-		{"rediss://:s3cret@h:1/0?tls_cert_file=" + certs.ClientCertFile + "&tls_key_file=" + certs.OtherClientKeyFile, "tls_key_file"},
-		{"rediss://:s3cret@h:1/0?tls_ca_file=" + certs.ClientKeyFile, "tls_ca_file"},
-		{"redis://:s3cret@h:1/0?tls_ca_file=" + certs.CAFile, "tls_ca_file"},
-		{"redis+cluster://:s3cret@h:1?tls_cert_file=" + certs.ClientCertFile, "tls_cert_file"},
-		{"redis://:s3cret@h:1?master_name=m&skip_verify=true", "skip_verify"},
-	}
-	for _, tt := range tests {
-		_, err := fleetstore.Open(tt.give)
-		var ie *fleetstore.InvalidError
-		if !errors.As(err, &ie) || ie.Field != "url: "+tt.field {
-			t.Errorf("%s: got %v, want ErrInvalid naming url: %s", tt.give, err, tt.field)
-			continue
-		}
-		if strings.Contains(err.Error(), "s3cret") {
-			t.Errorf("%s: the error shows the password: %v", tt.give, err)
-		}
-	}
+	pw := tlstest.Password
+	tlstest.OpenErrors(t, map[string]string{
+		"rediss://:" + pw + "@h:1/0?tls_ca_file=" + missing:                                                              "tls_ca_file",
+		"rediss://:" + pw + "@h:1?addr=h:2&tls_ca_file=" + missing:                                                       "tls_ca_file",
+		"rediss://:" + pw + "@h:1?master_name=m&tls_ca_file=" + missing:                                                  "tls_ca_file",
+		"rediss://:" + pw + "@h:1/0?tls_cert_file=" + certs.ClientCertFile + "&tls_key_file=" + missing:                  "tls_key_file",
+		"rediss://:" + pw + "@h:1/0?tls_cert_file=" + certs.ClientCertFile:                                               "tls_key_file",
+		"rediss://:" + pw + "@h:1/0?tls_cert_file=" + certs.ClientCertFile + "&tls_key_file=" + certs.OtherClientKeyFile: "tls_key_file",
+		"rediss://:" + pw + "@h:1/0?tls_ca_file=" + certs.ClientKeyFile:                                                  "tls_ca_file",
+		"redis://:" + pw + "@h:1/0?tls_ca_file=" + certs.CAFile:                                                          "tls_ca_file",
+		"redis+cluster://:" + pw + "@h:1?tls_cert_file=" + certs.ClientCertFile:                                          "tls_cert_file",
+		"redis://:" + pw + "@h:1?master_name=m&skip_verify=true":                                                         "skip_verify",
+	})
 }
 
 // TestTLSRestartInvisible: a server restart between two calls is

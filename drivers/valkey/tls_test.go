@@ -1,32 +1,16 @@
 package valkey
 
 import (
-	"context"
-	"errors"
-	"net/url"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/conformance"
 	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/tlstest"
 )
 
-// tlsQuery is the query of a valkeys:// URL with CA file ca and, when
-// cert is not "", the client certificate cert and its key.
-func tlsQuery(ca, cert, key string) string {
-	q := url.Values{}
-	if ca != "" {
-		q.Set("tls_ca_file", ca)
-	}
-	if cert != "" {
-		q.Set("tls_cert_file", cert)
-		q.Set("tls_key_file", key)
-	}
-	return q.Encode()
-}
+var tlsQuery = testserver.TLSQuery
 
 // TestConformanceTLS runs the whole conformance suite over TLS, against a
 // server that requires a client certificate (tls-auth-clients yes).
@@ -50,45 +34,13 @@ func TestConformanceTLS(t *testing.T) {
 func TestTLS(t *testing.T) {
 	certs := testserver.NewCerts(t)
 	r := startServer(t, testserver.TLS(certs, true))
-	base := "valkeys://" + r.TLSAddr + "?"
-	const timeout = 2 * time.Second
-	tests := []struct {
-		name string
-		give string
-		ok   bool
-	}{
-		{"CA and client certificate", base + tlsQuery(certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile), true},
-		{"skip_verify and client certificate", base + tlsQuery("", certs.ClientCertFile, certs.ClientKeyFile) + "&skip_verify=true", true},
-		{"wrong CA", base + tlsQuery(certs.OtherCAFile, certs.ClientCertFile, certs.ClientKeyFile), false},
-		{"system roots", base + tlsQuery("", certs.ClientCertFile, certs.ClientKeyFile), false},
-		{"no client certificate", base + tlsQuery(certs.CAFile, "", ""), false},
-		{"client certificate of another CA", base + tlsQuery(certs.CAFile, certs.OtherClientCertFile, certs.OtherClientKeyFile), false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			prefix := "vt" + randName()
-			c := testConnPrefixed(t, tt.give, prefix, timeout, nil)
-			start := time.Now()
-			res, err := c.Hit(context.Background(), hooks("tls-"+randName(), time.Second, time.Minute), nil)
-			d := time.Since(start)
-			if tt.ok {
-				if err != nil || res.Outcome != fleetstore.OK {
-					t.Fatalf("hit: %v %v, want OK", res, err)
-				}
-				return
-			}
-			if !errors.Is(err, fleetstore.ErrUnavailable) {
-				t.Fatalf("hit: %v %v, want ErrUnavailable (fail closed)", res, err)
-			}
-			t.Logf("fails closed in %v: %v", d, err)
-			if d > timeout {
-				t.Errorf("hit took %v, budget %v", d, timeout)
-			}
-			if keys, err := r.Do("KEYS", prefix+":*"); err != nil || len(keys.([]any)) != 0 {
-				t.Errorf("a refused TLS connection wrote %v (%v)", keys, err)
-			}
+	tlstest.Clients(t, certs, 2*time.Second,
+		func(query string) string { return "valkeys://" + r.TLSAddr + "?" + query },
+		func(prefix string) (int, error) {
+			keys, err := r.Do("KEYS", prefix+":*")
+			list, _ := keys.([]any)
+			return len(list), err
 		})
-	}
 }
 
 // TestTLSFilesAtOpen: the files are read by Open, so a bad path or file
@@ -97,29 +49,17 @@ func TestTLS(t *testing.T) {
 func TestTLSFilesAtOpen(t *testing.T) {
 	certs := testserver.NewCerts(t)
 	missing := filepath.Join(t.TempDir(), "missing.pem")
-	tests := []struct {
-		give, field string
-	}{
-		{"valkeys://:s3cret@h:1?tls_ca_file=" + missing, "tls_ca_file"},
-		{"valkeys://:s3cret@h:1?addr=h:2&tls_ca_file=" + missing, "tls_ca_file"},
-		{"valkeys://:s3cret@h:1?master_set=m&tls_ca_file=" + missing, "tls_ca_file"},
-		{"valkeys://:s3cret@h:1?tls_cert_file=" + certs.ClientCertFile + "&tls_key_file=" + missing, "tls_key_file"},
-		{"valkeys://:s3cret@h:1?tls_key_file=" + certs.ClientKeyFile, "tls_cert_file"},
-		{"valkeys://:s3cret@h:1?tls_ca_file=" + certs.ClientKeyFile, "tls_ca_file"},
-		{"valkey://:s3cret@h:1?tls_ca_file=" + certs.CAFile, "tls_ca_file"},
-		{"valkey://:s3cret@h:1?master_set=m&skip_verify=true", "skip_verify"},
-	}
-	for _, tt := range tests {
-		_, err := fleetstore.Open(tt.give)
-		var ie *fleetstore.InvalidError
-		if !errors.As(err, &ie) || ie.Field != "url: "+tt.field {
-			t.Errorf("%s: got %v, want ErrInvalid naming url: %s", tt.give, err, tt.field)
-			continue
-		}
-		if strings.Contains(err.Error(), "s3cret") {
-			t.Errorf("%s: the error shows the password: %v", tt.give, err)
-		}
-	}
+	pw := tlstest.Password
+	tlstest.OpenErrors(t, map[string]string{
+		"valkeys://:" + pw + "@h:1?tls_ca_file=" + missing:                                             "tls_ca_file",
+		"valkeys://:" + pw + "@h:1?addr=h:2&tls_ca_file=" + missing:                                    "tls_ca_file",
+		"valkeys://:" + pw + "@h:1?master_set=m&tls_ca_file=" + missing:                                "tls_ca_file",
+		"valkeys://:" + pw + "@h:1?tls_cert_file=" + certs.ClientCertFile + "&tls_key_file=" + missing: "tls_key_file",
+		"valkeys://:" + pw + "@h:1?tls_key_file=" + certs.ClientKeyFile:                                "tls_cert_file",
+		"valkeys://:" + pw + "@h:1?tls_ca_file=" + certs.ClientKeyFile:                                 "tls_ca_file",
+		"valkey://:" + pw + "@h:1?tls_ca_file=" + certs.CAFile:                                         "tls_ca_file",
+		"valkey://:" + pw + "@h:1?master_set=m&skip_verify=true":                                       "skip_verify",
+	})
 }
 
 // TestTLSOptions: the files reach valkey-go's TLS config.

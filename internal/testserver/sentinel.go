@@ -147,17 +147,10 @@ func (s *Sentinel) Failover() error {
 // WaitMaster waits until every Sentinel names addr as the master and the
 // node at addr says it is one (ROLE), for at most d.
 func (s *Sentinel) WaitMaster(addr string, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		err := s.isMaster(addr)
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not the master after %v: %w", addr, d, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := waitFor(d, 50*time.Millisecond, func() error { return s.isMaster(addr) }); err != nil {
+		return fmt.Errorf("%s not the master: %w", addr, err)
 	}
+	return nil
 }
 
 func (s *Sentinel) isMaster(addr string) error {
@@ -189,17 +182,10 @@ func (s *Sentinel) isMaster(addr string) error {
 // waitReady waits until every Sentinel sees the master up, the replica
 // with its link to the master up, and the two other Sentinels.
 func (s *Sentinel) waitReady(d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		err := s.ready()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not ready after %v: %w", d, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := waitFor(d, 100*time.Millisecond, s.ready); err != nil {
+		return fmt.Errorf("not ready: %w", err)
 	}
+	return nil
 }
 
 func (s *Sentinel) ready() error {

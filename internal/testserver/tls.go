@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -142,4 +143,43 @@ func leaf(t testing.TB, write func(name, typ string, der []byte) string, name st
 		t.Fatalf("testserver: certs: %v", err)
 	}
 	return write(name+".pem", "CERTIFICATE", der), write(name+"-key.pem", "PRIVATE KEY", keyDER)
+}
+
+// TLSQuery is the query of a TLS store URL (rediss, valkeys, memcacheds)
+// naming the CA file ca and, when cert is not "", the client certificate
+// cert and its key; "" names no file.
+func TLSQuery(ca, cert, key string) string {
+	q := url.Values{}
+	if ca != "" {
+		q.Set("tls_ca_file", ca)
+	}
+	if cert != "" {
+		q.Set("tls_cert_file", cert)
+		q.Set("tls_key_file", key)
+	}
+	return q.Encode()
+}
+
+// TLSClient is a client's TLS setting, as the query of a store URL, and
+// whether a server of these Certs that requires a client certificate
+// accepts it.
+type TLSClient struct {
+	Name  string
+	Query string
+	OK    bool
+}
+
+// Clients are the settings a TLS test of a driver tries against a server
+// requiring a client certificate: the CA and the client certificate, or
+// skip_verify and the certificate, connect; a wrong CA, the system's
+// roots, no client certificate or one of another CA must fail closed.
+func (c *Certs) Clients() []TLSClient {
+	return []TLSClient{
+		{"CA and client certificate", TLSQuery(c.CAFile, c.ClientCertFile, c.ClientKeyFile), true},
+		{"skip_verify and client certificate", TLSQuery("", c.ClientCertFile, c.ClientKeyFile) + "&skip_verify=true", true},
+		{"wrong CA", TLSQuery(c.OtherCAFile, c.ClientCertFile, c.ClientKeyFile), false},
+		{"system roots", TLSQuery("", c.ClientCertFile, c.ClientKeyFile), false},
+		{"no client certificate", TLSQuery(c.CAFile, "", ""), false},
+		{"client certificate of another CA", TLSQuery(c.CAFile, c.OtherClientCertFile, c.OtherClientKeyFile), false},
+	}
 }
