@@ -87,14 +87,16 @@
 // connections too, and NewFailoverClient dials nothing (T3).
 //
 // During a failover (SENTINEL FAILOVER under load, 4 callers, budget
-// 100ms, one replica, redis-server 7.0) the Sentinels named the new master
-// about 1.1s after the command; a few calls failed with ErrUnavailable
-// (4 of about 40 000 in one run) and none took over 19ms, and the first
-// call reached the new master as the switch was announced. Claims taken
-// on the old master between the replica's promotion and the switch are
-// lost (4 334 of 23 564 in that run): replication is asynchronous and the
-// old master keeps accepting writes until the clients hear
-// +switch-master.
+// 100ms, one replica, redis-server 7.0, 4 runs) the Sentinels named the
+// new master 1.14–1.21s after the command. 2–4 calls failed, with
+// ErrUnavailable: go-redis closes its connections to the old master, the
+// calls in flight on them too, when it hears +switch-master; none was
+// re-sent (T5) and no call took over 19ms. Calls reached the new master
+// 1–2ms after the switch, on the same Store. Claims taken on the old
+// master between the replica's promotion and the switch are lost
+// (2 342–4 334 of 14 245–23 564 claims in those runs, about 0.8s of
+// traffic): replication is asynchronous and the old master keeps
+// accepting writes until the clients hear +switch-master.
 //
 // # TLS connections
 //

@@ -38,6 +38,7 @@ type Figures struct {
 	NewMaster   time.Duration // the end of the first Hit that wrote to the new master
 	Claims      int           // claims taken (Hit OK) over the whole run
 	Lost        int           // of those, missing on the new master afterwards: taken on the old one after the promotion
+	Errors      []string      // the distinct messages of the failed calls, at most 5
 }
 
 // record is one call.
@@ -176,6 +177,9 @@ func Run(t *testing.T, st *fleetstore.Store, prefix string, s *testserver.Sentin
 			f.FirstFailed = r.end
 		}
 		f.LastFailed = max(f.LastFailed, r.end)
+		if msg := r.err.Error(); len(f.Errors) < 5 && !slices.Contains(f.Errors, msg) {
+			f.Errors = append(f.Errors, msg)
+		}
 		switch {
 		case errors.Is(r.err, fleetstore.ErrTimeout):
 			f.Timeouts++
@@ -187,6 +191,9 @@ func Run(t *testing.T, st *fleetstore.Store, prefix string, s *testserver.Sentin
 	t.Logf("FIGURE failover: switched (every Sentinel names the new master, ROLE master) %v after SENTINEL FAILOVER", f.Switched.Round(time.Millisecond))
 	t.Logf("FIGURE failover: %d callers, %d calls after the command, %d failed (%d ErrTimeout, %d ErrUnavailable), first %v, last %v after the command",
 		Callers, f.Calls, f.Failed, f.Timeouts, f.Failed-f.Timeouts, f.FirstFailed.Round(time.Millisecond), f.LastFailed.Round(time.Millisecond))
+	for _, msg := range f.Errors {
+		t.Logf("FIGURE failover: failed with: %s", msg)
+	}
 	t.Logf("FIGURE failover: slowest call %v, %d over budget %v + slack %v", f.Slowest.Round(time.Millisecond), f.OverBudget, budget, slack)
 	if f.NewMaster < 0 {
 		t.Errorf("no Hit reached the new master in the 3s after the switch: the Store did not follow it")
