@@ -139,3 +139,15 @@ func TestSentinelFailover(t *testing.T) {
 	st, prefix := openStore(t, sentinelURL(s), fleetstore.WithTimeout(budget))
 	failover.Run(t, st, prefix, s, budget, 110*time.Millisecond)
 }
+
+// TestSentinelFailoverTLS is TestSentinelFailover over TLS: rediss:// to
+// the Sentinels and the masters, a client certificate required
+// (tls-auth-clients yes), each server verified under its own address.
+func TestSentinelFailoverTLS(t *testing.T) {
+	certs := testserver.NewCerts(t)
+	s := testserver.StartSentinel(t, testserver.TLS(certs, true))
+	raw := "rediss" + strings.TrimPrefix(sentinelURL(s), "redis") + "&" + tlsQuery(certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile)
+	const budget = 100 * time.Millisecond
+	st, prefix := openStore(t, raw, fleetstore.WithTimeout(budget))
+	failover.Run(t, st, prefix, s, budget, 110*time.Millisecond)
+}

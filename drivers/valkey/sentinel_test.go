@@ -107,3 +107,16 @@ func TestSentinelFailover(t *testing.T) {
 	c := testConnPrefixed(t, sentinelURL(s), prefix, timeout, nil)
 	failover.Run(t, c.Store, prefix, s, timeout, 110*time.Millisecond)
 }
+
+// TestSentinelFailoverTLS is TestSentinelFailover over TLS: valkeys:// to
+// the Sentinels and the masters, a client certificate required
+// (tls-auth-clients yes), each server verified under its own address.
+func TestSentinelFailoverTLS(t *testing.T) {
+	certs := testserver.NewCerts(t)
+	s := testserver.StartSentinel(t, testserver.Binary(serverBinary), testserver.TLS(certs, true))
+	raw := "valkeys" + strings.TrimPrefix(sentinelURL(s), "valkey") + "&" + tlsQuery(certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile)
+	const timeout = 100 * time.Millisecond
+	prefix := "vt" + randName()
+	c := testConnPrefixed(t, raw, prefix, timeout, nil)
+	failover.Run(t, c.Store, prefix, s, timeout, 110*time.Millisecond)
+}

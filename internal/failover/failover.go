@@ -118,7 +118,7 @@ func Run(t *testing.T, st *fleetstore.Store, prefix string, s *testserver.Sentin
 		wg.Wait()
 		t.Fatalf("SENTINEL FAILOVER: %v", err)
 	}
-	err = s.WaitMaster(newMaster.Addr, 30*time.Second)
+	err = s.WaitMaster(newMaster, 30*time.Second)
 	switched := time.Since(t0)
 	if err == nil {
 		time.Sleep(3 * time.Second)

@@ -116,19 +116,7 @@ func tryStartRedis(t testing.TB, c redisConfig, dir string, port int, extra []st
 		lines = append(lines, "requirepass "+c.password, "masterauth "+c.password)
 	}
 	if c.tls != nil {
-		tlsPort := FreePort(t)
-		r.TLSAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
-		auth := "no"
-		if c.authTLS {
-			auth = "yes"
-		}
-		lines = append(lines,
-			"tls-port "+strconv.Itoa(tlsPort),
-			"tls-cert-file "+c.tls.ServerCertFile,
-			"tls-key-file "+c.tls.ServerKeyFile,
-			"tls-ca-cert-file "+c.tls.CAFile,
-			"tls-auth-clients "+auth,
-		)
+		lines = append(lines, r.tlsLines(c)...)
 	}
 	lines = append(lines, extra...)
 	lines = append(lines, c.lines...)
@@ -140,6 +128,26 @@ func tryStartRedis(t testing.TB, c redisConfig, dir string, port int, extra []st
 	}
 	t.Cleanup(r.Stop)
 	return r, nil
+}
+
+// tlsLines picks r's TLS port (TLSAddr) and returns the directives of
+// the TLS option: the port, the server certificate (also the one r
+// presents as a client, to a master or another Sentinel), the CA,
+// tls-auth-clients.
+func (r *Redis) tlsLines(c redisConfig) []string {
+	tlsPort := FreePort(r.t)
+	r.TLSAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
+	auth := "no"
+	if c.authTLS {
+		auth = "yes"
+	}
+	return []string{
+		"tls-port " + strconv.Itoa(tlsPort),
+		"tls-cert-file " + c.tls.ServerCertFile,
+		"tls-key-file " + c.tls.ServerKeyFile,
+		"tls-ca-cert-file " + c.tls.CAFile,
+		"tls-auth-clients " + auth,
+	}
 }
 
 func (r *Redis) start() error {

@@ -42,11 +42,15 @@ func StartSentinel(t testing.TB, opts ...RedisOption) *Sentinel {
 	sentinelBin := strings.TrimSuffix(cfg.bin, "-server") + "-sentinel"
 	Need(t, sentinelBin)
 	s := &Sentinel{MasterName: SentinelMasterName}
-	master := startRedis(t, cfg, t.TempDir(), nil)
-	replica := startRedis(t, cfg, t.TempDir(), []string{"replicaof 127.0.0.1 " + strconv.Itoa(master.Port)})
+	var extra []string
+	if cfg.tls != nil {
+		extra = []string{"tls-replication yes"}
+	}
+	master := startRedis(t, cfg, t.TempDir(), extra)
+	replica := startRedis(t, cfg, t.TempDir(), append(extra, "replicaof "+hostPort(master.monitored())))
 	s.Nodes = []*Redis{master, replica}
 	for range 3 {
-		s.Sentinels = append(s.Sentinels, startSentinelProc(t, sentinelBin, master, cfg.password))
+		s.Sentinels = append(s.Sentinels, startSentinelProc(t, sentinelBin, master, cfg))
 	}
 	if err := s.waitReady(60 * time.Second); err != nil {
 		t.Fatalf("testserver: sentinel: %v", err)
@@ -54,8 +58,24 @@ func StartSentinel(t testing.TB, opts ...RedisOption) *Sentinel {
 	return s
 }
 
+// monitored is the address the Sentinels monitor r at: its TLS port when
+// it has one.
+func (r *Redis) monitored() string {
+	if r.TLSAddr != "" {
+		return r.TLSAddr
+	}
+	return r.Addr
+}
+
+// hostPort is "HOST PORT" of "HOST:PORT", as replicaof and sentinel
+// monitor take it.
+func hostPort(addr string) string {
+	host, port, _ := net.SplitHostPort(addr)
+	return host + " " + port
+}
+
 // startSentinelProc starts one Sentinel monitoring master.
-func startSentinelProc(t testing.TB, bin string, master *Redis, password string) *Redis {
+func startSentinelProc(t testing.TB, bin string, master *Redis, cfg redisConfig) *Redis {
 	t.Helper()
 	var last error
 	for range 3 { // the free port may be taken by the time it binds it
@@ -69,16 +89,22 @@ func startSentinelProc(t testing.TB, bin string, master *Redis, password string)
 			"dir " + dir,
 			"daemonize no",
 			"logfile " + filepath.Join(dir, "server.log"),
-			"sentinel monitor " + SentinelMasterName + " 127.0.0.1 " + strconv.Itoa(master.Port) + " 2",
+		}
+		if cfg.tls != nil {
+			lines = append(lines, r.tlsLines(cfg)...)
+			lines = append(lines, "tls-replication yes")
+		}
+		lines = append(lines,
+			"sentinel monitor "+SentinelMasterName+" "+hostPort(master.monitored())+" 2",
 			// Wide: a master slow to answer on a loaded machine must not
 			// be failed over behind the test's back. SENTINEL FAILOVER
 			// does not wait for it.
-			"sentinel down-after-milliseconds " + SentinelMasterName + " 30000",
-			"sentinel failover-timeout " + SentinelMasterName + " 60000",
-			"sentinel parallel-syncs " + SentinelMasterName + " 1",
-		}
-		if password != "" {
-			lines = append(lines, "sentinel auth-pass "+SentinelMasterName+" "+password)
+			"sentinel down-after-milliseconds "+SentinelMasterName+" 30000",
+			"sentinel failover-timeout "+SentinelMasterName+" 60000",
+			"sentinel parallel-syncs "+SentinelMasterName+" 1",
+		)
+		if cfg.password != "" {
+			lines = append(lines, "sentinel auth-pass "+SentinelMasterName+" "+cfg.password)
 		}
 		// Sentinel rewrites its config file: it must be writable.
 		if err := os.WriteFile(r.conf, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
@@ -93,11 +119,12 @@ func startSentinelProc(t testing.TB, bin string, master *Redis, password string)
 	return nil
 }
 
-// Addrs returns the Sentinels' "127.0.0.1:PORT" addresses.
+// Addrs returns the Sentinels' "127.0.0.1:PORT" addresses for clients:
+// their TLS ports with the TLS option.
 func (s *Sentinel) Addrs() []string {
 	out := make([]string, len(s.Sentinels))
 	for i, r := range s.Sentinels {
-		out[i] = r.Addr
+		out[i] = r.monitored()
 	}
 	return out
 }
@@ -128,10 +155,8 @@ func (s *Sentinel) Master() (*Redis, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, n := range s.Nodes {
-		if n.Addr == addr {
-			return n, nil
-		}
+	if n := s.node(addr); n != nil {
+		return n, nil
 	}
 	return nil, fmt.Errorf("the master %s is none of the nodes", addr)
 }
@@ -144,39 +169,43 @@ func (s *Sentinel) Failover() error {
 	return err
 }
 
-// WaitMaster waits until every Sentinel names addr as the master and the
-// node at addr says it is one (ROLE), for at most d.
-func (s *Sentinel) WaitMaster(addr string, d time.Duration) error {
-	if err := waitFor(d, 50*time.Millisecond, func() error { return s.isMaster(addr) }); err != nil {
-		return fmt.Errorf("%s not the master: %w", addr, err)
+// node is the node whose plain or TLS address is addr, or nil.
+func (s *Sentinel) node(addr string) *Redis {
+	for _, n := range s.Nodes {
+		if n.Addr == addr || n.TLSAddr == addr {
+			return n
+		}
 	}
 	return nil
 }
 
-func (s *Sentinel) isMaster(addr string) error {
+// WaitMaster waits until every Sentinel names node n as the master and n
+// says it is one (ROLE), for at most d.
+func (s *Sentinel) WaitMaster(n *Redis, d time.Duration) error {
+	if err := waitFor(d, 50*time.Millisecond, func() error { return s.isMaster(n) }); err != nil {
+		return fmt.Errorf("%s not the master: %w", n.Addr, err)
+	}
+	return nil
+}
+
+func (s *Sentinel) isMaster(n *Redis) error {
 	for _, sn := range s.Sentinels {
 		got, err := s.masterAddrOf(sn)
 		if err != nil {
 			return err
 		}
-		if got != addr {
+		if s.node(got) != n {
 			return fmt.Errorf("sentinel %s names %s", sn.Addr, got)
 		}
 	}
-	for _, n := range s.Nodes {
-		if n.Addr != addr {
-			continue
-		}
-		v, err := n.Do("ROLE")
-		if err != nil {
-			return err
-		}
-		if a, _ := v.([]any); len(a) == 0 || a[0] != "master" {
-			return fmt.Errorf("%s answers ROLE %v", addr, v)
-		}
-		return nil
+	v, err := n.Do("ROLE")
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("%s is none of the nodes", addr)
+	if a, _ := v.([]any); len(a) == 0 || a[0] != "master" {
+		return fmt.Errorf("%s answers ROLE %v", n.Addr, v)
+	}
+	return nil
 }
 
 // waitReady waits until every Sentinel sees the master up, the replica

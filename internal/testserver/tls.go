@@ -24,7 +24,7 @@ import (
 // either side).
 type Certs struct {
 	CAFile         string // the CA that signed the server and client certificates
-	ServerCertFile string // for 127.0.0.1, ::1 and localhost; server auth
+	ServerCertFile string // for 127.0.0.1, ::1 and localhost; server and client auth
 	ServerKeyFile  string
 	// NameCertFile is a server certificate for the name localhost only,
 	// no IP address: a client verifies it only under the name.
@@ -58,7 +58,8 @@ func NewCerts(t testing.TB) *Certs {
 		Subject:     pkix.Name{CommonName: "127.0.0.1"},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 		DNSNames:    []string{"localhost"},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		// A replica or a Sentinel presents it to the master as a client.
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
 	c.ServerCertFile, c.ServerKeyFile = leaf(t, write, "server", server, ca, caKey)
 	byName := &x509.Certificate{
