@@ -143,3 +143,20 @@ func withAndWithout(t *testing.T, check func(t *testing.T, undone bool) error) {
 		}
 	})
 }
+
+// TestConformanceClusterTLS runs the whole conformance suite over TLS on
+// a three-master Redis Cluster (tls-cluster yes) that requires a client
+// certificate.
+func TestConformanceClusterTLS(t *testing.T) {
+	certs := testserver.NewCerts(t)
+	cl := testserver.StartCluster(t, testserver.TLS(certs, true), testserver.ConfigLines("tls-cluster yes"))
+	admin := adminClient(t, "", cl.Addrs()...) // the plain ports
+	q := tlsQuery(certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile)
+	conformance.Run(t, conformance.Config{
+		URL:          "rediss://" + cl.Nodes[0].TLSAddr + "?addr=" + cl.Nodes[1].TLSAddr + "&addr=" + cl.Nodes[2].TLSAddr + "&" + q,
+		AddrURL:      func(addr string) string { return "rediss://" + addr + "?addr=" + addr + "&" + q },
+		Records:      records(admin),
+		Restart:      cl.Restart,
+		FlushScripts: func() error { return cl.DoAll("SCRIPT", "FLUSH") },
+	})
+}

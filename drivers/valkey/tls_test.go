@@ -78,3 +78,19 @@ func TestTLSOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestConformanceClusterTLS runs the whole conformance suite over TLS on
+// a three-master cluster (tls-cluster yes) that requires a client
+// certificate.
+func TestConformanceClusterTLS(t *testing.T) {
+	certs := testserver.NewCerts(t)
+	c := testserver.StartCluster(t, testserver.Binary(serverBinary), testserver.TLS(certs, true), testserver.ConfigLines("tls-cluster yes"))
+	q := tlsQuery(certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile)
+	conformance.Run(t, conformance.Config{
+		URL:          "valkeys://" + c.Nodes[0].TLSAddr + "?addr=" + c.Nodes[1].TLSAddr + "&addr=" + c.Nodes[2].TLSAddr + "&" + q,
+		AddrURL:      func(addr string) string { return "valkeys://" + addr + "?" + q },
+		Records:      recordsOn(c.Nodes), // over the plain ports
+		Restart:      c.Restart,
+		FlushScripts: func() error { return c.DoAll("SCRIPT", "FLUSH") },
+	})
+}
