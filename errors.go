@@ -74,30 +74,30 @@ const (
 // context's, a socket's) is ErrTimeout unless the driver already said
 // ErrUnavailable; anything else is ErrUnavailable. kind is the sentinel to
 // add to the message (nil when err already matches one).
-func classify(ctx context.Context, err error) (kind error, f fault) {
+func classify(ctx context.Context, err error) (f fault, kind error) {
 	for _, o := range outcomes {
 		if errors.Is(err, o) {
-			return nil, answered
+			return answered, nil
 		}
 	}
 	var reply *driver.ReplyError
 	if errors.As(err, &reply) {
-		return ErrUnavailable, answered
+		return answered, ErrUnavailable
 	}
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled):
 		// The caller gave up; whatever the driver saw after that (a
 		// socket deadline moved to the past) says nothing of the store.
 		if errors.Is(err, context.Canceled) {
-			return nil, caller
+			return caller, nil
 		}
-		return context.Canceled, caller
+		return caller, context.Canceled
 	case errors.Is(err, ErrTimeout), errors.Is(err, ErrUnavailable):
-		return nil, outage
+		return outage, nil
 	case timedOut(ctx, err):
-		return ErrTimeout, outage
+		return outage, ErrTimeout
 	}
-	return ErrUnavailable, outage
+	return outage, ErrUnavailable
 }
 
 // timedOut reports a deadline that passed: err says so (the context's, a

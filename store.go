@@ -168,7 +168,7 @@ func (s *Store) settle(ctx context.Context, op string, claims []Claim, call func
 			continue
 		}
 		c := &claims[i]
-		kind, f := classify(ctx, err)
+		f, kind := classify(ctx, err)
 		reached = reached || f == answered
 		if f == outage {
 			s.unreached(err)
@@ -221,7 +221,7 @@ func (s *Store) call(ctx context.Context, op string, f func(context.Context) err
 // failed classifies err, the failure of a whole call, wraps it once, and
 // keeps the Store's reachability log.
 func (s *Store) failed(ctx context.Context, op string, err error) error {
-	kind, f := classify(ctx, err)
+	f, kind := classify(ctx, err)
 	switch f {
 	case answered:
 		s.reached()

@@ -31,7 +31,7 @@ func bucket(tenant string) fleetstore.Charge {
 }
 
 // wantLeft fails unless exactly n of c's units are left.
-func (t *T) wantLeft(what string, st *fleetstore.Store, c fleetstore.Charge, n int) {
+func (t *clauseT) wantLeft(what string, st *fleetstore.Store, c fleetstore.Charge, n int) {
 	if got := t.conforming(st, c, n+1); got != n {
 		t.Fatalf("%s: %d units left in the bucket, want %d", what, got, n)
 	}
@@ -42,7 +42,7 @@ func other(c fleetstore.Claim, hook string) *fleetstore.Claim {
 	return &c
 }
 
-func testC1(t *T) {
+func testC1(t *clauseT) {
 	st := t.open()
 	tenant := t.tenant()
 	b := bucket(tenant)
@@ -53,7 +53,7 @@ func testC1(t *T) {
 	t.wantLeft("after one OK hit", st, b, 9)
 }
 
-func testC2(t *T) {
+func testC2(t *clauseT) {
 	st := t.open()
 	tenant := t.tenant()
 	b := bucket(tenant)
@@ -73,35 +73,47 @@ func testC2(t *T) {
 	short := t.claimFor(tenant, "hook-a")
 	short.PendingTTL = 3 * time.Second
 	t.want("first hit", t.hit(st, nil, &short), fleetstore.OK)
-	firstDone := time.Now()
-	time.Sleep(time.Second)
+	firstDone := t.now()
+	t.sleep(time.Second)
 	t.want("retry a second later", t.hit(st, nil, &short), fleetstore.OK)
+	asked := t.now()
 	res := t.hit(st, nil, other(short, "hook-b"))
 	t.want("another hook after the retry", res, fleetstore.Pending)
-	if most := short.PendingTTL - time.Since(firstDone) + time.Millisecond + 2*t.s.cfg.Granularity; res.RetryAfter > most {
+	// The first hit ended by firstDone and this one began after asked: at
+	// least asked-firstDone of the claim's time has passed.
+	if most := short.PendingTTL - asked.Sub(firstDone) + time.Millisecond + 2*t.s.cfg.Granularity; res.RetryAfter > most {
 		t.Errorf("pending retry-after %v after a retry: at most %v remain of the first hit's %v (the retry rewrote the claim)",
 			res.RetryAfter, most, short.PendingTTL)
 	}
 }
 
-func testC3(t *T) {
+func testC3(t *clauseT) {
 	st := t.open()
 	tenant := t.tenant()
 	b := bucket(tenant)
 	claim := t.claimFor(tenant, "hook-a")
 	claim.PendingTTL = 5 * time.Second
-	start := time.Now()
+	start := t.now()
 	t.want("hit", t.hit(st, []fleetstore.Charge{b}, &claim), fleetstore.OK)
-	hitDone := time.Now()
-	time.Sleep(time.Second)
-	asked := time.Now()
+	hitDone := t.now()
+	t.sleep(time.Second)
+	asked := t.now()
 	res := t.hit(st, []fleetstore.Charge{b}, other(claim, "hook-b"))
 	t.want("another hook", res, fleetstore.Pending)
 	// The remaining time, not the PendingTTL: at most 5s minus the second
 	// slept, rounded up.
 	t.within("pending retry-after a second into a 5s claim", res.RetryAfter,
-		claim.PendingTTL-time.Since(start)-slack, claim.PendingTTL-asked.Sub(hitDone)+time.Millisecond+2*t.s.cfg.Granularity)
+		claim.PendingTTL-t.since(start)-slack, claim.PendingTTL-asked.Sub(hitDone)+time.Millisecond+2*t.s.cfg.Granularity)
 	t.wantLeft("after one hit and one pending", st, b, 9)
+
+	// Never more than the PendingTTL: a claim asked about at once has at
+	// most its whole PendingTTL (whole ms here) left.
+	fresh := t.claimFor(tenant, "hook-a")
+	fresh.PendingTTL = 30 * time.Second
+	t.want("hit", t.hit(st, nil, &fresh), fleetstore.OK)
+	if res := t.hit(st, nil, other(fresh, "hook-b")); res.Outcome == fleetstore.Pending && res.RetryAfter > fresh.PendingTTL {
+		t.Errorf("pending retry-after %v right after a hit with PendingTTL %v: more than the claim can last", res.RetryAfter, fresh.PendingTTL)
+	}
 
 	// Rounded up, never down: a 10.5ms pending claim asked about less than
 	// 0.5ms later has more than 10ms left, so its retry-after is 11ms or
@@ -109,10 +121,10 @@ func testC3(t *T) {
 	for attempt := 0; attempt < 20; attempt++ {
 		c := t.claimFor(tenant, "hook-a")
 		c.PendingTTL = 10500 * time.Microsecond
-		begin := time.Now()
+		begin := t.now()
 		t.want("hit", t.hit(st, nil, &c), fleetstore.OK)
 		res := t.hit(st, nil, other(c, "hook-b"))
-		between := time.Since(begin)
+		between := t.since(begin)
 		if res.Outcome != fleetstore.Pending {
 			continue // more than 10.5ms apart
 		}
@@ -123,7 +135,7 @@ func testC3(t *T) {
 	}
 }
 
-func testC4(t *T) {
+func testC4(t *clauseT) {
 	st := t.open()
 	tenant := t.tenant()
 	b := bucket(tenant)
@@ -145,13 +157,13 @@ func testC4(t *T) {
 	t.want("committed claim with a drained bucket", t.hit(st, []fleetstore.Charge{b}, other(claim, "hook-c")), fleetstore.RateLimited)
 }
 
-func (t *T) commit(st *fleetstore.Store, c fleetstore.Claim) {
+func (t *clauseT) commit(st *fleetstore.Store, c fleetstore.Claim) {
 	if err := st.Commit(t.ctx(), c); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
 }
 
-func testC5(t *T) {
+func testC5(t *clauseT) {
 	st := t.open()
 	tenant := t.tenant()
 	claim := t.claimFor(tenant, "hook-a")
@@ -159,8 +171,8 @@ func testC5(t *T) {
 	t.want("hit", t.hit(st, nil, &claim), fleetstore.OK)
 	// Commit 1.5s after the hit: a TTL counted from the hit would end 0.5s
 	// after the commit.
-	time.Sleep(1500 * time.Millisecond)
-	committedAt := time.Now()
+	t.sleep(1500 * time.Millisecond)
+	committedAt := t.now()
 	t.commit(st, claim)
 	res := t.hit(st, nil, other(claim, "hook-b"))
 	t.want("after commit", res, fleetstore.Duplicate)
@@ -175,7 +187,7 @@ func testC5(t *T) {
 		}
 	}
 	// Expires TTL from the commit, not from the hit.
-	time.Sleep(time.Until(committedAt.Add(1200 * time.Millisecond)))
+	t.sleep(1200*time.Millisecond - t.since(committedAt))
 	t.want("1.2s after a commit with TTL 2s made 1.5s after the hit", t.hit(st, nil, other(claim, "hook-b")), fleetstore.Duplicate)
 
 	rel := t.claimFor(tenant, "hook-a")
@@ -186,7 +198,7 @@ func testC5(t *T) {
 	t.want("another hook after release", t.hit(st, nil, other(rel, "hook-b")), fleetstore.OK)
 }
 
-func testC6(t *T) {
+func testC6(t *clauseT) {
 	st := t.open()
 	claim := t.claimFor(t.tenant(), "hook-a")
 	t.want("hit", t.hit(st, nil, &claim), fleetstore.OK)
@@ -201,7 +213,7 @@ func testC6(t *T) {
 	}
 }
 
-func testC7(t *T) {
+func testC7(t *clauseT) {
 	st := t.open()
 	tenant := t.tenant()
 	absent := t.claimFor(tenant, "hook-a")
@@ -218,7 +230,7 @@ func testC7(t *T) {
 	t.want("another hook after release of an absent claim", t.hit(st, nil, other(free, "hook-b")), fleetstore.OK)
 }
 
-func testC8(t *T) {
+func testC8(t *clauseT) {
 	st := t.open()
 	tenant := t.tenant()
 	held := t.claimFor(tenant, "hook-holder")
@@ -253,7 +265,7 @@ func testC8(t *T) {
 	}
 }
 
-func testC9(t *T) {
+func testC9(t *clauseT) {
 	st := t.open()
 	tenant := t.tenant()
 	gran := t.s.cfg.Granularity
@@ -271,7 +283,7 @@ func testC9(t *T) {
 	unhit.TTL = ttl
 	t.commit(st, unhit) // absent: recorded for this hook (C7), for TTL as well
 	t.want("pending claim before PendingTTL", t.hit(st, nil, other(pending, "hook-b")), fleetstore.Pending)
-	time.Sleep(wait)
+	t.sleep(wait)
 	t.want(fmt.Sprintf("pending claim %v after a hit with PendingTTL %v", wait, ttl), t.hit(st, nil, other(pending, "hook-b")), fleetstore.OK)
 	t.want(fmt.Sprintf("committed claim %v after a commit with TTL %v", wait, ttl), t.hit(st, nil, other(committed, "hook-b")), fleetstore.OK)
 	t.want(fmt.Sprintf("claim committed without a hit, %v after a commit with TTL %v", wait, ttl), t.hit(st, nil, other(unhit, "hook-b")), fleetstore.OK)
@@ -294,7 +306,7 @@ func testC9(t *T) {
 	}
 }
 
-func testC10(t *T) {
+func testC10(t *clauseT) {
 	stores := make([]*fleetstore.Store, t.s.cfg.Stores)
 	for i := range stores {
 		stores[i] = t.open()

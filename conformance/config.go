@@ -5,26 +5,29 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore/driver"
-	"github.com/fleetstore/fleetstore/drivers/memory"
 )
 
 // Config describes the store under test. Only URL is required.
 type Config struct {
-	// URL of a live store with its driver registered (blank-import it), e.g.
-	// "redis://127.0.0.1:6379/0". Every Store opened on it must share one
-	// state (memory://NAME, not memory://). The suite adds a random
-	// key_prefix and random tenants, so it never needs an empty store and
-	// never flushes it.
+	// URL of a live store, e.g. "redis://127.0.0.1:6379/0". Every Store
+	// opened on it must share one state (memory://NAME, not memory://).
+	// The suite adds a random key_prefix and random tenants, so it never
+	// needs an empty store and never flushes it.
 	URL string
 
 	// Driver, when set, opens every Store of the suite with
 	// fleetstore.OpenDriver instead of the registry: URL's scheme need not
-	// be registered (a driver author's test registers nothing).
+	// be registered (a driver author's test registers nothing). Nil: the
+	// driver registered for URL's scheme (blank-import it).
 	Driver driver.Driver
 
 	// AddrURL returns this driver's URL for another address ("host:port").
-	// The suite points it at its own silent TCP listener (T1, T4) and at a
-	// refused port (T2, T3). Nil: those clauses are skipped with a reason.
+	// The suite points it at its own silent TCP listener (T1, T4), at a
+	// refused port (T2, T3), at a proxy (T3, T5) and at servers that answer
+	// nonsense (V4). Nil: when URL's host is a host:port (or a list of
+	// them), URL with its host, and every addr= parameter, replaced by the
+	// address; otherwise those clauses, or those parts of them, are skipped
+	// with the reason.
 	AddrURL func(addr string) string
 
 	// StallURL, when set, is a URL whose store accepts calls and never
@@ -37,10 +40,18 @@ type Config struct {
 	// checks rely on behaviour alone.
 	Records func(ctx context.Context, keyPrefix, tenant string) ([]Record, error)
 
-	// Granularity is the store's expiry granularity: how long past its
-	// expiry a record may linger (memcached, whose clock ticks in whole
-	// seconds: 2s). Default 1ms.
+	// Granularity overrides the store's expiry granularity: how long past
+	// its expiry a record may linger (G7, C9). Zero: what the driver
+	// declares (driver.ExpiryGranularity, e.g. memcached's 2s), else 1ms.
 	Granularity time.Duration
+
+	// Clock, when set, is the clock of every Store the suite opens (the
+	// memory driver's memory.New(clock), or a server whose time the test
+	// controls). The clauses then read the store's time from it and move
+	// it instead of sleeping, one clause after another, since a move is
+	// seen by all; T1–T5 keep to real time, as budgets do. Nil: the wall
+	// clock, and the clauses that sleep run at once.
+	Clock Clock
 
 	// Restart, when set, restarts the server on the same address; T5 checks
 	// that calls succeed after it without reopening the Store.
@@ -55,20 +66,24 @@ type Config struct {
 	Stores int
 }
 
-// Record is one record a store keeps, for Config.Records.
-type Record struct {
-	Key string
-	TTL time.Duration // remaining time to live; negative: no expiry
+// Record is one record a store keeps, for Config.Records: a key of the
+// driver's choosing and its remaining time to live (negative: no expiry).
+type Record = driver.Record
+
+// Clock is a store's time as the suite reads and moves it (Config.Clock).
+// Its methods are called from several goroutines.
+type Clock interface {
+	// Now returns the store's time: the time its expiries and buckets
+	// are reckoned by.
+	Now() time.Time
+	// Sleep returns once the store's time has moved on by at least d (d ≤
+	// 0: at once). A clock that the test drives moves itself by d and
+	// returns.
+	Sleep(d time.Duration)
 }
 
-// MemoryRecords is Config.Records for the memory driver d and its store
-// memory://name.
-func MemoryRecords(d *memory.Driver, name string) func(ctx context.Context, keyPrefix, tenant string) ([]Record, error) {
-	return func(_ context.Context, keyPrefix, tenant string) ([]Record, error) {
-		var out []Record
-		for _, r := range d.Records(name, keyPrefix, tenant) {
-			out = append(out, Record{Key: r.Key, TTL: r.TTL})
-		}
-		return out, nil
-	}
-}
+// wallClock is the time of a store that reads its own clock.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time        { return time.Now() }
+func (wallClock) Sleep(d time.Duration) { time.Sleep(d) }

@@ -1,15 +1,36 @@
 // Package conformance is the public conformance suite of fleetstore: every
 // numbered clause of the contract (G1–G9, C1–C10, T1–T6, V1–V4), the file
 // CONTRACT.md at the root of the module's repository, as a subtest of Run
-// named by its id. A driver author proves a driver with one short test:
+// named by its id. A driver author proves a driver with one short test,
+// registering nothing:
+//
+//	import (
+//		"testing"
+//
+//		"example.com/mystore"
+//		"github.com/fleetstore/fleetstore/conformance"
+//	)
 //
 //	func TestConformance(t *testing.T) {
-//		addr := startServer(t) // a live server of your own
+//		srv := startServer(t) // a live server of your own, stopped by t.Cleanup
 //		conformance.Run(t, conformance.Config{
-//			URL:     "mystore://" + addr,
-//			AddrURL: func(a string) string { return "mystore://" + a },
+//			Driver:  mystore.Driver{},
+//			URL:     "mystore://" + srv.Addr,
+//			Records: srv.Records, // optional: lets G7 and C9 see each record's expiry
 //		})
 //	}
+//
+// The suite aims copies of the URL, its host swapped, at listeners of its
+// own (set Config.AddrURL when swapping the host is not enough). A driver
+// whose records may outlive their expiry by more than 1ms says by how
+// much with driver.ExpiryGranularity. This package's
+// example_driver_test.go is this test, for the memory driver.
+//
+// The clauses that sleep run at once, and the timing clauses T1–T5 one
+// after another, alone; run the test alone too, not beside tests that
+// call t.Parallel (T4 looks for leaked goroutines). A driver whose store
+// time the test controls offers a Config.Clock, which the suite moves
+// instead of sleeping.
 //
 // The same clause code runs outside go test through Check, which the
 // fleetstore command's check subcommand uses.

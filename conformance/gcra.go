@@ -26,22 +26,22 @@ func init() {
 	register("G9", "sub-millisecond and multi-hour increments both work", testG9)
 }
 
-func testG1(t *T) {
+func testG1(t *clauseT) {
 	st := t.open()
 	const inc = 10 * time.Second
 	for _, burst := range []int{1, 3, 7} {
 		c := charge(fleetstore.Hooks, t.tenant(), inc, time.Duration(burst)*inc)
-		start := time.Now()
+		start := t.now()
 		if got := t.conforming(st, c, burst); got != burst {
 			t.Fatalf("burst %d: %d of %d back-to-back charges conformed, want all", burst, got, burst)
 		}
 		res := t.hit(st, []fleetstore.Charge{c}, nil)
 		t.want("charge after the burst", res, fleetstore.RateLimited)
-		t.within("retry-after after the burst", res.RetryAfter, inc-time.Since(start)-slack, inc)
+		t.within("retry-after after the burst", res.RetryAfter, inc-t.since(start)-slack, inc)
 	}
 }
 
-func testG2(t *T) {
+func testG2(t *clauseT) {
 	st := t.open()
 	// Increment 10.5ms: right after a charge the wait is 10.5ms minus the
 	// time between the two charges, so a wait with a fractional millisecond
@@ -52,10 +52,10 @@ func testG2(t *T) {
 	tight := 0
 	for attempt := 0; attempt < 20; attempt++ {
 		c := charge(fleetstore.Hooks, t.tenant(), inc, inc)
-		start := time.Now()
+		start := t.now()
 		t.want("first charge", t.hit(st, []fleetstore.Charge{c}, nil), fleetstore.OK)
 		res := t.hit(st, []fleetstore.Charge{c}, nil)
-		between := time.Since(start)
+		between := t.since(start)
 		if res.Outcome == fleetstore.OK {
 			continue // the two charges were more than 10.5ms apart
 		}
@@ -71,7 +71,7 @@ func testG2(t *T) {
 		if between < 500*time.Microsecond {
 			tight++
 		}
-		time.Sleep(res.RetryAfter)
+		t.sleep(res.RetryAfter)
 		t.want("retry at retry-after", t.hit(st, []fleetstore.Charge{c}, nil), fleetstore.OK)
 		if tight >= 3 {
 			return
@@ -80,7 +80,7 @@ func testG2(t *T) {
 	t.Logf("only %d of 20 attempts had two charges within 0.5ms: rounding was checked loosely", tight)
 }
 
-func testG3(t *T) {
+func testG3(t *clauseT) {
 	st := t.open()
 	tenant := t.tenant()
 	hooks := charge(fleetstore.Hooks, tenant, time.Second, 10*time.Second)
@@ -90,10 +90,10 @@ func testG3(t *T) {
 	t.want("drain slow", t.hit(st, []fleetstore.Charge{slow}, nil), fleetstore.OK)
 
 	claim := t.claimFor(tenant, "hook-a")
-	start := time.Now()
+	start := t.now()
 	res := t.hit(st, []fleetstore.Charge{hooks, bytes, slow}, &claim)
 	t.want("hit with two drained buckets", res, fleetstore.RateLimited)
-	t.within("retry-after (the largest wait: slow's 5s, not bytes' 1s)", res.RetryAfter, 5*time.Second-time.Since(start)-slack, 5*time.Second)
+	t.within("retry-after (the largest wait: slow's 5s, not bytes' 1s)", res.RetryAfter, 5*time.Second-t.since(start)-slack, 5*time.Second)
 
 	// Nothing was written: hooks still has all 10 units, the claim is free.
 	other := claim
@@ -104,7 +104,7 @@ func testG3(t *T) {
 	}
 }
 
-func testG4(t *T) {
+func testG4(t *clauseT) {
 	stores := make([]*fleetstore.Store, t.s.cfg.Stores)
 	for i := range stores {
 		stores[i] = t.open()
@@ -140,7 +140,7 @@ func testG4(t *T) {
 	}
 }
 
-func testG5(t *T) {
+func testG5(t *clauseT) {
 	st := t.open()
 	a, b := t.tenant(), t.tenant()
 	aHooks := charge(fleetstore.Hooks, a, time.Hour, time.Hour)
@@ -165,7 +165,7 @@ func testG5(t *T) {
 	}
 }
 
-func testG6(t *T) {
+func testG6(t *clauseT) {
 	st := t.open()
 	tenant := t.tenant()
 	ok := charge(fleetstore.Hooks, tenant, time.Second, time.Second)
@@ -181,7 +181,7 @@ func testG6(t *T) {
 	t.want("the claim after the error (nothing written)", t.hit(st, nil, &claim), fleetstore.OK)
 }
 
-func testG7(t *T) {
+func testG7(t *clauseT) {
 	if t.s.cfg.Records == nil {
 		t.Skipf("Config.Records is not set: the store's records cannot be seen")
 	}
@@ -203,13 +203,13 @@ func testG7(t *T) {
 			t.Errorf("record %q expires in %v: its TAT is %v ahead, granularity %v", r.Key, r.TTL, inc, gran)
 		}
 	}
-	time.Sleep(inc + gran + 100*time.Millisecond)
+	t.sleep(inc + gran + 100*time.Millisecond)
 	if recs := t.records(tenant); len(recs) > 0 {
 		t.Errorf("records left %v after their TAT passed: %v", inc+gran+100*time.Millisecond, recs)
 	}
 }
 
-func (t *T) records(tenant string) []Record {
+func (t *clauseT) records(tenant string) []Record {
 	recs, err := t.s.cfg.Records(t.ctx(), t.s.prefix, tenant)
 	if err != nil {
 		t.Fatalf("Config.Records: %v", err)
@@ -217,20 +217,20 @@ func (t *T) records(tenant string) []Record {
 	return recs
 }
 
-func testG8(t *T) {
+func testG8(t *clauseT) {
 	a, b := t.open(), t.open()
 	const inc = 800 * time.Millisecond
 	c := charge(fleetstore.Hooks, t.tenant(), inc, inc)
 	t.want("charge on store A", t.hit(a, []fleetstore.Charge{c}, nil), fleetstore.OK)
-	start := time.Now()
+	start := t.now()
 	res := t.hit(b, []fleetstore.Charge{c}, nil)
 	t.want("the same bucket on store B", res, fleetstore.RateLimited)
-	t.within("store B's retry-after for a bucket A just charged", res.RetryAfter, inc-time.Since(start)-slack/4, inc)
-	time.Sleep(res.RetryAfter)
+	t.within("store B's retry-after for a bucket A just charged", res.RetryAfter, inc-t.since(start)-slack/4, inc)
+	t.sleep(res.RetryAfter)
 	t.want("store A at B's retry-after", t.hit(a, []fleetstore.Charge{c}, nil), fleetstore.OK)
 }
 
-func testG9(t *T) {
+func testG9(t *clauseT) {
 	st := t.open()
 	// Multi-hour: 3h increment, burst 2.
 	hours := charge(fleetstore.Hooks, t.tenant(), 3*time.Hour, 6*time.Hour)
@@ -244,7 +244,7 @@ func testG9(t *T) {
 	// 1.9s: whole-second expiry would forget the bucket at 1s.
 	odd := charge(fleetstore.Hooks, t.tenant(), 1900*time.Millisecond, 1900*time.Millisecond)
 	t.want("1.9s charge", t.hit(st, []fleetstore.Charge{odd}, nil), fleetstore.OK)
-	time.Sleep(1200 * time.Millisecond)
+	t.sleep(1200 * time.Millisecond)
 	res = t.hit(st, []fleetstore.Charge{odd}, nil)
 	t.want("1.9s bucket 1.2s later (the TAT is 0.7s ahead)", res, fleetstore.RateLimited)
 	t.within("1.9s bucket retry-after", res.RetryAfter, time.Millisecond, 700*time.Millisecond)
@@ -252,7 +252,7 @@ func testG9(t *T) {
 	// 125µs: a denial waits less than a millisecond and reports 1ms; the
 	// charges admitted over a window never exceed window/125µs + 1.
 	sub := charge(fleetstore.Hooks, t.tenant(), 125*time.Microsecond, 125*time.Microsecond)
-	start := time.Now()
+	start := t.now()
 	admitted := 0
 	for range 400 {
 		res := t.hit(st, []fleetstore.Charge{sub}, nil)
@@ -265,8 +265,9 @@ func testG9(t *T) {
 			}
 		}
 	}
-	if max := int(time.Since(start)/(125*time.Microsecond)) + 2; admitted > max {
-		t.Errorf("125µs bucket: %d charges admitted in %v, at most %d possible", admitted, time.Since(start), max)
+	window := t.since(start)
+	if max := int(window/(125*time.Microsecond)) + 2; admitted > max {
+		t.Errorf("125µs bucket: %d charges admitted in %v, at most %d possible", admitted, window, max)
 	}
 	if admitted == 0 {
 		t.Errorf("125µs bucket: no charge admitted")

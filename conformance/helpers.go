@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -16,11 +17,11 @@ const callBudget = 5 * time.Second
 
 // open returns a Store on the suite's URL (shared state, random key_prefix),
 // closed when the clause ends.
-func (t *T) open(opts ...fleetstore.Option) *fleetstore.Store {
+func (t *clauseT) open(opts ...fleetstore.Option) *fleetstore.Store {
 	return t.openURL(t.s.url, append([]fleetstore.Option{fleetstore.WithTimeout(callBudget)}, opts...)...)
 }
 
-func (t *T) openURL(raw string, opts ...fleetstore.Option) *fleetstore.Store {
+func (t *clauseT) openURL(raw string, opts ...fleetstore.Option) *fleetstore.Store {
 	st, err := t.s.openStore(raw, opts...)
 	if err != nil {
 		t.Fatalf("open: %v", err)
@@ -38,8 +39,8 @@ func (s *suite) openStore(raw string, opts ...fleetstore.Option) (*fleetstore.St
 }
 
 // addrURL is the driver's URL for addr with the suite's key_prefix, or ""
-// when the config has no AddrURL.
-func (t *T) addrURL(addr string) string {
+// when the suite has no AddrURL (none given, no host:port in the URL).
+func (t *clauseT) addrURL(addr string) string {
 	if t.s.cfg.AddrURL == nil {
 		return ""
 	}
@@ -51,34 +52,77 @@ func (t *T) addrURL(addr string) string {
 }
 
 // serverAddr is the first host:port of the configured URL ("" for none).
-// It reads the authority as text: url.Parse refuses host lists.
-func (t *T) serverAddr() string {
-	_, rest, ok := strings.Cut(t.s.cfg.URL, "://")
-	if !ok {
-		return ""
+func (t *clauseT) serverAddr() string { return firstHostPort(t.s.cfg.URL) }
+
+// firstHostPort is the first host:port of raw's authority, "" when it has
+// none (memory://NAME). It reads the authority as text: url.Parse refuses
+// host lists.
+func firstHostPort(raw string) string {
+	_, auth, _ := splitAuthority(raw)
+	if at := strings.LastIndexByte(auth, '@'); at >= 0 {
+		auth = auth[at+1:]
 	}
-	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
-		rest = rest[:end]
-	}
-	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
-		rest = rest[at+1:]
-	}
-	host, _, _ := strings.Cut(rest, ",")
+	host, _, _ := strings.Cut(auth, ",")
 	if _, port, err := net.SplitHostPort(host); err != nil || port == "" {
 		return ""
 	}
 	return host
 }
 
+// swapHost is the default Config.AddrURL: raw with its host (a host list
+// too) and every addr= parameter (a cluster's other seeds) replaced by
+// addr, so a cluster URL stays a cluster URL. It keeps raw's user,
+// password, path and other parameters.
+func swapHost(raw, addr string) string {
+	scheme, auth, tail := splitAuthority(raw)
+	userinfo := ""
+	if at := strings.LastIndexByte(auth, '@'); at >= 0 {
+		userinfo = auth[:at+1]
+	}
+	path, query, _ := strings.Cut(tail, "?")
+	q, _ := url.ParseQuery(query) // a bad query fails the suite's own parse
+	for i := range q["addr"] {
+		q["addr"][i] = addr
+	}
+	out := scheme + "://" + userinfo + addr + path
+	if len(q) > 0 {
+		out += "?" + q.Encode()
+	}
+	return out
+}
+
+// splitAuthority cuts raw into its scheme, its authority (userinfo and
+// host list) and the rest (path and query); all "" without a "://".
+func splitAuthority(raw string) (scheme, auth, tail string) {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return "", "", ""
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	return scheme, rest[:end], rest[end:]
+}
+
+// now is the store's time (Config.Clock).
+func (t *clauseT) now() time.Time { return t.s.clock.Now() }
+
+// since is the store's time elapsed since start.
+func (t *clauseT) since(start time.Time) time.Duration { return t.now().Sub(start) }
+
+// sleep lets d of the store's time pass.
+func (t *clauseT) sleep(d time.Duration) { t.s.clock.Sleep(d) }
+
 // tenant returns a fresh tenant name.
-func (t *T) tenant() string { return "tenant-" + t.id + "-" + randHex(8) }
+func (t *clauseT) tenant() string { return "tenant-" + t.id + "-" + randHex(8) }
 
 func charge(kind fleetstore.Kind, tenant string, inc, capacity time.Duration) fleetstore.Charge {
 	return fleetstore.Charge{Kind: kind, Tenant: tenant, Increment: inc, Capacity: capacity}
 }
 
 // claimFor returns a claim on a fresh key of tenant by hook.
-func (t *T) claimFor(tenant, hook string) fleetstore.Claim {
+func (t *clauseT) claimFor(tenant, hook string) fleetstore.Claim {
 	return fleetstore.Claim{
 		Tenant: tenant, SourceID: "source-" + randHex(4), Key: "evt-" + randHex(8),
 		HookID: hook, Node: "node-" + t.id, TTL: time.Hour, PendingTTL: time.Hour,
@@ -86,7 +130,7 @@ func (t *T) claimFor(tenant, hook string) fleetstore.Claim {
 }
 
 // hit calls Hit and fails the clause on an error.
-func (t *T) hit(st *fleetstore.Store, charges []fleetstore.Charge, claim *fleetstore.Claim) fleetstore.Result {
+func (t *clauseT) hit(st *fleetstore.Store, charges []fleetstore.Charge, claim *fleetstore.Claim) fleetstore.Result {
 	res, err := st.Hit(t.ctx(), charges, claim)
 	if err != nil {
 		t.Fatalf("hit: unexpected error: %v", err)
@@ -96,7 +140,7 @@ func (t *T) hit(st *fleetstore.Store, charges []fleetstore.Charge, claim *fleets
 
 // want fails the clause unless res has the outcome, and a retry-after only
 // when the outcome waits (Pending, RateLimited).
-func (t *T) want(what string, res fleetstore.Result, o fleetstore.Outcome) {
+func (t *clauseT) want(what string, res fleetstore.Result, o fleetstore.Outcome) {
 	if res.Outcome != o {
 		t.Fatalf("%s: got %s, want %s", what, describe(res), o)
 	}
@@ -116,7 +160,7 @@ func describe(r fleetstore.Result) string {
 }
 
 // conforming charges c alone, n times, and returns how many conformed.
-func (t *T) conforming(st *fleetstore.Store, c fleetstore.Charge, n int) int {
+func (t *clauseT) conforming(st *fleetstore.Store, c fleetstore.Charge, n int) int {
 	ok := 0
 	for range n {
 		if t.hit(st, []fleetstore.Charge{c}, nil).Outcome == fleetstore.OK {
@@ -127,14 +171,14 @@ func (t *T) conforming(st *fleetstore.Store, c fleetstore.Charge, n int) int {
 }
 
 // wantErr fails the clause unless err matches target.
-func (t *T) wantErr(what string, err, target error) {
+func (t *clauseT) wantErr(what string, err, target error) {
 	if !errors.Is(err, target) {
 		t.Fatalf("%s: got error %v, want %v", what, err, target)
 	}
 }
 
 // within fails the clause unless d is in [lo, hi].
-func (t *T) within(what string, d, lo, hi time.Duration) {
+func (t *clauseT) within(what string, d, lo, hi time.Duration) {
 	if d < lo || d > hi {
 		t.Errorf("%s: %v, want between %v and %v", what, d, lo, hi)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"time"
 
@@ -19,7 +20,7 @@ func init() {
 	register("V4", "a malformed reply from the server is an error value, never a panic", testV4)
 }
 
-func testV1(t *T) {
+func testV1(t *clauseT) {
 	st := t.open()
 	tenant := t.tenant()
 	good := charge(fleetstore.Hooks, tenant, time.Hour, time.Hour) // one unit: any write shows
@@ -106,7 +107,7 @@ func testV1(t *T) {
 	}
 }
 
-func (t *T) wantField(what string, err error, field string) {
+func (t *clauseT) wantField(what string, err error, field string) {
 	if !errors.Is(err, fleetstore.ErrInvalid) {
 		t.Errorf("%s: bad %s: got %v, want ErrInvalid", what, field, err)
 		return
@@ -122,7 +123,7 @@ var oddParts = []string{
 	"a\x00", "\x00", "a\r\nb", "\xff\xfe", "ü", "%", "%3A", "a/b", "a\\b", " ", "\t",
 }
 
-func testV2(t *T) {
+func testV2(t *clauseT) {
 	st := t.open()
 	run := randHex(4)
 	type triple struct{ tenant, source, key string }
@@ -163,7 +164,7 @@ func testV2(t *T) {
 	}
 }
 
-func testV3(t *T) {
+func testV3(t *clauseT) {
 	st := t.open()
 	rng := rand.New(rand.NewPCG(1, 2))
 	unsafe := func(n int) string {
@@ -202,9 +203,9 @@ func testV3(t *T) {
 	t.want("1 KB binary tenant after reset", t.hit(st, []fleetstore.Charge{c}, nil), fleetstore.OK)
 }
 
-func testV4(t *T) {
+func testV4(t *clauseT) {
 	if t.s.cfg.AddrURL == nil {
-		t.Skipf("no Config.AddrURL: the driver has no server to speak nonsense")
+		t.Skipf("no host:port in the URL and no Config.AddrURL: the driver has no server to speak nonsense")
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	noise := make([]byte, 512)
@@ -223,8 +224,20 @@ func testV4(t *T) {
 		[]byte("VALUE x 0 5\r\nab\r\nEND\r\n"),
 		[]byte("ERROR\r\nSTORED\r\nEXISTS\r\n"),
 		noise,
+		// Lengths a client must not trust: it would allocate what they
+		// declare, overflow its stack on the nesting, or panic on the sign.
+		[]byte("$2147483647\r\n"),
+		[]byte("*2147483647\r\n"),
+		[]byte("%1073741823\r\n"),
+		[]byte("$-5\r\n"),
+		[]byte("*-3\r\n"),
+		[]byte(strings.Repeat("*1\r\n", 100000)),
+		[]byte("VALUE x 0 2147483647 1\r\n"),
+		[]byte("VALUE x 0 -1 1\r\n"),
 	} {
 		st := t.openURL(t.addrURL(nettest.NewGarbage(t, reply).Addr()), fleetstore.WithTimeout(budget))
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
 		for _, o := range t.ops(t.tenant()) {
 			start := time.Now()
 			err := o.call(context.Background(), st)
@@ -235,5 +248,15 @@ func testV4(t *T) {
 				t.Errorf("hit against a server replying %.20q: no error", reply)
 			}
 		}
+		runtime.ReadMemStats(&after)
+		// Process-wide, so other clauses count too: far above what they
+		// allocate meanwhile, far below what a declared length asks for.
+		if n := after.TotalAlloc - before.TotalAlloc; n > maxHostileAlloc {
+			t.Errorf("calls against a server replying %.20q allocated %d MiB: the driver allocated what the server declared", reply, n>>20)
+		}
 	}
 }
+
+// maxHostileAlloc bounds what the calls against one lying server may
+// allocate (V4).
+const maxHostileAlloc = 256 << 20

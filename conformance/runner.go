@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fleetstore/fleetstore/driver"
 )
 
 // Status is the verdict on one clause.
@@ -36,14 +38,27 @@ type Report struct {
 
 type clause struct {
 	id, title string
-	run       func(t *T)
+	run       func(t *clauseT)
+	// alone: the clause runs with no other beside it. It measures calls
+	// against their budget, counts the process's goroutines or restarts
+	// the server (T1–T5).
+	alone bool
 }
 
 // clauses lists every clause of CONTRACT §3–§6 in document order.
 var clauses []clause
 
-func register(id, title string, run func(t *T)) {
-	clauses = append(clauses, clause{id: id, title: title, run: run})
+// register adds a clause that may run beside the others: it works on
+// fresh tenants, and whatever it times has slack for a busy machine.
+func register(id, title string, run func(t *clauseT)) { add(clause{id: id, title: title, run: run}) }
+
+// registerAlone adds a clause that runs with no other beside it.
+func registerAlone(id, title string, run func(t *clauseT)) {
+	add(clause{id: id, title: title, run: run, alone: true})
+}
+
+func add(c clause) {
+	clauses = append(clauses, c)
 	// Document order: G, C, T, V, then by number.
 	rank := func(id string) int { return strings.IndexByte("GCTV", id[0])*100 + atoi(id[1:]) }
 	slices.SortFunc(clauses, func(a, b clause) int { return rank(a.id) - rank(b.id) })
@@ -66,50 +81,99 @@ func Clauses() []string {
 	return ids
 }
 
-// Run runs every clause as a named subtest of t (t.Run("G1", …)). Clauses
-// run one after another: several measure time.
+// Run runs every clause as a named subtest of t (t.Run("G1", …)).
+//
+// Most clauses wait for time to pass (an expiry, a bucket draining) and
+// use fresh tenants, so they run at once: each subtest starts its clause
+// and pauses (t.Parallel) until the calling test returns, then reports.
+// With a Config.Clock they run one after another instead, each moving
+// the clock rather than sleeping. The timing clauses T1–T5 then run one
+// after another, with no other clause beside them. Run returns once every
+// clause has run.
+//
+// Call Run from a test that runs alone: not beside tests of its package
+// that call t.Parallel. T4 looks for goroutines left behind after Close
+// (goleak), and another test's goroutines would count as the Store's.
 func Run(t *testing.T, cfg Config) {
 	t.Helper()
 	s, err := newSuite(cfg)
 	if err != nil {
 		t.Fatalf("conformance: %v", err)
 	}
+	var running sync.WaitGroup
 	for _, c := range clauses {
-		t.Run(c.id, func(tt *testing.T) {
-			r := s.run(c)
-			for _, m := range r.Messages {
-				tt.Log(m)
-			}
-			switch r.Status {
-			case Fail:
-				tt.Errorf("%s %s: FAIL", c.id, c.title)
-			case Skip:
-				tt.Skipf("%s %s: SKIP", c.id, c.title)
-			}
-		})
+		if !c.alone {
+			t.Run(c.id, func(tt *testing.T) {
+				done := s.begin(c, &running)
+				if s.together() {
+					tt.Parallel()
+				}
+				report(tt, c, <-done)
+			})
+		}
+	}
+	running.Wait()
+	for _, c := range clauses {
+		if c.alone {
+			t.Run(c.id, func(tt *testing.T) { report(tt, c, s.run(c)) })
+		}
+	}
+}
+
+// report hands the verdict on c to tt, and how long the clause took (the
+// subtest's own time is only its report's when it ran beside others).
+func report(tt *testing.T, c clause, r Report) {
+	tt.Logf("%s took %v", c.id, r.Elapsed.Round(time.Millisecond))
+	for _, m := range r.Messages {
+		tt.Log(m)
+	}
+	switch r.Status {
+	case Fail:
+		tt.Errorf("%s %s: FAIL", c.id, c.title)
+	case Skip:
+		tt.Skipf("%s %s: SKIP", c.id, c.title)
 	}
 }
 
 // Check runs the clauses outside go test and returns a report for each, in
-// order; only, when not empty, limits them to those ids. each, when not
-// nil, is called as every clause ends. It returns an error only when cfg
-// is unusable (no URL, unknown scheme).
+// document order; only, when not empty, limits them to those ids. It runs
+// them as Run does: every clause but T1–T5 at once (one after another
+// with a Config.Clock), then T1–T5 one by one. each, when not nil, is
+// called with every report in document order, as soon as it and every
+// report before it are in. It returns an error only when cfg is unusable
+// (no URL, unknown scheme, a clause id that is none).
 func Check(cfg Config, only []string, each func(Report)) ([]Report, error) {
-	s, err := newSuite(cfg)
-	if err != nil {
-		return nil, err
-	}
 	for _, id := range only {
 		if !slices.Contains(Clauses(), id) {
 			return nil, fmt.Errorf("conformance: no clause %q (have %s)", id, strings.Join(Clauses(), ", "))
 		}
 	}
-	var out []Report
+	s, err := newSuite(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var picked []clause
 	for _, c := range clauses {
-		if len(only) > 0 && !slices.Contains(only, c.id) {
-			continue
+		if len(only) == 0 || slices.Contains(only, c.id) {
+			picked = append(picked, c)
 		}
-		r := s.run(c)
+	}
+	var running sync.WaitGroup
+	begun := make([]<-chan Report, len(picked))
+	for i, c := range picked {
+		if !c.alone {
+			begun[i] = s.begin(c, &running)
+		}
+	}
+	var out []Report
+	for i, c := range picked {
+		var r Report
+		if c.alone {
+			running.Wait()
+			r = s.run(c)
+		} else {
+			r = <-begun[i]
+		}
 		out = append(out, r)
 		if each != nil {
 			each(r)
@@ -118,9 +182,27 @@ func Check(cfg Config, only []string, each func(Report)) ([]Report, error) {
 	return out, nil
 }
 
+// begin starts c and returns the channel its report comes on. When the
+// clauses run together, c runs in the background, counted in running;
+// otherwise it runs to its end before begin returns.
+func (s *suite) begin(c clause, running *sync.WaitGroup) <-chan Report {
+	done := make(chan Report, 1)
+	if !s.together() {
+		done <- s.run(c)
+		return done
+	}
+	running.Add(1)
+	go func() {
+		defer running.Done()
+		done <- s.run(c)
+	}()
+	return done
+}
+
 // suite is one run: the config with defaults and a random key_prefix.
 type suite struct {
 	cfg    Config
+	clock  Clock // cfg.Clock, or the wall clock
 	prefix string
 	url    string // cfg.URL with key_prefix set
 }
@@ -129,13 +211,17 @@ func newSuite(cfg Config) (*suite, error) {
 	if cfg.URL == "" {
 		return nil, fmt.Errorf("conformance: Config.URL is empty")
 	}
-	if cfg.Granularity <= 0 {
-		cfg.Granularity = time.Millisecond
-	}
 	if cfg.Stores <= 0 {
 		cfg.Stores = 4
 	}
-	s := &suite{cfg: cfg, prefix: "fsconf-" + randHex(6)}
+	if cfg.AddrURL == nil && firstHostPort(cfg.URL) != "" {
+		raw := cfg.URL
+		cfg.AddrURL = func(addr string) string { return swapHost(raw, addr) }
+	}
+	s := &suite{cfg: cfg, clock: cfg.Clock, prefix: "fsconf-" + randHex(6)}
+	if s.clock == nil {
+		s.clock = wallClock{}
+	}
 	u, err := s.withPrefix(cfg.URL)
 	if err != nil {
 		return nil, err
@@ -147,8 +233,18 @@ func newSuite(cfg Config) (*suite, error) {
 		return nil, err
 	}
 	st.Close()
+	if s.cfg.Granularity <= 0 {
+		s.cfg.Granularity = time.Millisecond
+		if g, ok := st.Driver().(driver.ExpiryGranularity); ok && g.ExpiryGranularity() > 0 {
+			s.cfg.Granularity = g.ExpiryGranularity()
+		}
+	}
 	return s, nil
 }
+
+// together reports whether the clauses that may run together run at
+// once: not with a Clock, which every clause would move for all.
+func (s *suite) together() bool { return s.cfg.Clock == nil }
 
 // withPrefix sets key_prefix in raw's query. It edits the query alone, so
 // an authority url.Parse refuses (memcached://h1:11211,h2) passes through.
@@ -168,7 +264,7 @@ func (s *suite) withPrefix(raw string) (string, error) {
 }
 
 func (s *suite) run(c clause) Report {
-	t := &T{s: s, id: c.id}
+	t := &clauseT{s: s, id: c.id}
 	start := time.Now()
 	done := make(chan struct{})
 	go func() {
@@ -192,9 +288,9 @@ func (s *suite) run(c clause) Report {
 	return r
 }
 
-// T is what a clause sees: testing.T's reporting methods, run outside
-// go test too.
-type T struct {
+// clauseT is what a clause sees: testing.T's reporting methods, run
+// outside go test too, and the suite's store, clock and helpers.
+type clauseT struct {
 	s        *suite
 	id       string
 	mu       sync.Mutex
@@ -204,7 +300,7 @@ type T struct {
 	cleanups []func()
 }
 
-func (t *T) fail(msg string) {
+func (t *clauseT) fail(msg string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.failed = true
@@ -212,17 +308,17 @@ func (t *T) fail(msg string) {
 }
 
 // Errorf records a failure and goes on. Safe from several goroutines.
-func (t *T) Errorf(format string, args ...any) { t.fail(fmt.Sprintf(format, args...)) }
+func (t *clauseT) Errorf(format string, args ...any) { t.fail(fmt.Sprintf(format, args...)) }
 
 // Fatalf records a failure and ends the clause. Call it from the clause's
 // goroutine only.
-func (t *T) Fatalf(format string, args ...any) {
+func (t *clauseT) Fatalf(format string, args ...any) {
 	t.fail(fmt.Sprintf(format, args...))
 	runtime.Goexit()
 }
 
 // Skipf ends the clause as skipped, with the reason.
-func (t *T) Skipf(format string, args ...any) {
+func (t *clauseT) Skipf(format string, args ...any) {
 	t.mu.Lock()
 	t.skipped = true
 	t.msgs = append(t.msgs, "skip: "+fmt.Sprintf(format, args...))
@@ -231,7 +327,7 @@ func (t *T) Skipf(format string, args ...any) {
 }
 
 // Logf records a message.
-func (t *T) Logf(format string, args ...any) {
+func (t *clauseT) Logf(format string, args ...any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.msgs = append(t.msgs, fmt.Sprintf(format, args...))
@@ -239,13 +335,13 @@ func (t *T) Logf(format string, args ...any) {
 
 // Cleanup registers f to run when the clause ends, last first.
 // Safe from several goroutines.
-func (t *T) Cleanup(f func()) {
+func (t *clauseT) Cleanup(f func()) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.cleanups = append(t.cleanups, f)
 }
 
-func (t *T) runCleanups() {
+func (t *clauseT) runCleanups() {
 	t.mu.Lock()
 	fs := t.cleanups
 	t.cleanups = nil
@@ -257,7 +353,7 @@ func (t *T) runCleanups() {
 
 // ctx is a context for calls that are not about time: generous, for a
 // loaded 2-core machine.
-func (t *T) ctx() context.Context {
+func (t *clauseT) ctx() context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	return ctx

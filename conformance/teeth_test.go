@@ -20,6 +20,7 @@ import (
 // broken wraps a memory conn; each field, when set, replaces one method.
 type broken struct {
 	driver.Conn
+	now     func() time.Time // the store's clock
 	hit     func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error)
 	commit  func(c driver.Conn, ctx context.Context, claims []driver.Claim) ([]error, error)
 	release func(c driver.Conn, ctx context.Context, claims []driver.Claim) ([]error, error)
@@ -54,10 +55,19 @@ func (b *broken) Reset(ctx context.Context, tenant string) error {
 	return b.Conn.Reset(ctx, tenant)
 }
 
-// brokenDriver opens memory conns wrapped by wrap.
+// brokenDriver opens memory conns wrapped by wrap, on clock when it is
+// not nil (else on the wall clock).
 type brokenDriver struct {
 	inner *memory.Driver
+	clock *manualClock
 	wrap  func(*broken)
+}
+
+func newBrokenDriver(clock *manualClock, wrap func(*broken)) *brokenDriver {
+	if clock == nil {
+		return &brokenDriver{inner: memory.New(nil), wrap: wrap}
+	}
+	return &brokenDriver{inner: memory.New(clock.micros), clock: clock, wrap: wrap}
 }
 
 func (d *brokenDriver) Open(cfg driver.Config) (driver.Conn, error) {
@@ -65,13 +75,16 @@ func (d *brokenDriver) Open(cfg driver.Config) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &broken{Conn: c}
+	b := &broken{Conn: c, now: time.Now}
+	if d.clock != nil {
+		b.now = d.clock.Now
+	}
 	d.wrap(b)
 	return b, nil
 }
 
-// stallDriver never answers: honest waits for the context, the broken one
-// ignores it.
+// stallDriver never answers: honest returns at its context's deadline,
+// the broken one well after it.
 type stallDriver struct{ honest bool }
 
 func (d stallDriver) Open(driver.Config) (driver.Conn, error) { return stallConn(d), nil }
@@ -79,11 +92,13 @@ func (d stallDriver) Open(driver.Config) (driver.Conn, error) { return stallConn
 type stallConn struct{ honest bool }
 
 func (s stallConn) wait(ctx context.Context) error {
+	<-ctx.Done()
 	if s.honest {
-		<-ctx.Done()
 		return ctx.Err()
 	}
-	time.Sleep(600 * time.Millisecond) // well past T1's budget and slack
+	// 150ms late: past T1's 10ms and its scheduling slack, whatever the
+	// machine's load.
+	time.Sleep(150 * time.Millisecond)
 	return errors.New("late")
 }
 
@@ -285,15 +300,15 @@ var variants = []struct {
 		inner := b.Conn
 		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
 			if claim != nil {
-				hitAt.LoadOrStore(claimID(claim), time.Now())
+				hitAt.LoadOrStore(claimID(claim), b.now())
 			}
 			return c.Hit(ctx, charges, claim)
 		}
 		b.commit = func(c driver.Conn, ctx context.Context, claims []driver.Claim) ([]error, error) {
 			shorter := make([]driver.Claim, len(claims))
 			for i, cl := range claims {
-				if at, ok := hitAt.Load(claimID(&cl)); ok && cl.TTL > time.Since(at.(time.Time)) {
-					cl.TTL -= time.Since(at.(time.Time))
+				if at, ok := hitAt.Load(claimID(&cl)); ok && cl.TTL > b.now().Sub(at.(time.Time)) {
+					cl.TTL -= b.now().Sub(at.(time.Time))
 				}
 				shorter[i] = cl
 			}
@@ -314,6 +329,15 @@ var variants = []struct {
 			res, err := c.Hit(ctx, charges, claim)
 			if res.Outcome == driver.Pending && res.RetryAfter > time.Millisecond {
 				res.RetryAfter -= time.Millisecond
+			}
+			return res, err
+		}
+	}},
+	{"pending-retry-after-over-ttl", "C3", func(b *broken) {
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			res, err := c.Hit(ctx, charges, claim)
+			if res.Outcome == driver.Pending {
+				res.RetryAfter += time.Millisecond // a key's PTTL, one ms longer than the claim
 			}
 			return res, err
 		}
@@ -361,33 +385,61 @@ func one(errs []error, err error) error {
 
 func claimID(c *driver.Claim) string { return c.Tenant + "\x00" + c.SourceID + "\x00" + c.Key }
 
-// TestTeeth runs each broken variant through the clause it breaks and
-// requires a FAIL.
+// TestTeeth runs each broken variant through the clause it breaks, on the
+// wall clock and on a clock the suite moves, and requires a FAIL on both.
+// Every check starts at once, before its subtest pauses (t.Parallel), so
+// their sleeps overlap whatever -parallel is.
 func TestTeeth(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
+			wall := startCheck(conformance.Config{Driver: newBrokenDriver(nil, v.wrap), URL: "broken://teeth"}, v.breaks)
+			clock := newManualClock()
+			manual := startCheck(conformance.Config{Driver: newBrokenDriver(clock, v.wrap), URL: "broken://teeth", Clock: clock}, v.breaks)
 			t.Parallel()
-			d := &brokenDriver{inner: memory.New(nil), wrap: v.wrap}
-			reports, err := conformance.Check(conformance.Config{Driver: d, URL: "broken://teeth"}, []string{v.breaks}, nil)
-			if err != nil {
-				t.Fatal(err)
+			for _, run := range []struct {
+				clock string
+				done  <-chan checked
+			}{{"wall", wall}, {"manual", manual}} {
+				t.Run(run.clock, func(t *testing.T) {
+					r := <-run.done
+					if r.err != nil {
+						t.Fatal(r.err)
+					}
+					if len(r.reports) != 1 || r.reports[0].Status != conformance.Fail {
+						t.Fatalf("variant %s: clause %s: %+v, want FAIL", v.name, v.breaks, r.reports)
+					}
+					t.Logf("%s fails %s as it must: %s", v.name, v.breaks, strings.Join(r.reports[0].Messages, "; "))
+				})
 			}
-			if len(reports) != 1 || reports[0].Status != conformance.Fail {
-				t.Fatalf("variant %s: clause %s: %+v, want FAIL", v.name, v.breaks, reports)
-			}
-			t.Logf("%s fails %s as it must: %s", v.name, v.breaks, strings.Join(reports[0].Messages, "; "))
 		})
 	}
 	t.Run("ignores-budget", func(t *testing.T) {
+		done := startCheck(conformance.Config{Driver: stallDriver{}, URL: "stall://", StallURL: "stall://"}, "T1")
 		t.Parallel()
-		reports, err := conformance.Check(conformance.Config{Driver: stallDriver{}, URL: "stall://", StallURL: "stall://"}, []string{"T1"}, nil)
-		if err != nil {
-			t.Fatal(err)
+		r := <-done
+		if r.err != nil {
+			t.Fatal(r.err)
 		}
-		if reports[0].Status != conformance.Fail {
-			t.Fatalf("a driver that ignores its budget passed T1: %+v", reports[0])
+		if r.reports[0].Status != conformance.Fail {
+			t.Fatalf("a driver that ignores its budget passed T1: %+v", r.reports[0])
 		}
 	})
+}
+
+// checked is what conformance.Check returned.
+type checked struct {
+	reports []conformance.Report
+	err     error
+}
+
+// startCheck runs clause id of cfg in the background.
+func startCheck(cfg conformance.Config, id string) <-chan checked {
+	done := make(chan checked, 1)
+	go func() {
+		reports, err := conformance.Check(cfg, []string{id}, nil)
+		done <- checked{reports, err}
+	}()
+	return done
 }
 
 // TestHonestStall is the control for the ignores-budget variant: a store

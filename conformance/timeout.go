@@ -3,9 +3,10 @@ package conformance
 import (
 	"context"
 	"errors"
-	"runtime"
 	"sync"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/nettest"
@@ -22,11 +23,11 @@ const schedSlack = 100 * time.Millisecond
 const stallBudget = 250 * time.Millisecond
 
 func init() {
-	register("T1", "every call returns within its budget + 10ms with ErrTimeout, also when the server never answers", testT1)
-	register("T2", "connection refused returns ErrUnavailable within the budget", testT2)
-	register("T3", "Open does no network I/O; calls succeed once the server appears, without reopening", testT3)
-	register("T4", "nothing outlives a timed-out call past its budget; Close releases every goroutine and connection", testT4)
-	register("T5", "a call whose reply was lost is never re-sent; script flush and restart are invisible", testT5)
+	registerAlone("T1", "every call returns within its budget + 10ms with ErrTimeout, also when the server never answers", testT1)
+	registerAlone("T2", "connection refused returns ErrUnavailable within the budget", testT2)
+	registerAlone("T3", "Open does no network I/O; calls succeed once the server appears, without reopening", testT3)
+	registerAlone("T4", "nothing outlives a timed-out call past its budget; Close releases every goroutine and connection", testT4)
+	registerAlone("T5", "a call whose reply was lost is never re-sent; script flush and restart are invisible", testT5)
 	register("T6", "after Close every method returns ErrClosed; Close twice is fine", testT6)
 }
 
@@ -36,7 +37,7 @@ type op struct {
 }
 
 // ops returns one call of every Store method on fresh names of tenant.
-func (t *T) ops(tenant string) []op {
+func (t *clauseT) ops(tenant string) []op {
 	c := t.claimFor(tenant, "hook-a")
 	b := bucket(tenant)
 	return []op{
@@ -52,7 +53,7 @@ func (t *T) ops(tenant string) []op {
 }
 
 // stalledURL is a URL whose store accepts calls and never answers, or "".
-func (t *T) stalledURL() string {
+func (t *clauseT) stalledURL() string {
 	if t.s.cfg.StallURL != "" {
 		u, err := t.s.withPrefix(t.s.cfg.StallURL)
 		if err != nil {
@@ -66,7 +67,7 @@ func (t *T) stalledURL() string {
 	return t.addrURL(nettest.NewSilent(t).Addr())
 }
 
-func testT1(t *T) {
+func testT1(t *clauseT) {
 	// A context already past its deadline fails at once.
 	st := t.open()
 	past, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
@@ -84,7 +85,7 @@ func testT1(t *T) {
 
 	raw := t.stalledURL()
 	if raw == "" {
-		t.Logf("no AddrURL or StallURL: the never-answering server part is not checked")
+		t.Logf("no host:port in the URL, no AddrURL, no StallURL: the never-answering server part is not checked")
 		return
 	}
 	const budget = stallBudget
@@ -117,9 +118,9 @@ func testT1(t *T) {
 	}
 }
 
-func testT2(t *T) {
+func testT2(t *clauseT) {
 	if t.s.cfg.AddrURL == nil {
-		t.Skipf("no Config.AddrURL: the driver has no network address")
+		t.Skipf("no host:port in the URL and no Config.AddrURL: the driver has no network address")
 	}
 	const budget = time.Second
 	st := t.openURL(t.addrURL(nettest.RefusedAddr(t)), fleetstore.WithTimeout(budget))
@@ -133,11 +134,28 @@ func testT2(t *T) {
 			t.Errorf("%s against a refused port took %v, budget %v", o.name, d, budget)
 		}
 	}
+	// A batch that reaches no server fails as a whole: one ErrUnavailable,
+	// not one error per claim (the driver's whole-call result).
+	batch := []fleetstore.Claim{t.claimFor(t.tenant(), "hook-a"), t.claimFor(t.tenant(), "hook-a"), t.claimFor(t.tenant(), "hook-a")}
+	for _, settle := range []struct {
+		name string
+		call func(context.Context, ...fleetstore.Claim) error
+	}{{"commit", st.Commit}, {"release", st.Release}} {
+		err := settle.call(context.Background(), batch...)
+		var ce *fleetstore.ClaimError
+		switch {
+		case !errors.Is(err, fleetstore.ErrUnavailable):
+			t.Errorf("batch %s of %d claims against a refused port: got %v, want ErrUnavailable", settle.name, len(batch), err)
+		case errors.As(err, &ce):
+			t.Errorf("batch %s of %d claims against a refused port: the failure of the whole call reported per claim (claims[%d]): %v",
+				settle.name, len(batch), ce.Index, err)
+		}
+	}
 }
 
-func testT3(t *T) {
+func testT3(t *clauseT) {
 	if t.s.cfg.AddrURL == nil {
-		t.Skipf("no Config.AddrURL: the driver has no network address")
+		t.Skipf("no host:port in the URL and no Config.AddrURL: the driver has no network address")
 	}
 	silent := nettest.NewSilent(t)
 	for _, addr := range []string{silent.Addr(), nettest.RefusedAddr(t)} {
@@ -181,7 +199,10 @@ func testT3(t *T) {
 	}
 }
 
-func testT4(t *T) {
+// testT4 tells the Store's goroutines by goleak: every goroutine started
+// after Open that is left after Close counts, so nothing else may start
+// goroutines while it runs (Run's caller runs alone, T4 beside no clause).
+func testT4(t *clauseT) {
 	var silent *nettest.Server
 	raw := t.s.cfg.StallURL
 	if raw != "" {
@@ -192,9 +213,8 @@ func testT4(t *T) {
 	} else {
 		raw = t.s.url
 	}
-	runtime.GC()
-	before := runtime.NumGoroutine()
 	const budget = 100 * time.Millisecond
+	before := goleak.IgnoreCurrent()
 	st, err := t.s.openStore(raw, fleetstore.WithTimeout(budget))
 	if err != nil {
 		t.Fatalf("open: %v", err)
@@ -216,14 +236,13 @@ func testT4(t *T) {
 	if err := st.Close(); err != nil {
 		t.Errorf("close: %v", err)
 	}
-	deadline := time.Now().Add(budget + 2*time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines before Open, %d after Close and %v: leaked\n%s",
-				before, runtime.NumGoroutine(), budget+2*time.Second, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(20 * time.Millisecond)
+	closed := time.Now()
+	err = goleak.Find(before)
+	for err != nil && time.Since(closed) < budget+2*time.Second {
+		err = goleak.Find(before) // itself retries for about 0.4s
+	}
+	if err != nil {
+		t.Fatalf("goroutines started since Open still running %v after Close: %v", time.Since(closed).Round(time.Millisecond), err)
 	}
 	if silent == nil {
 		return
@@ -233,7 +252,7 @@ func testT4(t *T) {
 	}
 }
 
-func testT5(t *T) {
+func testT5(t *clauseT) {
 	st := t.open()
 	if f := t.s.cfg.FlushScripts; f != nil {
 		t.want("hit", t.hit(st, []fleetstore.Charge{bucket(t.tenant())}, nil), fleetstore.OK)
@@ -279,7 +298,7 @@ func testT5(t *T) {
 	}
 }
 
-func testT6(t *T) {
+func testT6(t *clauseT) {
 	st, err := t.s.openStore(t.s.url)
 	if err != nil {
 		t.Fatalf("open: %v", err)

@@ -46,7 +46,7 @@ package nettest
 
 // TB is what a fake needs of the test that made it: a way to fail it, to
 // skip it (BlackHole, where the system cannot make one) and to close the
-// fake when it ends. testing.TB has these; so does conformance.T. When t
+// fake when it ends. testing.TB has these; so does the conformance suite's own clause type. When t
 // also has a Helper method (testing.TB), the constructors call it.
 type TB interface {
 	Cleanup(f func())

@@ -4,16 +4,11 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fleetstore/fleetstore/conformance"
+	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/internal/testserver"
 )
-
-// granularity is how long an item may outlive its expiry: memcached's
-// whole-second clock, plus the second the driver adds so that no item
-// expires early (see expiration).
-const granularity = 2 * time.Second
 
 func TestConformance(t *testing.T) {
 	for _, n := range []int{1, 2} {
@@ -24,8 +19,7 @@ func TestConformance(t *testing.T) {
 				servers[i] = testserver.StartMemcached(t)
 				addrs[i] = servers[i].Addr
 			}
-			conformance.Run(t, suiteConfig("memcached://"+strings.Join(addrs, ","),
-				func(a string) string { return "memcached://" + a }, servers))
+			conformance.Run(t, suiteConfig("memcached://"+strings.Join(addrs, ","), servers))
 		})
 	}
 }
@@ -33,22 +27,15 @@ func TestConformance(t *testing.T) {
 // suiteConfig is the conformance suite's Config for a store URL on
 // servers: their records read over their plain addresses, Restart
 // restarting them all.
-func suiteConfig(raw string, addrURL func(string) string, servers []*testserver.Memcached) conformance.Config {
+func suiteConfig(raw string, servers []*testserver.Memcached) conformance.Config {
 	plain := make([]string, len(servers))
 	for i, s := range servers {
 		plain[i] = s.Addr
 	}
 	return conformance.Config{
-		URL:         raw,
-		AddrURL:     addrURL,
-		Granularity: granularity,
-		Records: func(ctx context.Context, prefix, tenant string) ([]conformance.Record, error) {
-			recs, err := mcRecords(ctx, plain, prefix, tenant)
-			out := make([]conformance.Record, len(recs))
-			for i, r := range recs {
-				out[i] = conformance.Record{Key: r.Key, TTL: r.TTL}
-			}
-			return out, err
+		URL: raw,
+		Records: func(ctx context.Context, prefix, tenant string) ([]driver.Record, error) {
+			return mcRecords(ctx, plain, prefix, tenant)
 		},
 		Restart: func() error {
 			for _, s := range servers {

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
@@ -29,7 +30,16 @@ const DefaultMaxConns = 64
 // "memcacheds" (TLS).
 type Driver struct{}
 
-var _ driver.Driver = Driver{}
+var (
+	_ driver.Driver            = Driver{}
+	_ driver.ExpiryGranularity = Driver{}
+)
+
+// ExpiryGranularity implements driver.ExpiryGranularity: an item may
+// linger up to 2s past its expiry. Memcached's clock ticks in whole
+// seconds and every exptime is rounded up, plus 1s (the package doc's
+// Time section).
+func (Driver) ExpiryGranularity() time.Duration { return 2 * time.Second }
 
 // Open implements driver.Driver. It parses the URL, whose form and
 // parameters (timeout, key_prefix, max_conns, max_idle_conns, and for

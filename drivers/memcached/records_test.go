@@ -10,25 +10,20 @@ import (
 	"strconv"
 	"strings"
 	"time"
-)
 
-// mcRecord is one item memcached holds, with its remaining time to live
-// as memcached counts it (whole seconds; negative: no expiry).
-type mcRecord struct {
-	Key string
-	TTL time.Duration
-}
+	"github.com/fleetstore/fleetstore/driver"
+)
 
 // mcRecords lists the live items of tenant under prefix on every server
 // in addrs: lru_crawler metadump lists the claim keys (a fresh item can be
 // missing from one dump: the union of three is taken), the bucket key is
 // known, then "mg KEY t" asks each one's liveness and TTL from memcached
 // itself.
-func mcRecords(ctx context.Context, addrs []string, prefix, tenant string) ([]mcRecord, error) {
+func mcRecords(ctx context.Context, addrs []string, prefix, tenant string) ([]driver.Record, error) {
 	k := keys{prefix: prefix}
 	bucket := k.bucket(tenant)
 	claimPrefix, claimSuffix := prefix+":c:", ":"+token(tenant)
-	var out []mcRecord
+	var out []driver.Record
 	for _, a := range addrs {
 		err := func() error {
 			var d net.Dialer
@@ -64,7 +59,7 @@ func mcRecords(ctx context.Context, addrs []string, prefix, tenant string) ([]mc
 					return err
 				}
 				if ok {
-					out = append(out, mcRecord{Key: key, TTL: ttl})
+					out = append(out, driver.Record{Key: key, TTL: ttl})
 				}
 			}
 			return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/replyguard"
 )
 
 // A session is a gomemcache client that serves one call at a time, so that
@@ -45,7 +46,9 @@ func (s *session) dial(_ context.Context, network, address string) (net.Conn, er
 	if err != nil {
 		return nil, err
 	}
-	c := &limitedConn{Conn: nc, s: s}
+	// Guarded: a VALUE that declares more than any item of ours holds
+	// fails the connection before gomemcache allocates it (V4).
+	c := &limitedConn{Conn: replyguard.NewMemcached(nc), s: s}
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()

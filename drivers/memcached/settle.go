@@ -29,6 +29,7 @@ func (c *conn) settle(ctx context.Context, op claim.Op, claims []driver.Claim) (
 		return err
 	})
 	fresh := make(map[string]bool, len(keys)) // read and not written since
+	reached := false                          // a claim was settled or answered
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, classify(ctx, op.String(), err)
@@ -48,15 +49,16 @@ func (c *conn) settle(ctx context.Context, op claim.Op, claims []driver.Claim) (
 		}
 		errs[i] = c.settleOne(ctx, s, op, &claims[i], k, it, fresh[k])
 		fresh[k] = false
+		reached = reached || errs[i] == nil || isOutcome(errs[i])
 		if ctx.Err() != nil && errs[i] != nil && !isOutcome(errs[i]) {
-			if i == 0 {
-				return nil, errs[0] // nothing settled: the whole call failed
-			}
 			for j := i + 1; j < len(errs); j++ {
 				errs[j] = errs[i] // the deadline reached these too
 			}
 			break
 		}
+	}
+	if !reached {
+		return nil, errs[0] // no claim reached a server: the whole call failed (T2)
 	}
 	return errs, nil
 }

@@ -29,8 +29,7 @@ func TestConformanceTLS(t *testing.T) {
 	certs := testserver.NewCerts(t)
 	servers := []*testserver.Memcached{testserver.StartMemcachedTLS(t, certs, true), testserver.StartMemcachedTLS(t, certs, true)}
 	q := tlsQuery(certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile)
-	conformance.Run(t, suiteConfig("memcacheds://"+servers[0].TLSAddr+","+servers[1].TLSAddr+"?"+q,
-		func(a string) string { return "memcacheds://" + a + "?" + q }, servers))
+	conformance.Run(t, suiteConfig("memcacheds://"+servers[0].TLSAddr+","+servers[1].TLSAddr+"?"+q, servers))
 }
 
 // TestTLS: a CA file and a client certificate given in the URL connect

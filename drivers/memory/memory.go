@@ -18,6 +18,8 @@
 package memory
 
 import (
+	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,22 +126,31 @@ func (d *Driver) lookup(name, keyPrefix string) (*state, bool) {
 	return n.st, true
 }
 
-// Record is one live record of a tenant, for the conformance suite's expiry
-// checks (G7, C9).
-type Record struct {
-	Key string        // "bucket" or "claim/SOURCE/KEY"
-	TTL time.Duration // remaining time to live
+// Records returns the live records of tenant, "bucket" and
+// "claim/SOURCE/KEY" with their remaining time to live, in every named
+// store (memory://NAME) open with keyPrefix. It is
+// conformance.Config.Records for this driver, whose random key_prefix
+// names one store (G7, C9). Records of private stores (memory://) are not
+// reachable. It never fails.
+func (d *Driver) Records(_ context.Context, keyPrefix, tenant string) ([]driver.Record, error) {
+	var out []driver.Record
+	for _, st := range d.withPrefix(keyPrefix) {
+		out = append(out, st.records(tenant)...)
+	}
+	return out, nil
 }
 
-// Records returns the live records of tenant in the named store opened
-// with key_prefix (G7). Records of private stores (memory://) are not
-// reachable.
-func (d *Driver) Records(name, keyPrefix, tenant string) []Record {
-	st, ok := d.lookup(name, keyPrefix)
-	if !ok {
-		return nil
+// withPrefix returns the states of the named stores open with keyPrefix.
+func (d *Driver) withPrefix(keyPrefix string) []*state {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []*state
+	for key, n := range d.named {
+		if _, p, _ := strings.Cut(key, "\x00"); p == keyPrefix {
+			out = append(out, n.st)
+		}
 	}
-	return st.records(tenant)
+	return out
 }
 
 // Size returns how many buckets and claims the named store holds, live or
@@ -159,18 +170,18 @@ func (d *Driver) Size(name, keyPrefix string) (buckets, claims int) {
 	return buckets, claims
 }
 
-func (st *state) records(tenant string) []Record {
+func (st *state) records(tenant string) []driver.Record {
 	sh := st.shard(tenant)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := st.now()
-	var out []Record
+	var out []driver.Record
 	if b, ok := sh.buckets[tenant]; ok && b.expires > now {
-		out = append(out, Record{Key: "bucket", TTL: micros(b.expires - now)})
+		out = append(out, driver.Record{Key: "bucket", TTL: micros(b.expires - now)})
 	}
 	for id, c := range sh.claims {
 		if id.tenant == tenant && c.Live(now) {
-			out = append(out, Record{Key: "claim/" + id.source + "/" + id.key, TTL: micros(c.Expires - now)})
+			out = append(out, driver.Record{Key: "claim/" + id.source + "/" + id.key, TTL: micros(c.Expires - now)})
 		}
 	}
 	return out

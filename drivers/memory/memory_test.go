@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/drivers/memory"
 )
 
@@ -41,6 +42,12 @@ func newFixture(t *testing.T) *fixture {
 	scheme := fmt.Sprintf("memtest%d", schemeSeq.Add(1))
 	fleetstore.Register(scheme, d)
 	return &fixture{clock: c, driver: d, scheme: scheme}
+}
+
+// records lists tenant's live records under keyPrefix.
+func (f *fixture) records(keyPrefix, tenant string) []driver.Record {
+	recs, _ := f.driver.Records(context.Background(), keyPrefix, tenant) // never fails
+	return recs
 }
 
 // open opens scheme://rest, e.g. rest "" or "NAME?key_prefix=p".
@@ -206,31 +213,31 @@ func TestRecordsLive(t *testing.T) {
 	want(t, "hit", hit(t, st, c, claimFor("hook-a")), ok())
 	f.clock.advance(10 * time.Millisecond)
 
-	got := f.driver.Records("records", fleetstore.DefaultKeyPrefix, "acme")
-	slices.SortFunc(got, func(a, b memory.Record) int { return cmpString(a.Key, b.Key) })
-	wantRecs := []memory.Record{
+	got := f.records(fleetstore.DefaultKeyPrefix, "acme")
+	slices.SortFunc(got, func(a, b driver.Record) int { return cmpString(a.Key, b.Key) })
+	wantRecs := []driver.Record{
 		{Key: "bucket", TTL: 90 * time.Millisecond},
 		{Key: "claim/github/delivery-1", TTL: 29990 * time.Millisecond},
 	}
 	if !slices.Equal(got, wantRecs) {
 		t.Fatalf("records at +10ms: %+v, want %+v", got, wantRecs)
 	}
-	if other := f.driver.Records("records", "other-prefix", "acme"); len(other) != 0 {
+	if other := f.records("other-prefix", "acme"); len(other) != 0 {
 		t.Fatalf("records under another key_prefix: %+v, want none", other)
 	}
-	if other := f.driver.Records("records", fleetstore.DefaultKeyPrefix, "acme2"); len(other) != 0 {
+	if other := f.records(fleetstore.DefaultKeyPrefix, "acme2"); len(other) != 0 {
 		t.Fatalf("records of another tenant: %+v, want none", other)
 	}
 
 	// The bucket expires at its TAT, the claim at PendingTTL; neither is
 	// swept yet (no writes since), so Size still counts what Records hides.
 	f.clock.set(t0 + 100_000)
-	got = f.driver.Records("records", fleetstore.DefaultKeyPrefix, "acme")
+	got = f.records(fleetstore.DefaultKeyPrefix, "acme")
 	if len(got) != 1 || got[0].Key != "claim/github/delivery-1" {
 		t.Fatalf("records at the bucket's TAT: %+v, want only the claim", got)
 	}
 	f.clock.set(t0 + 30_000_000)
-	if got := f.driver.Records("records", fleetstore.DefaultKeyPrefix, "acme"); len(got) != 0 {
+	if got := f.records(fleetstore.DefaultKeyPrefix, "acme"); len(got) != 0 {
 		t.Fatalf("records after every expiry: %+v, want none", got)
 	}
 	if b, cl := f.driver.Size("records", fleetstore.DefaultKeyPrefix); b != 1 || cl != 1 {
@@ -242,8 +249,8 @@ func TestRecordsLive(t *testing.T) {
 		t.Fatalf("commit: %v", err)
 	}
 	f.clock.advance(time.Second)
-	got = f.driver.Records("records", fleetstore.DefaultKeyPrefix, "acme")
-	if len(got) != 1 || got[0] != (memory.Record{Key: "claim/github/delivery-1", TTL: 59 * time.Second}) {
+	got = f.records(fleetstore.DefaultKeyPrefix, "acme")
+	if len(got) != 1 || got[0] != (driver.Record{Key: "claim/github/delivery-1", TTL: 59 * time.Second}) {
 		t.Fatalf("records 1s after commit: %+v, want the claim with 59s left", got)
 	}
 }
@@ -387,10 +394,10 @@ func TestBounded(t *testing.T) {
 	t.Logf("largest size %d (bound %d, live ≈ %d)", maxSize, bound, live)
 	// Only live records are reported: the last tenant's, not the first's.
 	f.clock.advance(time.Millisecond)
-	if recs := f.driver.Records("bounded", fleetstore.DefaultKeyPrefix, "tenant-0"); len(recs) != 0 {
+	if recs := f.records(fleetstore.DefaultKeyPrefix, "tenant-0"); len(recs) != 0 {
 		t.Errorf("records of the first tenant, long expired: %+v", recs)
 	}
-	if recs := f.driver.Records("bounded", fleetstore.DefaultKeyPrefix, fmt.Sprintf("tenant-%d", hits-1)); len(recs) != 1 {
+	if recs := f.records(fleetstore.DefaultKeyPrefix, fmt.Sprintf("tenant-%d", hits-1)); len(recs) != 1 {
 		t.Errorf("records of the last tenant: %+v, want its claim only (its bucket expired 1ms after the hit, the claim expires after 10ms)", recs)
 	}
 }

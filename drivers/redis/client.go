@@ -54,7 +54,7 @@ func evalCmd(ctx context.Context, s *scripts.Script, eval bool, keys, args []str
 func (c *client) Eval(ctx context.Context, s *scripts.Script, eval bool, keys, args []string) (any, error) {
 	cmd := evalCmd(ctx, s, eval, keys, args)
 	if err := c.c.Process(ctx, noRetry{cmd}); err != nil {
-		return nil, poolTimeout(err)
+		return nil, c.failed(err)
 	}
 	return cmd.Val(), nil
 }
@@ -70,18 +70,18 @@ func (c *client) EvalMulti(ctx context.Context, s *scripts.Script, eval bool, ca
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	for i, call := range calls {
-		call.Reply, call.Err = cmds[i].Val(), poolTimeout(cmds[i].Err())
+		call.Reply, call.Err = cmds[i].Val(), c.failed(cmds[i].Err())
 	}
 }
 
 // Del implements rediscore.Client.
 func (c *client) Del(ctx context.Context, key string) error {
-	return poolTimeout(c.c.Del(ctx, key).Err())
+	return c.failed(c.c.Del(ctx, key).Err())
 }
 
 // Ping implements rediscore.Client.
 func (c *client) Ping(ctx context.Context) error {
-	return poolTimeout(c.c.Ping(ctx).Err())
+	return c.failed(c.c.Ping(ctx).Err())
 }
 
 // ConfigGet implements rediscore.Client: CONFIG GET on the server, or on
@@ -127,6 +127,47 @@ func (c *client) SplitByTenant() bool { return c.cluster }
 
 // Close implements rediscore.Client.
 func (c *client) Close() error { return c.c.Close() }
+
+// failed is what the driver alone knows of a call's error:
+//
+//   - on a cluster, an error that means the slot map may be stale (the
+//     node is gone, or no longer a master: refused, reset, timed out,
+//     CLUSTERDOWN, READONLY, TRYAGAIN) asks go-redis to reload the map in
+//     the background, so that calls reach a promoted replica as soon as
+//     the cluster has one, not at go-redis's own periodic reload (60s);
+//     go-redis reloads at most once per 200ms, and no call waits for it;
+//   - on a single server, a MOVED or ASK reply means the server is a
+//     cluster node: say so, as every call would fail alike;
+//   - a pool wait that ran out is a timeout (poolTimeout).
+func (c *client) failed(err error) error {
+	if err == nil {
+		return nil
+	}
+	if cc, ok := c.c.(*goredis.ClusterClient); ok {
+		if staleMap(err) {
+			cc.ReloadState(context.Background())
+		}
+	} else if goredis.HasErrorPrefix(err, "MOVED") || goredis.HasErrorPrefix(err, "ASK") {
+		return fmt.Errorf("%w (the server is a Redis Cluster node: open it as redis+cluster://HOST:PORT, or with addr= for each node)", err)
+	}
+	return poolTimeout(err)
+}
+
+// staleMap reports an error after which a cluster's slot map may be out of
+// date: the node did not answer, or answered that it does not serve the
+// slot as a master.
+func staleMap(err error) bool {
+	var reply goredis.Error
+	if errors.As(err, &reply) {
+		for _, p := range []string{"CLUSTERDOWN", "READONLY", "TRYAGAIN", "MASTERDOWN"} {
+			if goredis.HasErrorPrefix(err, p) {
+				return true
+			}
+		}
+		return false
+	}
+	return !errors.Is(err, context.Canceled) // refused, reset, EOF, timeout
+}
 
 // poolTimeout marks go-redis's pool wait running out as a timeout: go-redis
 // waits for a pool connection on a timer of its own (pool_timeout, at most

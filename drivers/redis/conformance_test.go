@@ -14,7 +14,6 @@ func TestConformance(t *testing.T) {
 	admin := adminClient(t, "", srv.Addr)
 	conformance.Run(t, conformance.Config{
 		URL:     srv.URL() + "/0",
-		AddrURL: func(addr string) string { return "redis://" + addr + "/0" },
 		Records: records(admin),
 		Restart: srv.Restart,
 		FlushScripts: func() error {

@@ -143,12 +143,14 @@ package redis
 import (
 	"context"
 	"net"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/internal/rediscore"
+	"github.com/fleetstore/fleetstore/internal/replyguard"
 )
 
 func init() {
@@ -161,7 +163,15 @@ func init() {
 // "redis+cluster".
 type Driver struct{}
 
-var _ driver.Driver = Driver{}
+var (
+	_ driver.Driver            = Driver{}
+	_ driver.ExpiryGranularity = Driver{}
+)
+
+// ExpiryGranularity implements driver.ExpiryGranularity: a key may linger
+// up to 2ms past its expiry. Every PX is the time left rounded up to whole
+// ms, plus 1ms, against Redis's millisecond clock (CONTRACT §7).
+func (Driver) ExpiryGranularity() time.Duration { return 2 * time.Millisecond }
 
 // Open implements driver.Driver: it parses the URL and builds the client,
 // without any network I/O (T3).
@@ -179,26 +189,27 @@ type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error
 // open is Open with go-redis's dialer replaced by dial when not nil (the
 // tests lose replies on purpose with it).
 //
-// Over TLS, the dialer is go-redis's own (goredis.NewDialer: its TLS, its
-// keep-alive), with each connection made checkable by go-redis's pool
-// (see checkable).
+// The dialer is go-redis's own (goredis.NewDialer: its TLS, its
+// keep-alive), each connection made checkable by go-redis's pool over TLS
+// (see checkable), and guarded (package replyguard).
 func open(cfg driver.Config, dial dialFunc) (*rediscore.Conn, error) {
 	o, err := parseURL(cfg)
 	if err != nil {
 		return nil, err
 	}
+	// Every connection is guarded: a reply that declares more than any of
+	// ours can hold fails the connection before go-redis allocates it (V4).
 	if dial == nil {
-		dial = tlsDialer(o)
+		dial = goRedisDialer(o)
 	}
-	if dial != nil {
-		switch {
-		case o.single != nil:
-			o.single.Dialer = dial
-		case o.failover != nil:
-			o.failover.Dialer = dial // the Sentinels' connections and the master's
-		default:
-			o.cluster.Dialer = dial
-		}
+	dial = replyguard.RESP(dial)
+	switch {
+	case o.single != nil:
+		o.single.Dialer = dial
+	case o.failover != nil:
+		o.failover.Dialer = dial // the Sentinels' connections and the master's
+	default:
+		o.cluster.Dialer = dial
 	}
 	cl := &client{}
 	switch {
@@ -214,19 +225,18 @@ func open(cfg driver.Config, dial dialFunc) (*rediscore.Conn, error) {
 	return rediscore.New(cl, cfg, o.display), nil
 }
 
-// tlsDialer is go-redis's own dialer for o's client, each connection made
-// checkable; nil without TLS.
-func tlsDialer(o *options) dialFunc {
+// goRedisDialer is what go-redis dials o's connections with when given
+// no Dialer (NewDialer: its TLS, its keep-alive), each connection made
+// checkable by go-redis's pool.
+func goRedisDialer(o *options) dialFunc {
 	var base *goredis.Options
 	switch {
-	case o.single != nil && o.single.TLSConfig != nil:
-		base = o.single
-	case o.cluster != nil && o.cluster.TLSConfig != nil:
+	case o.single != nil:
+		base = o.single // NewDialer reads the options at each dial
+	case o.cluster != nil:
 		base = &goredis.Options{DialTimeout: o.cluster.DialTimeout, TLSConfig: o.cluster.TLSConfig}
-	case o.failover != nil && o.failover.TLSConfig != nil:
-		base = &goredis.Options{DialTimeout: o.failover.DialTimeout, TLSConfig: o.failover.TLSConfig}
 	default:
-		return nil
+		base = &goredis.Options{DialTimeout: o.failover.DialTimeout, TLSConfig: o.failover.TLSConfig}
 	}
 	dial := goredis.NewDialer(base)
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {

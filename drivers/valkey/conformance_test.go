@@ -50,7 +50,6 @@ func TestConformanceSingle(t *testing.T) {
 	nodes := []*testserver.Redis{r}
 	conformance.Run(t, conformance.Config{
 		URL:          addrURL(r.Addr),
-		AddrURL:      addrURL,
 		Records:      recordsOn(nodes),
 		Restart:      r.Restart,
 		FlushScripts: func() error { _, err := r.Do("SCRIPT", "FLUSH"); return err },

@@ -14,6 +14,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/replyguard"
 )
 
 // Backoff between two failed builds of the client: the first retry may
@@ -65,19 +66,29 @@ func newLazyClient(opt valkey.ClientOption) *lazyClient {
 	l.bg, l.stopBG = context.WithCancel(context.Background())
 	// Every dial, of the build and of later reconnects, also ends when the
 	// Conn is closed.
+	// Every connection is guarded: a reply that declares more than any of
+	// ours can hold fails the connection before valkey-go allocates it, or
+	// panics in its reader goroutine (V4).
 	user := opt.DialCtxFn
 	l.opt.DialCtxFn = func(ctx context.Context, dst string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		stop := context.AfterFunc(l.bg, cancel)
 		defer stop()
-		if user != nil {
-			return user(ctx, dst, d, tc)
+		var c net.Conn
+		var err error
+		switch {
+		case user != nil:
+			c, err = user(ctx, dst, d, tc)
+		case tc != nil:
+			c, err = (&tls.Dialer{NetDialer: d, Config: tc}).DialContext(ctx, "tcp", dst)
+		default:
+			c, err = d.DialContext(ctx, "tcp", dst)
 		}
-		if tc != nil {
-			return (&tls.Dialer{NetDialer: d, Config: tc}).DialContext(ctx, "tcp", dst)
+		if err != nil {
+			return nil, err
 		}
-		return d.DialContext(ctx, "tcp", dst)
+		return replyguard.NewRESP(c), nil
 	}
 	return l
 }

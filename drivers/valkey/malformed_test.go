@@ -1,11 +1,7 @@
 package valkey
 
 import (
-	"bufio"
 	"errors"
-	"net"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,69 +9,11 @@ import (
 	"github.com/fleetstore/fleetstore/nettest"
 )
 
-// fakeServer speaks enough RESP2 for valkey-go to connect (HELLO unknown,
-// no cluster) and answers every script call and DEL with reply (V4).
+// fakeServer is nettest's RESP server answering every script call and DEL
+// with reply (V4).
 func fakeServer(t *testing.T, reply string) string {
 	t.Helper()
-	return nettest.NewServer(t, func(c net.Conn) { serveFake(c, reply) }).Addr()
-}
-
-func serveFake(c net.Conn, reply string) {
-	r := bufio.NewReader(c)
-	for {
-		cmd, err := readCommand(r)
-		if err != nil {
-			return
-		}
-		var out string
-		switch strings.ToUpper(cmd[0]) {
-		case "HELLO":
-			out = "-ERR unknown command 'HELLO'\r\n"
-		case "CLUSTER":
-			out = "-ERR This instance has cluster support disabled\r\n"
-		case "PING":
-			out = "+PONG\r\n"
-		case "CLIENT", "SELECT", "AUTH":
-			out = "+OK\r\n"
-		default:
-			out = reply
-		}
-		if _, err := c.Write([]byte(out)); err != nil {
-			return
-		}
-	}
-}
-
-func readCommand(r *bufio.Reader) ([]string, error) {
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return nil, err
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "*")))
-	if err != nil || n < 1 {
-		return nil, errors.New("bad command")
-	}
-	out := make([]string, n)
-	for i := range out {
-		if _, err := r.ReadString('\n'); err != nil { // $len
-			return nil, err
-		}
-		s, err := r.ReadString('\n')
-		if err != nil {
-			return nil, err
-		}
-		// Arguments here (scripts, keys) hold no CRLF but may be long:
-		// read until the value's own CRLF.
-		for !strings.HasSuffix(s, "\r\n") {
-			more, err := r.ReadString('\n')
-			if err != nil {
-				return nil, err
-			}
-			s += more
-		}
-		out[i] = strings.TrimSuffix(s, "\r\n")
-	}
-	return out, nil
+	return nettest.NewRESP(t, reply).Addr()
 }
 
 // TestMalformedReplies: a server whose handshake is fine but whose script

@@ -124,6 +124,8 @@
 package valkey
 
 import (
+	"time"
+
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/internal/rediscore"
@@ -138,7 +140,15 @@ func init() {
 // Driver opens Valkey stores. It is registered as "valkey" and "valkeys".
 type Driver struct{}
 
-var _ driver.Driver = Driver{}
+var (
+	_ driver.Driver            = Driver{}
+	_ driver.ExpiryGranularity = Driver{}
+)
+
+// ExpiryGranularity implements driver.ExpiryGranularity: a key may linger
+// up to 2ms past its expiry. Every PX is the time left rounded up to whole
+// ms, plus 1ms, against Valkey's millisecond clock (CONTRACT §7).
+func (Driver) ExpiryGranularity() time.Duration { return 2 * time.Millisecond }
 
 // Open implements driver.Driver: it parses the URL and prepares the
 // client, without any network I/O (T3): the client connects on the first

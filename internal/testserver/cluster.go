@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,12 +12,14 @@ import (
 	"time"
 )
 
-// Cluster is a Redis Cluster of three masters (no replicas) started for a
-// test: cluster-enabled servers on free loopback ports, every one of the
-// 16384 slots assigned, cluster_state:ok on every node. It is stopped when
-// the test ends.
+// Cluster is a Redis Cluster of three masters, and one replica of each
+// when started by StartClusterReplicas, started for a test:
+// cluster-enabled servers on free loopback ports, every one of the 16384
+// slots assigned, cluster_state:ok on every node. It is stopped when the
+// test ends.
 type Cluster struct {
-	Nodes []*Redis
+	Nodes    []*Redis // the masters, as started
+	Replicas []*Redis // Replicas[i] replicates Nodes[i]; nil without replicas
 }
 
 // clusterSlots is the number of hash slots of a Redis Cluster.
@@ -28,31 +31,50 @@ const clusterSlots = 16384
 func StartCluster(t testing.TB, opts ...RedisOption) *Cluster {
 	t.Helper()
 	cfg := newRedisConfig(opts)
-	return startCluster(t, func(_ int, extra []string) *Redis {
+	return startCluster(t, 0, 5*time.Second, func(_ int, extra []string) *Redis {
 		return startRedis(t, cfg, t.TempDir(), extra)
 	})
 }
 
-// startCluster starts three cluster-enabled nodes with start, joins them
-// and assigns every slot, and waits for cluster_state:ok.
-func startCluster(t testing.TB, start func(i int, extra []string) *Redis) *Cluster {
+// StartClusterReplicas is StartCluster with one replica per master and the
+// given cluster-node-timeout (how long a master may be unreachable before
+// its replica is promoted).
+func StartClusterReplicas(t testing.TB, nodeTimeout time.Duration, opts ...RedisOption) *Cluster {
+	t.Helper()
+	cfg := newRedisConfig(opts)
+	return startCluster(t, 1, nodeTimeout, func(_ int, extra []string) *Redis {
+		return startRedis(t, cfg, t.TempDir(), extra)
+	})
+}
+
+// startCluster starts three cluster-enabled masters and replicas replicas
+// of each with start, joins them, assigns every slot, and waits for
+// cluster_state:ok and every replica's link to its master.
+func startCluster(t testing.TB, replicas int, nodeTimeout time.Duration, start func(i int, extra []string) *Redis) *Cluster {
 	t.Helper()
 	c := &Cluster{}
 	var busPorts []string
-	for i := range 3 {
+	var all []*Redis
+	for i := range 3 * (1 + replicas) {
 		// The bus port is chosen too: PORT+10000 may be taken.
 		bus := strconv.Itoa(FreePort(t))
 		lines := []string{
 			"cluster-enabled yes",
 			"cluster-config-file nodes.conf",
-			"cluster-node-timeout 5000",
+			"cluster-node-timeout " + strconv.FormatInt(nodeTimeout.Milliseconds(), 10),
 			"cluster-port " + bus,
 		}
-		c.Nodes = append(c.Nodes, start(i, lines))
+		n := start(i, lines)
+		all = append(all, n)
+		if i < 3 {
+			c.Nodes = append(c.Nodes, n)
+		} else {
+			c.Replicas = append(c.Replicas, n)
+		}
 		busPorts = append(busPorts, bus)
 	}
-	first := c.Nodes[0]
-	for i, n := range c.Nodes[1:] {
+	first := all[0]
+	for i, n := range all[1:] {
 		if _, err := first.Do("CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(n.Port), busPorts[i+1]); err != nil {
 			t.Fatalf("testserver: cluster meet: %v", err)
 		}
@@ -63,10 +85,45 @@ func startCluster(t testing.TB, start func(i int, extra []string) *Redis) *Clust
 			t.Fatalf("testserver: cluster addslots: %v", err)
 		}
 	}
+	for i, r := range c.Replicas {
+		if err := replicate(r, c.Nodes[i%3]); err != nil {
+			t.Fatalf("testserver: cluster replicate: %v", err)
+		}
+	}
 	if err := c.WaitOK(30 * time.Second); err != nil {
 		t.Fatalf("testserver: %v", err)
 	}
 	return c
+}
+
+// replicate makes r a replica of master, once r knows master (the MEET
+// spreads by gossip), and waits for the replication link.
+func replicate(r, master *Redis) error {
+	id, err := master.Do("CLUSTER", "MYID")
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err = r.Do("CLUSTER", "REPLICATE", fmt.Sprint(id))
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		return err
+	}
+	for {
+		info, err := r.Info("replication")
+		if err == nil && InfoField(info, "master_link_status") == "up" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("replica %s: no link to master %s after 30s", r.Addr, master.Addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // addSlots assigns slots lo..hi to n: ADDSLOTSRANGE (Redis 7), else
@@ -94,7 +151,7 @@ func (c *Cluster) WaitOK(d time.Duration) error {
 }
 
 func (c *Cluster) ok() error {
-	for _, n := range c.Nodes {
+	for _, n := range append(slices.Clone(c.Nodes), c.Replicas...) {
 		v, err := n.Do("CLUSTER", "INFO")
 		if err != nil {
 			return err
@@ -104,7 +161,7 @@ func (c *Cluster) ok() error {
 			"cluster_state":          "ok",
 			"cluster_slots_assigned": strconv.Itoa(clusterSlots),
 			"cluster_slots_ok":       strconv.Itoa(clusterSlots),
-			"cluster_known_nodes":    strconv.Itoa(len(c.Nodes)),
+			"cluster_known_nodes":    strconv.Itoa(len(c.Nodes) + len(c.Replicas)),
 		} {
 			if got := InfoField(info, field); got != want {
 				return fmt.Errorf("node %s: %s is %q, want %q", n.Addr, field, got, want)

@@ -1,6 +1,9 @@
 package testserver
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // StartRedisAt is StartRedis on a given loopback port, e.g. one a store
 // was opened against before anything listened there. It fails t when the
@@ -23,7 +26,7 @@ func startRedisAt(t testing.TB, c redisConfig, dir string, port int, extra []str
 func StartClusterAt(t testing.TB, ports [3]int, opts ...RedisOption) *Cluster {
 	t.Helper()
 	cfg := newRedisConfig(opts)
-	return startCluster(t, func(i int, extra []string) *Redis {
+	return startCluster(t, 0, 5*time.Second, func(i int, extra []string) *Redis {
 		return startRedisAt(t, cfg, t.TempDir(), ports[i], extra)
 	})
 }
