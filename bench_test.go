@@ -2,6 +2,7 @@ package fleetstore_test
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"strconv"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/driver"
 )
 
 // The Hit of a webhook edge on the memory driver: two charges (hooks,
@@ -104,6 +106,32 @@ func benchHitParallel(b *testing.B, store *fleetstore.Store) {
 	b.ReportMetric(float64(notOK.Load())/float64(b.N), "notok/op")
 }
 
+// BenchmarkHitDegraded is BenchmarkHit's Hit on a Store whose shared
+// store is out (every call refused) with a fallback of 8 nodes: the
+// breaker is open, so each Hit is decided by the local memory store at
+// this node's share, without touching the shared one (CONTRACT §8). Its
+// goal is a memory Hit's cost.
+func BenchmarkHitDegraded(b *testing.B) {
+	degraded := func(b *testing.B) *fleetstore.Store {
+		refused := errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
+		conn := &fakeConn{hit: func(context.Context, []driver.Charge, *driver.Claim) (driver.Result, error) {
+			return driver.Result{}, refused
+		}, other: func(context.Context) error { return refused }}
+		store, err := fleetstore.OpenDriver(&fakeDriver{conn: conn}, "fake://", fleetstore.WithFallback(fleetstore.Fallback{Nodes: 8}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { store.Close() })
+		h := newBenchHook()
+		if res, err := h.hit(context.Background(), store, "trip", "trip"); err != nil || !res.Local {
+			b.Fatalf("not degraded: %+v %v", res, err)
+		}
+		return store
+	}
+	b.Run("single", func(b *testing.B) { benchHitSingle(b, degraded(b)) })
+	b.Run("parallel", func(b *testing.B) { benchHitParallel(b, degraded(b)) })
+}
+
 var benchTenant = func() []string {
 	t := make([]string, benchTenants)
 	for i := range t {
@@ -177,4 +205,61 @@ func (h *benchHook) hit(ctx context.Context, store *fleetstore.Store, tenant, ke
 	h.charges[0].Tenant, h.charges[1].Tenant = tenant, tenant
 	h.claim.Tenant, h.claim.Key = tenant, key
 	return store.Hit(ctx, h.charges, h.claim)
+}
+
+// BenchmarkDegradedMemory reports what a degraded node holds in memory
+// per hook, with the claim's strings as an edge makes them per request (a
+// 16-byte tenant, a 36-byte GitHub delivery id, a 26-byte hook id):
+// "commit" is a commit queued during an outage (its place in the outbox
+// and its local committed claim), "hit" a claim a local Hit holds pending.
+// ns/op is the degraded Commit's or Hit's cost.
+func BenchmarkDegradedMemory(b *testing.B) {
+	for _, op := range []string{"commit", "hit"} {
+		b.Run(op, func(b *testing.B) { benchDegradedMemory(b, op) })
+	}
+}
+
+func benchDegradedMemory(b *testing.B, op string) {
+	refused := errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
+	conn := &fakeConn{commit: func(context.Context, []driver.Claim) ([]error, error) { return nil, refused },
+		hit: func(context.Context, []driver.Charge, *driver.Claim) (driver.Result, error) {
+			return driver.Result{}, refused
+		},
+		other: func(context.Context) error { return refused }}
+	store, err := fleetstore.OpenDriver(&fakeDriver{conn: conn}, "fake://",
+		fleetstore.WithFallback(fleetstore.Fallback{Nodes: 8, OutboxSize: b.N + 1, LocalClaims: b.N + 1}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	claims := make([]fleetstore.Claim, b.N)
+	for i := range claims {
+		n := strconv.Itoa(i)
+		claims[i] = fleetstore.Claim{Tenant: "tenant-0000" + n[len(n)-1:] + "abcd", SourceID: "github",
+			Key: "72d3162e-cc78-11e3-81ab-" + strconv.FormatInt(int64(100000000000+i), 16), HookID: "01J9Z3K6Q8" + strconv.FormatInt(int64(1e15+i), 10)[:16],
+			Node: "edge-7", TTL: 72 * time.Hour, PendingTTL: time.Hour}
+	}
+	b.ResetTimer()
+	for i := range claims {
+		if op == "commit" {
+			err = store.Commit(ctx, claims[i])
+		} else {
+			_, err = store.Hit(ctx, nil, &claims[i])
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	claims = nil // only the Store's references to the strings are left
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if s := store.Stats(); op == "commit" && s.Outbox != b.N || op == "hit" && s.LocalDecisions != uint64(b.N) {
+		b.Fatalf("stats %+v after %d %ss", s, b.N, op)
+	}
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(b.N), "bytes/"+op)
 }

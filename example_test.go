@@ -31,7 +31,7 @@ func ExampleOpen() {
 	// Output:
 	// ping: <nil>
 	// unknown scheme: true
-	// fleetstore: open: invalid url: foo: unknown parameter (accepted: timeout, key_prefix)
+	// fleetstore: open: invalid url: foo: unknown parameter (accepted: timeout, key_prefix, fallback_nodes, fallback_share, fallback_outbox, fallback_claims)
 }
 
 // A webhook edge handles a delivery: Hit charges the tenant's hooks and

@@ -70,7 +70,7 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 	if err != nil {
 		return nil, openErr(driver.Invalid("url: query", "malformed: "+err.Error()))
 	}
-	for _, k := range []string{"timeout", "key_prefix"} {
+	for _, k := range []string{"timeout", "key_prefix"} { // fallback_*: fallbackFromURL
 		if len(q[k]) > 1 {
 			return nil, openErr(driver.Invalid("url: "+k, fmt.Sprintf("given %d times", len(q[k]))))
 		}
@@ -95,6 +95,14 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 		cfg.KeyPrefix = p
 		q.Del("key_prefix")
 	}
+	fromURL, err := fallbackFromURL(q)
+	if err != nil {
+		return nil, openErr(err)
+	}
+	fbCfg, err := fallbackConfig(fromURL, o.fallback)
+	if err != nil {
+		return nil, openErr(err)
+	}
 	u.RawQuery = q.Encode()
 	cfg.URL = u
 	conn, err := d.Open(cfg)
@@ -102,8 +110,14 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 		return nil, openErr(err)
 	}
 	s := newStore(d, conn, u.Scheme, u.Redacted(), cfg.Timeout, o.logger)
+	if fbCfg != nil {
+		if s.fb, err = newFallback(s, fbCfg, o.localClock); err != nil {
+			_ = conn.Close()
+			return nil, openErr(err)
+		}
+	}
 	o.logger.Debug("store opened", zap.String("scheme", u.Scheme), zap.String("url", u.Redacted()),
-		zap.Duration("timeout", cfg.Timeout), zap.String("key_prefix", cfg.KeyPrefix))
+		zap.Duration("timeout", cfg.Timeout), zap.String("key_prefix", cfg.KeyPrefix), zap.Bool("fallback", fbCfg != nil))
 	return s, nil
 }
 

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/fleetstore/fleetstore/drivers/memory"
 )
 
 // Option configures Open.
@@ -13,6 +15,8 @@ type options struct {
 	logger     *zap.Logger
 	timeout    time.Duration
 	timeoutSet bool
+	fallback   *Fallback    // WithFallback
+	localClock memory.Clock // the fallback's local store's clock (tests); nil: monotonic
 }
 
 // DefaultTimeout is the per-call budget when neither WithTimeout nor the

@@ -1,20 +1,3 @@
-// Package fleetstore is the shared store of a fleet of webhook edge nodes:
-// per-tenant GCRA rate limits and a two-phase dedupe claim on the provider's
-// event id, decided together in one round trip per incoming hook.
-//
-// It works like database/sql: drivers register a URL scheme, users
-// blank-import the driver they want and pick a store by URL.
-//
-//	import (
-//		"github.com/fleetstore/fleetstore"
-//		_ "github.com/fleetstore/fleetstore/drivers/redis"
-//	)
-//
-//	store, err := fleetstore.Open("redis://cache:6379/0?timeout=50ms")
-//
-// The in-process memory driver (memory://, memory://NAME) is built in.
-// The behaviour every driver keeps is CONTRACT.md; the conformance package
-// proves it.
 package fleetstore
 
 import (

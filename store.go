@@ -18,6 +18,9 @@ import (
 // refuses after Close (T6), runs the driver within the call's budget (T1)
 // and wraps the driver's error once, so that errors.Is matches this
 // package's sentinels and errors.As still finds the driver's own error.
+// Opened with WithFallback, it decides from this node's own state while
+// the shared store is out and replays its commits when it is back
+// (CONTRACT §8, the package doc's "Degraded mode").
 type Store struct {
 	drv      driver.Driver
 	conn     driver.Conn
@@ -29,7 +32,11 @@ type Store struct {
 
 	// down is set by the first call of an outage that the server did not
 	// answer, and cleared by the next answer: one log line each way.
+	// With a fallback, the fallback logs its transitions instead.
 	down atomic.Bool
+
+	// fb is the degraded mode (WithFallback, CONTRACT §8); nil without.
+	fb *fallback
 
 	// Every call counts itself in calls while it runs; Close sets closed,
 	// then waits for calls to drain. No lock is shared by calls, and a call
@@ -66,6 +73,13 @@ func (s *Store) Driver() driver.Driver { return s.drv }
 // claim returns OK without a round trip. Increment and Capacity are
 // truncated to whole microseconds.
 //
+// With a fallback (WithFallback, CONTRACT §8), a Hit the shared store
+// cannot decide for an outage (ErrTimeout, ErrUnavailable) is decided from
+// this node's local store at its share of every limit, and Result.Local
+// says so; while the breaker is open, Hits go there at once. ErrInvalid,
+// ErrOverCapacity, ErrClosed and the caller's own cancellation or passed
+// deadline are returned as without one.
+//
 // Errors: ErrInvalid (naming the field), ErrOverCapacity, ErrTimeout,
 // ErrUnavailable, ErrClosed.
 func (s *Store) Hit(ctx context.Context, charges []Charge, claim *Claim) (Result, error) {
@@ -87,6 +101,9 @@ func (s *Store) Hit(ctx context.Context, charges []Charge, claim *Claim) (Result
 	}
 	if fractional {
 		charges = truncated(charges)
+	}
+	if s.fb != nil {
+		return s.fb.hit(ctx, charges, claim)
 	}
 	var res Result
 	err = s.call(ctx, "hit", func(ctx context.Context) (err error) {
@@ -116,6 +133,11 @@ func (s *Store) Hit(ctx context.Context, charges []Charge, claim *Claim) (Result
 // others fail, and the failures are joined, each naming its claim (C10).
 // Commit of no claims returns nil.
 //
+// With a fallback (CONTRACT §8), a claim the shared store cannot be
+// reached to commit is committed in the local store and queued in the
+// outbox, to be replayed when the store is back: its Commit is nil. One
+// the outbox has no room for fails with the outage's error.
+//
 // Errors: ErrInvalid (nothing is sent), ErrClaimLost, ErrTimeout,
 // ErrUnavailable, ErrClosed.
 func (s *Store) Commit(ctx context.Context, claims ...Claim) error {
@@ -130,7 +152,10 @@ func (s *Store) Commit(ctx context.Context, claims ...Claim) error {
 //   - absent or expired: no change, no error;
 //   - held by another hook: no change, ErrClaimLost naming the holder.
 //
-// Results per claim and errors as for Commit.
+// Results per claim and errors as for Commit. With a fallback (CONTRACT
+// §8), a claim the shared store cannot be reached to release is released
+// in the local store only, with the local store's result: a pending claim
+// in the shared store then expires by its PendingTTL.
 func (s *Store) Release(ctx context.Context, claims ...Claim) error {
 	return s.settle(ctx, "release", claims, s.conn.Release)
 }
@@ -148,6 +173,9 @@ func (s *Store) settle(ctx context.Context, op string, claims []Claim, call func
 	if len(claims) == 0 {
 		return nil
 	}
+	if s.fb != nil {
+		return s.fb.settle(ctx, op, claims, call)
+	}
 	ctx, cancel, err := s.budget(ctx)
 	if err != nil {
 		return &opError{op: op, err: err}
@@ -160,6 +188,14 @@ func (s *Store) settle(ctx context.Context, op string, claims []Claim, call func
 	if len(errs) != len(claims) {
 		return &opError{op: op, kind: ErrUnavailable, err: fmt.Errorf("driver returned %d results for %d claims", len(errs), len(claims))}
 	}
+	return errors.Join(s.settled(ctx, op, claims, errs, nil)...)
+}
+
+// settled turns a batch settle's results into one *ClaimError per failed
+// claim (C10), and keeps the reachability log. A claim that failed for an
+// outage (ErrTimeout, ErrUnavailable) is offered to degrade first, when
+// it is not nil, which reports whether it took it (the fallback).
+func (s *Store) settled(ctx context.Context, op string, claims []Claim, errs []error, degrade func(i int, err error) bool) []error {
 	var failed []error
 	reached := false
 	for i, err := range errs {
@@ -173,26 +209,39 @@ func (s *Store) settle(ctx context.Context, op string, claims []Claim, call func
 		if f == outage {
 			s.unreached(err)
 		}
-		failed = append(failed, &ClaimError{Index: i, Tenant: c.Tenant, SourceID: c.SourceID, Key: c.Key, Err: &opError{op: op, kind: kind, err: err}})
+		e := &opError{op: op, kind: kind, err: err}
+		if degrade != nil && degradable(kind, f) && degrade(i, e) {
+			continue
+		}
+		failed = append(failed, &ClaimError{Index: i, Tenant: c.Tenant, SourceID: c.SourceID, Key: c.Key, Err: e})
 	}
 	if reached {
 		s.reached()
 	}
-	return errors.Join(failed...)
+	return failed
 }
 
 // Reset forgets every bucket of tenant, of every kind, and nothing of any
 // other tenant (G5): the next charges meet full buckets. Claims are kept.
 //
 // Errors: ErrInvalid, ErrTimeout, ErrUnavailable, ErrClosed.
+//
+// With a fallback (CONTRACT §8) the local store's buckets of tenant are
+// forgotten too; while the breaker is open the shared store is not tried
+// and Reset returns ErrUnavailable at once.
 func (s *Store) Reset(ctx context.Context, tenant string) error {
 	if err := checkPart("tenant", tenant, maxPartLen); err != nil {
 		return &opError{op: "reset", err: err}
 	}
+	if s.fb != nil {
+		return s.fb.reset(ctx, tenant)
+	}
 	return s.call(ctx, "reset", func(ctx context.Context) error { return s.conn.Reset(ctx, tenant) })
 }
 
-// Ping checks that the store answers within the budget.
+// Ping checks that the store answers within the budget. With a fallback
+// it asks the shared store whatever the breaker says (CONTRACT §8), and a
+// Ping that fails for an outage opens the breaker.
 //
 // Errors: ErrTimeout, ErrUnavailable, ErrClosed.
 func (s *Store) Ping(ctx context.Context) error {
@@ -221,6 +270,14 @@ func (s *Store) call(ctx context.Context, op string, f func(context.Context) err
 // failed classifies err, the failure of a whole call, wraps it once, and
 // keeps the Store's reachability log.
 func (s *Store) failed(ctx context.Context, op string, err error) error {
+	_, e := s.failure(ctx, op, err)
+	return e
+}
+
+// failure is failed, and reports whether the error is one a fallback
+// decides locally on (an outage); with a fallback, such an error opens
+// its breaker.
+func (s *Store) failure(ctx context.Context, op string, err error) (bool, error) {
 	f, kind := classify(ctx, err)
 	switch f {
 	case answered:
@@ -228,13 +285,26 @@ func (s *Store) failed(ctx context.Context, op string, err error) error {
 	case outage:
 		s.unreached(err)
 	}
-	return &opError{op: op, kind: kind, err: err}
+	e := &opError{op: op, kind: kind, err: err}
+	degrade := degradable(kind, f)
+	if degrade && s.fb != nil {
+		s.fb.trip(e)
+	}
+	return degrade, e
+}
+
+// degradable reports an error a fallback decides locally on (CONTRACT §8):
+// ErrTimeout or ErrUnavailable, the server silent or refusing (an error
+// reply included); never an outcome, an invalid argument or the caller's
+// own cancellation.
+func degradable(kind error, f fault) bool {
+	return f == outage || f == answered && kind == ErrUnavailable
 }
 
 // unreached records a call the server did not answer; the first of an
-// outage logs a warning with its cause.
+// outage logs a warning with its cause. A fallback logs its own.
 func (s *Store) unreached(cause error) {
-	if !s.down.Load() && s.down.CompareAndSwap(false, true) {
+	if s.fb == nil && !s.down.Load() && s.down.CompareAndSwap(false, true) {
 		s.log.Warn("fleetstore: store unreachable; calls fail until it answers again",
 			zap.String("scheme", s.scheme), zap.String("url", s.display), zap.Error(cause))
 	}
@@ -242,7 +312,7 @@ func (s *Store) unreached(cause error) {
 
 // reached records an answer; the first after an outage is logged.
 func (s *Store) reached() {
-	if s.down.Load() && s.down.CompareAndSwap(true, false) {
+	if s.fb == nil && s.down.Load() && s.down.CompareAndSwap(true, false) {
 		s.log.Info("fleetstore: store reachable again", zap.String("scheme", s.scheme), zap.String("url", s.display))
 	}
 }
@@ -250,7 +320,10 @@ func (s *Store) reached() {
 // Close releases every connection and goroutine of the Store (T4). It waits
 // for calls in flight, which end within their budget; calls made while it
 // waits return ErrClosed at once. After Close every method returns
-// ErrClosed; closing twice returns nil (T6).
+// ErrClosed; closing twice returns nil (T6). With a fallback, Close stops
+// its probe and makes one last replay of the outbox within one budget;
+// commits still queued after it are logged (their count) and lost, their
+// claims left to expire by PendingTTL (CONTRACT §8).
 func (s *Store) Close() error {
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()
@@ -259,6 +332,9 @@ func (s *Store) Close() error {
 	}
 	for s.calls.Load() != 0 {
 		<-s.drained
+	}
+	if s.fb != nil {
+		s.fb.close()
 	}
 	err := s.conn.Close()
 	s.log.Debug("store closed", zap.String("scheme", s.scheme))
@@ -295,10 +371,7 @@ var noCancel = context.CancelFunc(func() {})
 // already done fails at once, without a driver call.
 func (s *Store) budget(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	if err := ctx.Err(); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, nil, fmt.Errorf("%w: %w", ErrTimeout, err)
-		}
-		return nil, nil, err
+		return nil, nil, doneErr(err)
 	}
 	if s.nonBlock {
 		return ctx, noCancel, nil
@@ -310,7 +383,30 @@ func (s *Store) budget(ctx context.Context) (context.Context, context.CancelFunc
 	return ctx, cancel, nil
 }
 
+// doneErr is the error of a call whose context was done before it began:
+// ErrTimeout for a passed deadline (T1), the cancellation as it is.
+func doneErr(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", ErrTimeout, err)
+	}
+	return err
+}
+
+// Stats returns a snapshot of the Store's degraded mode: whether it is
+// degraded, the outbox's length and the counters of CONTRACT §8. A Store
+// opened without a fallback returns zero Stats. Safe to call at any time,
+// also after Close.
+func (s *Store) Stats() Stats {
+	if s.fb == nil {
+		return Stats{}
+	}
+	return s.fb.stats()
+}
+
 func checkResult(r Result) error {
+	if r.Local {
+		return errors.New("driver returned a result marked local (only the Store's fallback decides locally)")
+	}
 	switch r.Outcome {
 	case OK:
 		return nil

@@ -39,8 +39,9 @@ func Quote(s string) string {
 }
 
 // CheckParams returns an ErrInvalid error naming the first URL parameter in
-// q that is not in accepted, listing the accepted ones (the common timeout
-// and key_prefix included). Drivers call it from Open.
+// q that is not in accepted, listing the accepted ones (the common
+// parameters the Store reads, timeout, key_prefix and fallback_*,
+// included). Drivers call it from Open.
 func CheckParams(q url.Values, accepted ...string) error {
 	keys := make([]string, 0, len(q))
 	for k := range q {
@@ -52,7 +53,7 @@ func CheckParams(q url.Values, accepted ...string) error {
 		return nil
 	}
 	slices.Sort(keys)
-	all := append([]string{"timeout", "key_prefix"}, accepted...)
+	all := append([]string{"timeout", "key_prefix", "fallback_nodes", "fallback_share", "fallback_outbox", "fallback_claims"}, accepted...)
 	return Invalid("url: "+keys[0], "unknown parameter (accepted: "+strings.Join(all, ", ")+")")
 }
 

@@ -85,4 +85,9 @@ type Result struct {
 	// RetryAfter is when to come back (Pending, RateLimited): whole
 	// milliseconds, ≥ 1ms, rounded up (G2).
 	RetryAfter time.Duration
+	// Local is set by the Store, never by a driver: the Hit was decided
+	// from this node's own state because the shared store was out (the
+	// Store's fallback, CONTRACT §8). A driver's Result with Local set is
+	// ErrUnavailable.
+	Local bool
 }

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -18,7 +19,8 @@ import (
 // reload (60s): the Redis driver reloads the map on the errors that mean
 // it is stale. Between the kill and the promotion the cluster answers
 // CLUSTERDOWN for every slot (cluster-require-full-coverage yes): those
-// calls fail, within their budget.
+// calls fail, within their budget. Replication is asynchronous: the test
+// also counts the committed claims the promoted replica never received.
 func TestClusterMasterKilled(t *testing.T) {
 	const (
 		budget       = 100 * time.Millisecond
@@ -62,6 +64,8 @@ func TestClusterMasterKilled(t *testing.T) {
 			pr := startProbe()
 			done := make(chan struct{})
 			recs := make([][]record, len(tenants))
+			var mu sync.Mutex
+			var committed []fleetstore.Claim // Commit returned nil
 			var wg sync.WaitGroup
 			for w, tenant := range tenants {
 				wg.Go(func() {
@@ -73,8 +77,18 @@ func TestClusterMasterKilled(t *testing.T) {
 						default:
 						}
 						start := time.Now()
-						_, err := h.hit(st)
+						claim, err := h.hit(st)
 						recs[w] = append(recs[w], record{op: "hit", start: start, took: time.Since(start), err: err})
+						if err == nil {
+							start := time.Now()
+							err := st.Commit(context.Background(), claim)
+							recs[w] = append(recs[w], record{op: "commit", start: start, took: time.Since(start), err: err})
+							if err == nil {
+								mu.Lock()
+								committed = append(committed, claim)
+								mu.Unlock()
+							}
+						}
 						time.Sleep(2 * time.Millisecond)
 					}
 				})
@@ -118,8 +132,21 @@ func TestClusterMasterKilled(t *testing.T) {
 				}
 			}
 			recovery := lastFail.Sub(promoted)
-			t.Logf("FIGURE failover driver=%s calls=%d failed=%d promotion_after_kill=%v last_failure_after_promotion=%v failed_after_bound=%d",
-				d.scheme, len(all), failed(all), promoted.Sub(killed).Round(time.Millisecond), recovery.Round(time.Millisecond), failedAfter)
+			// What the failover lost: claims committed (acknowledged by the
+			// old master) that the promoted replica never received, found
+			// by another hook's Hit (OK: lost; Duplicate: kept).
+			lost := 0
+			for _, c := range committed {
+				again := c
+				again.HookID = "again-" + c.HookID
+				if res, err := st.Hit(context.Background(), nil, &again); err == nil && res.Outcome != fleetstore.Duplicate {
+					lost++
+				} else if err != nil {
+					t.Errorf("read back %s: %v", c.Key, err)
+				}
+			}
+			t.Logf("FIGURE failover driver=%s calls=%d failed=%d promotion_after_kill=%v last_failure_after_promotion=%v failed_after_bound=%d committed=%d lost_in_failover=%d",
+				d.scheme, len(all), failed(all), promoted.Sub(killed).Round(time.Millisecond), recovery.Round(time.Millisecond), failedAfter, len(committed), lost)
 			for _, tenant := range onKilled {
 				if _, err := newHooks(tenant, 100).hit(st); err != nil {
 					t.Errorf("tenant %s on the promoted replica after the test: %v", tenant, err)

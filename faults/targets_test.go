@@ -39,6 +39,8 @@ type server interface {
 	Kill() error                 // SIGKILL, and wait for the exit
 	Restart() error              // start again on the same port; return once it answers
 	Pause(d time.Duration) error // stop answering for d (from now), then answer again
+	Freeze() error               // SIGSTOP: a black hole (connections accepted, nothing answered)
+	Thaw() error                 // SIGCONT after Freeze
 	Conns() (int, error)         // client connections the server counts, the asking one included
 }
 
@@ -97,8 +99,8 @@ type redisServer struct {
 	admin *goredis.Client
 }
 
-func startRedis(t *testing.T, bin string) *redisServer {
-	r := testserver.StartRedis(t, testserver.Binary(bin))
+func startRedis(t *testing.T, bin string, opts ...testserver.RedisOption) *redisServer {
+	r := testserver.StartRedis(t, append([]testserver.RedisOption{testserver.Binary(bin)}, opts...)...)
 	t.Logf("server: %s on %s", bin, r.Addr)
 	admin := goredis.NewClient(&goredis.Options{Addr: r.Addr, PoolSize: 1, MaxIdleConns: 1})
 	t.Cleanup(func() { admin.Close() })
@@ -153,6 +155,10 @@ func (s *mcServer) Kill() error {
 	s.Stop()
 	return nil
 }
+
+// Freeze is SIGSTOP (memcached's Pause), Thaw SIGCONT.
+func (s *mcServer) Freeze() error { return s.Memcached.Pause() }
+func (s *mcServer) Thaw() error   { return s.Memcached.Resume() }
 
 // Pause sends SIGSTOP now and SIGCONT after d.
 func (s *mcServer) Pause(d time.Duration) error {

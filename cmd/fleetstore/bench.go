@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -33,6 +34,12 @@ Before the load, Store.Ping runs alone for -ping as a round-trip baseline.
 It stops after -warmup + -d, or at Ctrl-C, and prints what it measured.
 URL is the argument, else $FLEETSTORE_URL, else memory://.
 
+-fallback N opens the store with its degraded mode on, as one node of N
+(fleetstore.WithFallback; fallback_nodes=N in the URL does the same): point
+it at a dead or silent address to measure a degraded node, e.g.
+"fleetstore bench -fallback 8 redis://127.0.0.1:1". The report then counts
+the Hits decided locally and the commits queued for replay.
+
 flags:
 `
 
@@ -53,6 +60,7 @@ type benchConfig struct {
 	hold        time.Duration
 	ttl         time.Duration
 	pendingTTL  time.Duration
+	fallback    int // fleet size for WithFallback; 0: off
 	json        bool
 }
 
@@ -73,6 +81,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.hold, "hold", 0, "time a hook takes to become durable, between Hit and Commit")
 	fs.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "claim TTL after commit (short: the bench writes many keys)")
 	fs.DurationVar(&cfg.pendingTTL, "pending-ttl", 5*time.Second, "claim TTL while pending")
+	fs.IntVar(&cfg.fallback, "fallback", 0, "degraded mode on, as one node of a fleet of N (WithFallback Nodes N): Hits go local when the store is out (0: off)")
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object, no progress line")
 	positional, err := parseArgs(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -93,7 +102,11 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "fleetstore bench:", err)
 		return exitUsage
 	}
-	store, err := fleetstore.Open(cfg.url)
+	var opts []fleetstore.Option
+	if cfg.fallback > 0 {
+		opts = append(opts, fleetstore.WithFallback(fleetstore.Fallback{Nodes: cfg.fallback}))
+	}
+	store, err := fleetstore.Open(cfg.url, opts...)
 	if err != nil {
 		fmt.Fprintln(stderr, err) // "fleetstore: open: …", one line, no credentials
 		return exitUsage
@@ -152,6 +165,8 @@ func (c *benchConfig) check() error {
 		return fmt.Errorf("-hold must not be negative, got %v", c.hold)
 	case c.ttl < time.Millisecond || c.pendingTTL < time.Millisecond:
 		return fmt.Errorf("-ttl and -pending-ttl must be at least 1ms, got %v and %v", c.ttl, c.pendingTTL)
+	case c.fallback < 0:
+		return fmt.Errorf("-fallback must be a fleet size of at least 1, or 0 (off), got %d", c.fallback)
 	}
 	_, err := c.limits()
 	return err
@@ -206,6 +221,7 @@ func bench(ctx context.Context, store *fleetstore.Store, cfg *benchConfig, progr
 		return nil, err
 	}
 	rep := newReport(cfg, limits)
+	statsBefore := store.Stats()
 	if cfg.ping > 0 {
 		rep.Ping = pingBaseline(ctx, store, cfg.ping)
 	}
@@ -232,6 +248,9 @@ func bench(ctx context.Context, store *fleetstore.Store, cfg *benchConfig, progr
 	end := time.Now()
 	rep.Interrupted = ctx.Err() != nil
 	rep.add(l, measureFrom, end)
+	if cfg.fallback > 0 || strings.Contains(cfg.url, "fallback_") {
+		rep.addFallback(statsBefore, store.Stats())
+	}
 	return rep, nil
 }
 

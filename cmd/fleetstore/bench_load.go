@@ -99,6 +99,7 @@ func classify(err error) errClass {
 // progress line reads them, hence atomics (uncontended: one writer).
 type counters struct {
 	outcomes   [fleetstore.RateLimited + 1]atomic.Uint64 // by Outcome
+	local      atomic.Uint64                             // Hits decided locally (Result.Local)
 	hitErrs    [numClasses]atomic.Uint64
 	commits    atomic.Uint64 // committed without error
 	commitErrs [numClasses]atomic.Uint64
@@ -173,6 +174,9 @@ func (w *worker) run(ctx context.Context, measureFrom time.Time) {
 				w.fail(&w.n.hitErrs, "hit", err)
 			} else {
 				w.n.outcomes[res.Outcome].Add(1)
+				if res.Local {
+					w.n.local.Add(1)
+				}
 			}
 		}
 		if err != nil || res.Outcome != fleetstore.OK {

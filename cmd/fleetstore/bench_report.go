@@ -45,6 +45,40 @@ type benchReport struct {
 
 	Ping        *pingReport `json:"ping,omitempty"`
 	HitOverPing float64     `json:"hit_p50_over_ping_p50,omitempty"`
+
+	Fallback *fallbackReport `json:"fallback,omitempty"` // with -fallback or fallback_* in the URL
+
+	local uint64 // measured Hits decided locally
+}
+
+// fallbackReport is what the degraded mode did during the run: Hits
+// decided locally (measured), and the Store's outbox counters over the
+// whole run (warm-up included), from Store.Stats.
+type fallbackReport struct {
+	LocalDecisions uint64 `json:"local_decisions"` // measured Hits with Result.Local
+	Degraded       bool   `json:"degraded"`        // at the end of the run
+	Outages        uint64 `json:"outages"`
+	Queued         uint64 `json:"queued"` // commits queued for replay
+	Outbox         int    `json:"outbox"` // still queued at the end
+	Replayed       uint64 `json:"replayed"`
+	Conflicts      uint64 `json:"conflicts"`
+	Dropped        uint64 `json:"dropped"`
+	ClaimsDropped  uint64 `json:"claims_dropped"`
+}
+
+// addFallback reports the degraded mode's counters between two Stats.
+func (r *benchReport) addFallback(before, after fleetstore.Stats) {
+	r.Fallback = &fallbackReport{
+		LocalDecisions: r.local,
+		Degraded:       after.Degraded,
+		Outages:        after.Outages - before.Outages,
+		Queued:         after.Queued - before.Queued,
+		Outbox:         after.Outbox,
+		Replayed:       after.Replayed - before.Replayed,
+		Conflicts:      after.Conflicts - before.Conflicts,
+		Dropped:        after.Dropped - before.Dropped,
+		ClaimsDropped:  after.ClaimsDropped - before.ClaimsDropped,
+	}
 }
 
 // latency summarises a histogram of ns in µs.
@@ -125,6 +159,7 @@ func (r *benchReport) add(l *load, measureFrom, end time.Time) {
 		}
 		r.Hooks += w.n.hits()
 		r.Commits += w.n.commits.Load()
+		r.local += w.n.local.Load()
 	}
 	r.Duration = max(end.Sub(measureFrom), 0).Seconds()
 	if r.Duration > 0 {
@@ -217,6 +252,15 @@ func (r *benchReport) writeText(out io.Writer) error {
 		fmt.Fprintf(&b, "; ping: %s", classLine(r.Ping.Errors))
 	}
 	b.WriteString("\n")
+	if f := r.Fallback; f != nil {
+		state := "shared"
+		if f.Degraded {
+			state = "degraded"
+		}
+		fmt.Fprintf(&b, "fallback     local decisions %s (%s of hits); commits queued %s, replayed %s, conflicts %s, dropped %s, outbox %s; outages %s; %s at the end\n",
+			count(f.LocalDecisions), percent(f.LocalDecisions, r.Hooks), count(f.Queued), count(f.Replayed), count(f.Conflicts),
+			count(f.Dropped), count(uint64(f.Outbox)), count(f.Outages), state)
+	}
 	for _, s := range r.ErrorSamples {
 		fmt.Fprintf(&b, "  first %s\n", s)
 	}

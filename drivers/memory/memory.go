@@ -188,3 +188,29 @@ func (st *state) records(tenant string) []driver.Record {
 }
 
 func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+// Forget deletes the claims of the named store opened with key_prefix
+// that are held by their own hook_id, pending or committed, and returns
+// how many it deleted; a claim absent, expired or held by another hook is
+// left as it is. It is not a settle of CONTRACT §4 (Release never deletes
+// a committed claim): the Store's fallback uses it on its private local
+// store to drop what the shared store now keeps.
+func (d *Driver) Forget(name, keyPrefix string, claims ...driver.Claim) int {
+	st, ok := d.lookup(name, keyPrefix)
+	if !ok {
+		return 0
+	}
+	n := 0
+	for i := range claims {
+		cl := &claims[i]
+		sh := st.shard(cl.Tenant)
+		id := claimID{cl.Tenant, cl.SourceID, cl.Key}
+		sh.mu.Lock()
+		if c, ok := sh.claims[id]; ok && c.HookID == cl.HookID {
+			delete(sh.claims, id)
+			n++
+		}
+		sh.mu.Unlock()
+	}
+	return n
+}

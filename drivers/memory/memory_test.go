@@ -401,3 +401,50 @@ func TestBounded(t *testing.T) {
 		t.Errorf("records of the last tenant: %+v, want its claim only (its bucket expired 1ms after the hit, the claim expires after 10ms)", recs)
 	}
 }
+
+// TestForget: Forget deletes claims of a named store held by their own
+// hook, pending or committed, and nothing else: not another hook's claim,
+// not a bucket, not a claim of another store.
+func TestForget(t *testing.T) {
+	f := newFixture(t)
+	st := f.open(t, "forget?key_prefix=p")
+	other := f.open(t, "forget-other?key_prefix=p")
+	ctx := context.Background()
+	claim := func(key, hook string) fleetstore.Claim {
+		return fleetstore.Claim{Tenant: "acme", SourceID: "github", Key: key, HookID: hook, TTL: time.Hour, PendingTTL: time.Hour}
+	}
+	pending, committed, theirs := claim("pending", "h-1"), claim("committed", "h-2"), claim("theirs", "h-3")
+	charge := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: "acme", Increment: time.Second, Capacity: time.Hour}
+	hit(t, st, []fleetstore.Charge{charge}, &pending)
+	hit(t, st, nil, &theirs)
+	hit(t, other, nil, &pending)
+	if err := st.Commit(ctx, committed); err != nil {
+		t.Fatal(err)
+	}
+	notMine := claim("theirs", "h-9")
+	if n := f.driver.Forget("forget", "p", pending, committed, notMine, claim("absent", "h-1")); n != 2 {
+		t.Errorf("Forget deleted %d claims, want 2 (the pending and the committed one of their own hooks)", n)
+	}
+	for _, c := range []fleetstore.Claim{pending, committed} {
+		again := c
+		again.HookID = "h-new"
+		want(t, "a forgotten claim's key", hit(t, st, nil, &again), ok())
+	}
+	intruder := claim("theirs", "h-4")
+	if res := hit(t, st, nil, &intruder); res.Outcome != fleetstore.Pending {
+		t.Errorf("another hook's claim was forgotten: %+v", res)
+	}
+	if res := hit(t, other, nil, &intruder); res.Outcome != fleetstore.OK {
+		t.Fatalf("other store: %+v", res)
+	}
+	again := claim("pending", "h-new")
+	if res := hit(t, other, nil, &again); res.Outcome != fleetstore.Pending {
+		t.Errorf("Forget reached another store: %+v", res)
+	}
+	if recs, _ := f.driver.Records(context.Background(), "p", "acme"); !slices.ContainsFunc(recs, func(r driver.Record) bool { return r.Key == "bucket" }) {
+		t.Errorf("Forget took the bucket: %+v", recs)
+	}
+	if n := f.driver.Forget("no-such-store", "p", pending); n != 0 {
+		t.Errorf("Forget on an unknown store: %d", n)
+	}
+}

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/fleetstore/fleetstore/conformance"
@@ -35,4 +36,53 @@ func TestConformanceCluster(t *testing.T) {
 		Restart:      cl.Restart,
 		FlushScripts: func() error { return cl.DoAll("SCRIPT", "FLUSH") },
 	})
+}
+
+// TestConformanceFallback runs the conformance suite against a Store with
+// a fallback (fallback_nodes=3, CONTRACT §8) on a healthy redis-server:
+// while the shared store answers, the degraded mode changes nothing. The
+// clauses that aim a Store at a dead or silent address (T1's silent part,
+// T2, V4) are about the errors the fallback turns into local decisions, so
+// they do not run here; T3 and T4 (Open does no I/O; calls succeed once
+// the server appears; nothing outlives Close, the probe included) run
+// with the fallback against the suite's own listeners.
+func TestConformanceFallback(t *testing.T) {
+	srv := testserver.StartRedis(t)
+	admin := adminClient(t, "", srv.Addr)
+	cfg := conformance.Config{
+		URL:     srv.URL() + "/0?fallback_nodes=3",
+		Records: records(admin),
+		Restart: srv.Restart,
+		FlushScripts: func() error {
+			_, err := srv.Do("SCRIPT", "FLUSH")
+			return err
+		},
+	}
+	// T1, T2 and V4 aim the Store at a dead, refused or lying address:
+	// with a fallback those errors are local decisions (CONTRACT §8).
+	// Every other clause runs on the fallback Store, T3 and T4 against the
+	// suite's own listeners (the default AddrURL keeps fallback_nodes).
+	var ids []string
+	for _, id := range conformance.Clauses() {
+		if !slices.Contains([]string{"T1", "T2", "V4"}, id) {
+			ids = append(ids, id)
+		}
+	}
+	reports, err := conformance.Check(cfg, ids, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reports {
+		t.Run(r.ID, func(t *testing.T) {
+			for _, m := range r.Messages {
+				t.Log(m)
+			}
+			switch r.Status {
+			case conformance.Fail:
+				t.Errorf("%s %s: FAIL", r.ID, r.Title)
+			case conformance.Skip:
+				t.Skipf("%s %s: SKIP", r.ID, r.Title)
+			}
+		})
+	}
 }

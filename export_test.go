@@ -1,0 +1,27 @@
+package fleetstore
+
+import "github.com/fleetstore/fleetstore/drivers/memory"
+
+// WithLocalClock runs the fallback's local store on clock (µs): the
+// degraded-mode tests drive its buckets by an injected time.
+func WithLocalClock(clock memory.Clock) Option {
+	return func(o *options) { o.localClock = clock }
+}
+
+// ShareCharge is the local share arithmetic for nodes (> 0) or share.
+func ShareCharge(nodes int, frac float64, c Charge) (Charge, bool) {
+	if nodes > 0 {
+		return shareOfNodes(nodes).charge(c), true
+	}
+	s, ok := shareOfFraction(frac)
+	if !ok {
+		return Charge{}, false
+	}
+	return s.charge(c), true
+}
+
+// LocalClaims is how many claims s's local store holds, swept or not.
+func LocalClaims(s *Store) int {
+	_, n := s.fb.mem.Size(localName, localPrefix)
+	return n
+}

@@ -1,0 +1,282 @@
+package fleetstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/fleetstore/fleetstore/driver"
+)
+
+// The probe's backoff (CONTRACT §8): from minProbe, doubling, up to
+// maxProbe, each wait drawn from [b/2, b]. An outage that begins within
+// stableAfter of the last one's end continues that one's backoff, so that
+// a store that flaps is probed (and logged) about once a second at most.
+const (
+	minProbe    = 25 * time.Millisecond
+	maxProbe    = time.Second
+	stableAfter = 5 * time.Second
+
+	replayBatch    = 256 // claims per replayed Commit at most: one round trip per shard
+	minReplayBatch = 8   // … and at least, when a batch outlasts the budget
+	// maxReplayTries is how many replays of one commit the shared store
+	// may answer with an error before the commit is dropped (Stats.Dropped):
+	// a commit it will never take must not keep the node degraded.
+	maxReplayTries  = 8
+	maxConflictLogs = 100 // conflicts logged one by one per outage; the rest are counted
+)
+
+// ensureWorker starts the worker unless it runs (or the Store closed).
+func (fb *fallback) ensureWorker() {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	if fb.running || fb.stopCtx.Err() != nil {
+		return
+	}
+	fb.running = true
+	fb.wg.Add(1)
+	go fb.work()
+}
+
+// work is the one goroutine of the fallback. While the breaker is open it
+// probes the shared store with Ping and, once that answers, replays the
+// outbox and closes the breaker. With the breaker closed it replays what
+// is still queued (a commit queued as the breaker closed) and ends when
+// the outbox is empty. No call waits for it.
+func (fb *fallback) work() {
+	defer fb.wg.Done()
+	notified := false
+	for fb.stopCtx.Err() == nil {
+		if fb.degraded.Load() {
+			if !notified {
+				notified = true
+				fb.began()
+			}
+			if !fb.sleep(fb.backoff/2 + rand.N(fb.backoff/2+1)) {
+				return
+			}
+			if !fb.probe() || !fb.replay(fb.stopCtx) {
+				fb.backoff = min(2*fb.backoff, maxProbe)
+				continue
+			}
+			fb.recover()
+			fb.forgetDeferred()
+			fb.countClaims() // the forgotten claims made room
+			notified = false
+			fb.notify(StateChange{Stats: fb.stats()})
+			continue
+		}
+		fb.mu.Lock()
+		if fb.box.len() == 0 {
+			fb.running = false
+			fb.mu.Unlock()
+			return
+		}
+		fb.mu.Unlock()
+		fb.replay(fb.stopCtx) // an outage trips the breaker: probing again
+	}
+}
+
+// began starts the worker's part of an outage: its backoff, its conflict
+// log budget, and the state change callback.
+func (fb *fallback) began() {
+	if fb.recoveredAt.IsZero() || time.Since(fb.recoveredAt) > stableAfter {
+		fb.backoff = minProbe
+	} else {
+		fb.backoff = min(2*max(fb.backoff, minProbe), maxProbe)
+	}
+	fb.conflictLogs = 0
+	fb.stateMu.Lock()
+	cause := fb.cause
+	fb.stateMu.Unlock()
+	fb.notify(StateChange{Degraded: true, Cause: cause, Stats: fb.stats()})
+}
+
+func (fb *fallback) notify(c StateChange) {
+	if fb.cfg.OnStateChange != nil {
+		fb.cfg.OnStateChange(c)
+	}
+}
+
+// sleep waits d, or reports false when the Store closes first.
+func (fb *fallback) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-fb.stopCtx.Done():
+		return false
+	}
+}
+
+// probe pings the shared store within one budget.
+func (fb *fallback) probe() bool {
+	ctx, cancel := context.WithTimeout(fb.stopCtx, fb.s.timeout)
+	defer cancel()
+	return fb.s.conn.Ping(ctx) == nil
+}
+
+// replay commits the outbox to the shared store, batch by batch, until it
+// is empty (true) or a batch makes no progress (false; the breaker is then
+// open). A batch the budget ran out in the middle of (a driver that
+// settles claim by claim, memcached, on a slow machine) made progress: the
+// next batches are halved, down to minReplayBatch, and grow back by
+// doubling once they fit.
+func (fb *fallback) replay(ctx context.Context) bool {
+	for ctx.Err() == nil {
+		fb.mu.Lock()
+		batch := fb.box.take(fb.batch)
+		fb.mu.Unlock()
+		if len(batch) == 0 {
+			return true
+		}
+		back, progress, cause := fb.replayBatch(ctx, batch)
+		fb.mu.Lock()
+		fb.box.done(len(batch), back)
+		fb.mu.Unlock()
+		switch {
+		case len(back) == 0:
+			fb.batch = min(2*fb.batch, replayBatch)
+		case progress:
+			fb.batch = max(fb.batch/2, minReplayBatch)
+		default:
+			if cause != nil {
+				fb.trip(cause)
+			}
+			return false
+		}
+	}
+	return false
+}
+
+// replayBatch commits batch with each claim's TTL less the time since its
+// Commit (the expiry the commit gave it; one whose TTL has passed is not
+// sent), and returns the commits to keep queued, whether any left the
+// queue, and why the others did not (nil when the Store is closing). A
+// commit that met another hook's claim is a conflict: counted, logged,
+// handed to OnConflict. What the shared store now holds is forgotten
+// locally.
+func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []queued, progress bool, cause error) {
+	now := time.Now()
+	claims := make([]Claim, 0, len(batch))
+	sent := make([]int, 0, len(batch)) // batch index of each claim
+	forget := make([]Claim, 0, len(batch))
+	for i := range batch {
+		q := &batch[i]
+		ttl := q.claim.TTL - now.Sub(q.at)
+		if ttl < minTTL {
+			fb.expired.Add(1)
+			forget = append(forget, q.claim)
+			continue
+		}
+		c := q.claim
+		c.TTL = ttl
+		claims, sent = append(claims, c), append(sent, i)
+	}
+	defer func() { fb.forget(forget) }()
+	if len(claims) == 0 {
+		return nil, true, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, fb.s.timeout)
+	defer cancel()
+	errs, err := fb.s.conn.Commit(cctx, claims)
+	if err == nil && len(errs) != len(claims) {
+		err = driver.Reply(fmt.Errorf("driver returned %d results for %d claims", len(errs), len(claims)))
+	}
+	if err != nil {
+		for _, i := range sent {
+			back = append(back, batch[i])
+		}
+		if ctx.Err() == nil {
+			_, kind := classify(cctx, err)
+			cause = &opError{op: "replay", kind: kind, err: err}
+		}
+		return back, len(forget) > 0, cause
+	}
+	for j, err := range errs {
+		q := batch[sent[j]]
+		var lost *driver.ClaimLostError
+		switch {
+		case err == nil:
+			fb.replayed.Add(1)
+			forget = append(forget, q.claim)
+		case errors.As(err, &lost):
+			fb.conflict(q, lost.Holder)
+			forget = append(forget, q.claim)
+		default:
+			f, kind := classify(cctx, err)
+			if f == answered {
+				if q.tries++; q.tries >= maxReplayTries {
+					fb.dropped.Add(1)
+					fb.s.log.Warn("fleetstore: replayed commit refused too often; dropped",
+						zap.String("scheme", fb.s.scheme), zap.Int("tries", int(q.tries)), zap.Error(err))
+					forget = append(forget, q.claim)
+					continue
+				}
+			}
+			back = append(back, q)
+			if ctx.Err() == nil {
+				cause = &opError{op: "replay", kind: kind, err: err}
+			}
+		}
+	}
+	return back, len(forget) > 0, cause
+}
+
+// forget drops replayed commits from the local store, which the shared
+// store now keeps. While the breaker is open they stay until it closes:
+// a retry that reaches this node before then must still be a Duplicate
+// here, not a hook admitted twice.
+func (fb *fallback) forget(claims []Claim) {
+	if len(claims) == 0 {
+		return
+	}
+	if fb.degraded.Load() {
+		fb.forgetLater = append(fb.forgetLater, claims...)
+		return
+	}
+	fb.mem.Forget(localName, localPrefix, claims...)
+}
+
+// forgetDeferred forgets what replays made while the breaker was open, once
+// it is closed.
+func (fb *fallback) forgetDeferred() {
+	fb.mem.Forget(localName, localPrefix, fb.forgetLater...)
+	clear(fb.forgetLater)
+	fb.forgetLater = fb.forgetLater[:0]
+}
+
+// conflict reports a replayed commit that met another hook's claim: the
+// outage let one provider event in twice. It is logged with the claim's
+// identity (never a body: the Store has none), cut as errors cut it.
+func (fb *fallback) conflict(q queued, holder string) {
+	fb.conflicts.Add(1)
+	if fb.conflictLogs < maxConflictLogs {
+		fb.conflictLogs++
+		c := &q.claim
+		fb.s.log.Warn("fleetstore: replayed commit met another hook's claim; the outage let this event in twice",
+			zap.String("scheme", fb.s.scheme), zap.String("tenant", cut(c.Tenant)), zap.String("source_id", cut(c.SourceID)),
+			zap.String("key", cut(c.Key)), zap.String("hook_id", cut(c.HookID)), zap.String("holder", cut(holder)),
+			zap.String("node", cut(c.Node)), zap.Time("committed_at", q.at))
+		if fb.conflictLogs == maxConflictLogs {
+			fb.s.log.Warn("fleetstore: further replay conflicts of this outage are counted, not logged",
+				zap.String("scheme", fb.s.scheme), zap.Int("logged", maxConflictLogs))
+		}
+	}
+	if fb.cfg.OnConflict != nil {
+		fb.cfg.OnConflict(Conflict{Claim: q.claim, Holder: holder, CommittedAt: q.at})
+	}
+}
+
+// cut keeps the first 64 bytes of s, as ClaimError's message does.
+func cut(s string) string {
+	if len(s) > 64 {
+		return s[:64]
+	}
+	return s
+}
