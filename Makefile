@@ -14,7 +14,8 @@ test: servers fmt vet
 
 # Install the servers the driver tests start (they pick free loopback ports
 # in temp dirs; nothing is left running): redis-server, redis-sentinel and
-# memcached from Debian's own suites, valkey-server from bookworm-backports
+# memcached (built with TLS: the memcacheds:// tests run it with -Z) from
+# Debian's own suites, valkey-server and valkey-sentinel from bookworm-backports
 # (Debian 12 has no valkey in its main suite). The backports suite is added
 # as one apt source file of its own and used only with -t for valkey; the
 # machine's other apt sources are left as they are. Needs root on Debian;
@@ -26,10 +27,10 @@ servers:
 	for bin in redis-server:redis-server redis-sentinel:redis-sentinel memcached:memcached; do \
 		command -v $${bin%%:*} >/dev/null 2>&1 || missing="$$missing $${bin#*:}"; \
 	done; \
-	need_valkey=""; command -v valkey-server >/dev/null 2>&1 || need_valkey=1; \
+	need_valkey=""; for bin in valkey-server valkey-sentinel; do command -v $$bin >/dev/null 2>&1 || need_valkey=1; done; \
 	if [ -z "$$missing" ] && [ -z "$$need_valkey" ]; then exit 0; fi; \
 	if ! command -v apt-get >/dev/null 2>&1 || [ "$$(id -u)" != 0 ]; then \
-		echo "missing$$missing$${need_valkey:+ valkey-server}: driver tests will skip and make compare cannot run (install them, or run as root on Debian)"; \
+		echo "missing$$missing$${need_valkey:+ valkey-server valkey-sentinel}: driver tests will skip and make compare cannot run (install them, or run as root on Debian)"; \
 		exit 0; \
 	fi; \
 	export DEBIAN_FRONTEND=noninteractive; \
@@ -37,7 +38,7 @@ servers:
 		echo "adding the bookworm-backports apt source ($(BACKPORTS_LIST)) for valkey-server"; \
 		echo "deb http://deb.debian.org/debian bookworm-backports main" > $(BACKPORTS_LIST); \
 	fi; \
-	echo "installing$$missing$${need_valkey:+ valkey-server}"; \
+	echo "installing$$missing$${need_valkey:+ valkey-server valkey-sentinel}"; \
 	apt-get update -qq; \
 	if [ -n "$$missing" ]; then apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; fi; \
 	if [ -n "$$need_valkey" ]; then \

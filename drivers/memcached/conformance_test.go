@@ -20,21 +20,32 @@ func TestConformance(t *testing.T) {
 				servers[i] = testserver.StartMemcached(t)
 				addrs[i] = servers[i].Addr
 			}
-			conformance.Run(t, conformance.Config{
-				URL: "memcached://" + strings.Join(addrs, ","),
-				Records: func(ctx context.Context, prefix, tenant string) ([]driver.Record, error) {
-					return mcRecords(ctx, addrs, prefix, tenant)
-				},
-				Restart: func() error {
-					for _, s := range servers {
-						if err := s.Restart(); err != nil {
-							return err
-						}
-					}
-					return nil
-				},
-			})
+			conformance.Run(t, suiteConfig("memcached://"+strings.Join(addrs, ","), servers))
 		})
+	}
+}
+
+// suiteConfig is the conformance suite's Config for a store URL on
+// servers: their records read over their plain addresses, Restart
+// restarting them all.
+func suiteConfig(raw string, servers []*testserver.Memcached) conformance.Config {
+	plain := make([]string, len(servers))
+	for i, s := range servers {
+		plain[i] = s.Addr
+	}
+	return conformance.Config{
+		URL: raw,
+		Records: func(ctx context.Context, prefix, tenant string) ([]driver.Record, error) {
+			return mcRecords(ctx, plain, prefix, tenant)
+		},
+		Restart: func() error {
+			for _, s := range servers {
+				if err := s.Restart(); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
 	}
 }
 

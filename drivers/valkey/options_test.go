@@ -68,7 +68,7 @@ func TestOptionsRefused(t *testing.T) {
 		{"valkey://:secret@h:1?foo=1", "url: foo"},
 		{"valkey://:secret@h:1?client_cache=1", "url: client_cache"},
 		{"valkey://:secret@h:1?max_retries=3", "url: max_retries"},
-		{"valkey://:secret@h:1?master_set=m", "url: master_set"},
+		{"valkey://:secret@h:1?master_set=", "url: master_set"},
 		{"valkey://:secret@h:1?skip_verify=true", "url: skip_verify"},
 		{"valkey://:secret@h:1?dial_timeout=1s", "url: dial_timeout"},
 		{"valkey://:secret@h:1?write_timeout=x", "url: write_timeout"},
