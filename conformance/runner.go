@@ -252,8 +252,9 @@ func newSuite(cfg Config) (*suite, error) {
 const MaxGranularity = 5 * time.Second
 
 // together reports whether the clauses that may run together run at
-// once: not with a Clock, which every clause would move for all.
-func (s *suite) together() bool { return s.cfg.Clock == nil }
+// once: not with a Clock, which every clause would move for all, nor when
+// the config asks for Serial.
+func (s *suite) together() bool { return s.cfg.Clock == nil && !s.cfg.Serial }
 
 // withPrefix sets key_prefix in raw's query. It edits the query alone, so
 // an authority url.Parse refuses (memcached://h1:11211,h2) passes through.
