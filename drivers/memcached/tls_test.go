@@ -29,7 +29,9 @@ func TestConformanceTLS(t *testing.T) {
 	certs := testserver.NewCerts(t)
 	servers := []*testserver.Memcached{testserver.StartMemcachedTLS(t, certs, true), testserver.StartMemcachedTLS(t, certs, true)}
 	q := tlsQuery(certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile)
-	conformance.Run(t, suiteConfig("memcacheds://"+servers[0].TLSAddr+","+servers[1].TLSAddr+"?"+q, servers))
+	cfg := suiteConfig("memcacheds://"+servers[0].TLSAddr+","+servers[1].TLSAddr+"?"+q, servers)
+	cfg.Serial = true // TLS handshakes by the dozen under -race would delay the timed clauses
+	conformance.Run(t, cfg)
 }
 
 // TestTLS: a CA file and a client certificate given in the URL connect

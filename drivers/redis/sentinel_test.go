@@ -144,7 +144,9 @@ func TestSentinelFailoverTLS(t *testing.T) {
 	certs := testserver.NewCerts(t)
 	s := testserver.StartSentinel(t, testserver.TLS(certs, true))
 	raw := "rediss" + strings.TrimPrefix(sentinelURL(s), "redis") + "&" + tlsQuery(certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile)
-	const budget = 100 * time.Millisecond
+	// 250ms: a TLS handshake under -race on a loaded 2-core machine
+	// takes tens of ms, and every call before the failover must succeed.
+	const budget = 250 * time.Millisecond
 	st, prefix := openStore(t, raw, fleetstore.WithTimeout(budget))
 	failover.Run(t, st, prefix, s, budget, 110*time.Millisecond)
 }

@@ -34,6 +34,7 @@ func TestConformanceTLS(t *testing.T) {
 			_, err := srv.Do("SCRIPT", "FLUSH")
 			return err
 		},
+		Serial: true, // TLS handshakes by the dozen under -race: see TestConformanceClusterTLS
 	})
 }
 

@@ -115,7 +115,9 @@ func TestSentinelFailoverTLS(t *testing.T) {
 	certs := testserver.NewCerts(t)
 	s := testserver.StartSentinel(t, testserver.Binary(serverBinary), testserver.TLS(certs, true))
 	raw := "valkeys" + strings.TrimPrefix(sentinelURL(s), "valkey") + "&" + tlsQuery(certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile)
-	const timeout = 100 * time.Millisecond
+	// 250ms: a TLS handshake under -race on a loaded 2-core machine
+	// takes tens of ms, and every call before the failover must succeed.
+	const timeout = 250 * time.Millisecond
 	prefix := "vt" + randName()
 	c := testConnPrefixed(t, raw, prefix, timeout, nil)
 	failover.Run(t, c.Store, prefix, s, timeout, 110*time.Millisecond)

@@ -24,6 +24,7 @@ func TestConformanceTLS(t *testing.T) {
 		Records:      recordsOn([]*testserver.Redis{r}), // over the plain port
 		Restart:      r.Restart,
 		FlushScripts: func() error { _, err := r.Do("SCRIPT", "FLUSH"); return err },
+		Serial:       true, // TLS handshakes by the dozen under -race: see TestConformanceClusterTLS
 	})
 }
 
