@@ -41,7 +41,8 @@ type fallback struct {
 	localDecisions atomic.Uint64
 	_              [56]byte
 
-	fullLogged atomic.Bool // "outbox full", once an outage
+	fullLogged    atomic.Bool // "outbox full", once an outage
+	refusedLogged atomic.Bool // "replayed commits refused", once an outage
 
 	// stateMu orders the transitions and their log lines.
 	stateMu sync.Mutex
@@ -265,6 +266,12 @@ func (fb *fallback) localSettle(op string, claims []Claim, idx []int, cause erro
 	}
 	fb.mu.Unlock()
 	fb.queuedN.Add(uint64(len(kept)))
+	if len(kept) > 0 {
+		// The worker may have closed the breaker and ended between this
+		// call's look at it and the push: a queued commit always has a
+		// worker to replay it.
+		fb.ensureWorker()
+	}
 	return failed
 }
 
@@ -314,6 +321,7 @@ func (fb *fallback) trip(cause error) {
 	fb.outages.Add(1)
 	fb.atTrip = fb.stats()
 	fb.fullLogged.Store(false)
+	fb.refusedLogged.Store(false)
 	fb.s.log.Warn("fleetstore: shared store out; deciding from this node until it is back",
 		zap.String("scheme", fb.s.scheme), zap.String("url", fb.s.display), zap.Error(cause),
 		zap.Int("nodes", fb.cfg.Nodes), zap.Float64("share", float64(fb.share.num)/float64(fb.share.den)))
