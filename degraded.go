@@ -14,6 +14,7 @@ import (
 
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/drivers/memory"
+	"github.com/fleetstore/fleetstore/gcra"
 )
 
 // The local store: a memory driver of the fallback's own, so that no other
@@ -40,6 +41,14 @@ type fallback struct {
 	_              [64]byte
 	localDecisions atomic.Uint64
 	_              [56]byte
+
+	// pendingUntil is the local clock's µs until which a claim taken
+	// locally may still be pending here: after an outage, a Hit decided
+	// shared first looks for such a claim (Peek), so that a provider's
+	// retry meeting this node right after the switch back is Pending, not
+	// a second admission of the hook the outage admitted locally.
+	pendingUntil atomic.Int64
+	clock        memory.Clock
 
 	fullLogged    atomic.Bool // "outbox full", once an outage
 	refusedLogged atomic.Bool // "replayed commits refused", once an outage
@@ -71,12 +80,15 @@ type fallback struct {
 }
 
 func newFallback(s *Store, cfg *Fallback, clock memory.Clock) (*fallback, error) {
+	if clock == nil {
+		clock = memory.Monotonic
+	}
 	mem := memory.New(clock)
 	local, err := mem.Open(driver.Config{URL: &url.URL{Scheme: "memory", Host: localName}, KeyPrefix: localPrefix, Timeout: s.timeout, Logger: s.log})
 	if err != nil {
 		return nil, err
 	}
-	fb := &fallback{s: s, cfg: *cfg, share: cfg.share(), mem: mem, local: local, box: outbox{size: cfg.OutboxSize}, batch: replayBatch,
+	fb := &fallback{s: s, cfg: *cfg, share: cfg.share(), mem: mem, local: local, box: outbox{size: cfg.OutboxSize}, batch: replayBatch, clock: clock,
 		checkEvery: uint64(min(max(cfg.LocalClaims/16, 1), 256))}
 	fb.stopCtx, fb.stop = context.WithCancel(context.Background())
 	fb.chargeBufs.New = func() any { b := make([]Charge, 0, 8); return &b }
@@ -103,6 +115,9 @@ func (fb *fallback) hit(ctx context.Context, charges []Charge, claim *Claim) (Re
 			return Result{}, &opError{op: "hit", err: doneErr(err)}
 		}
 		return fb.localHit(charges, claim)
+	}
+	if res, ok := fb.heldLocally(claim); ok {
+		return res, nil
 	}
 	ctx, cancel, err := s.budget(ctx)
 	if err != nil {
@@ -148,8 +163,29 @@ func (fb *fallback) localHit(charges []Charge, claim *Claim) (Result, error) {
 	if err != nil { // the memory driver never fails; say so if it did
 		return Result{}, &opError{op: "hit", kind: ErrUnavailable, err: fmt.Errorf("local store: %w", err)}
 	}
+	if claim != nil && res.Outcome == OK {
+		until := fb.clock() + claim.PendingTTL.Microseconds()
+		for cur := fb.pendingUntil.Load(); until > cur && !fb.pendingUntil.CompareAndSwap(cur, until); cur = fb.pendingUntil.Load() {
+		}
+	}
 	res.Local = true
 	return res, nil
+}
+
+// heldLocally answers a Hit decided shared after an outage when this node
+// holds the claim pending locally for another hook: Pending, with the
+// local claim's remaining time, nothing charged. ok is false when the
+// shared store is to decide (no local claim can be pending any more, or
+// none is for this key and another hook).
+func (fb *fallback) heldLocally(claim *Claim) (Result, bool) {
+	if claim == nil || fb.pendingUntil.Load() == 0 || fb.pendingUntil.Load() <= fb.clock() {
+		return Result{}, false
+	}
+	holder, left, pending := fb.mem.Peek(localName, localPrefix, *claim)
+	if !pending || holder == claim.HookID {
+		return Result{}, false
+	}
+	return Result{Outcome: Pending, RetryAfter: gcra.RetryAfter(left), Local: true}, true
 }
 
 // claimsAtCap reports whether the local store holds LocalClaims claims,
@@ -206,6 +242,17 @@ func (fb *fallback) settle(ctx context.Context, op string, claims []Claim, call 
 	if len(out) > 0 {
 		fb.trip(cause)
 		failed = append(failed, fb.localSettle(op, claims, out, cause)...)
+	}
+	if fb.pendingUntil.Load() > fb.clock() {
+		// Settled in the shared store: a claim this node took locally
+		// during the outage no longer answers for them (heldLocally).
+		done := make([]Claim, 0, len(claims))
+		for i := range claims {
+			if !slices.Contains(out, i) {
+				done = append(done, claims[i])
+			}
+		}
+		fb.mem.Forget(localName, localPrefix, done...)
 	}
 	return joinSorted(failed)
 }

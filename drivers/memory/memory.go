@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetstore/fleetstore/claim"
 	"github.com/fleetstore/fleetstore/driver"
 )
 
@@ -188,6 +189,26 @@ func (st *state) records(tenant string) []driver.Record {
 }
 
 func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+// Peek reports the claim on cl's key in the named store opened with
+// keyPrefix: the hook holding it pending and the µs it has left, when it
+// is pending and live. It writes nothing. The degraded mode looks at its
+// local claims with it after an outage.
+func (d *Driver) Peek(name, keyPrefix string, cl driver.Claim) (holder string, left int64, pending bool) {
+	st, ok := d.lookup(name, keyPrefix)
+	if !ok {
+		return "", 0, false
+	}
+	sh := st.shard(cl.Tenant)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	c, ok := sh.claims[claimID{cl.Tenant, cl.SourceID, cl.Key}]
+	now := st.now()
+	if !ok || c.Phase != claim.Pending || !c.Live(now) {
+		return "", 0, false
+	}
+	return c.HookID, c.Expires - now, true
+}
 
 // Forget deletes the claims of the named store opened with key_prefix
 // that are held by their own hook_id, pending or committed, and returns
