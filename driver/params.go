@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -97,10 +98,20 @@ func CheckAddrs(host string, addrs []string) error {
 			why = "takes one HOST:PORT; repeat addr= for each server"
 		case a == "":
 			why = "is empty"
+		default:
+			if _, port, err := net.SplitHostPort(a); err != nil || !isPort(port) {
+				why = "takes HOST:PORT with a port number"
+			}
 		}
 		if why != "" {
 			return Invalid("url: addr", "addr["+strconv.Itoa(i)+"] "+why)
 		}
 	}
 	return nil
+}
+
+// isPort reports a decimal port number, 1–65535.
+func isPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535 && p[0] != '+'
 }

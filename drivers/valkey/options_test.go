@@ -117,6 +117,7 @@ func TestAddrsChecked(t *testing.T) {
 		"valkey://h1:6379,h2:6379/0",
 		"valkey://u:s3cret@h1:6379?addr=u:s3cret@h2:6379",
 		"valkey://h1:6379?addr=h2:6379,h3:6379",
+		"valkey://h1:26379?master_set=m&addr=s3cret:x",
 	} {
 		_, err := fleetstore.Open(raw)
 		if !errors.Is(err, fleetstore.ErrInvalid) || strings.Contains(err.Error(), "s3cret") {
