@@ -28,3 +28,4 @@ func TestSwapHost(t *testing.T) {
 		}
 	}
 }
+

@@ -274,6 +274,9 @@ func (s *suite) withPrefix(raw string) (string, error) {
 }
 
 func (s *suite) run(c clause) Report {
+	if why, ok := s.cfg.Omit[c.id]; ok {
+		return Report{ID: c.id, Title: c.title, Status: Skip, Messages: []string{"skip: omitted by the config: " + why}}
+	}
 	t := &clauseT{s: s, id: c.id}
 	start := time.Now()
 	done := make(chan struct{})
