@@ -28,4 +28,3 @@ func TestSwapHost(t *testing.T) {
 		}
 	}
 }
-
