@@ -14,10 +14,14 @@ test: servers fmt vet
 
 # Install the servers the driver tests start (they pick free loopback ports
 # in temp dirs; nothing is left running): redis-server, redis-sentinel and
-# memcached from Debian's own suites, valkey-server from bookworm-backports
-# (Debian 12 has no valkey in its main suite). The backports suite is added
-# as one apt source file of its own and used only with -t for valkey; the
-# machine's other apt sources are left as they are. Needs root on Debian;
+# memcached (built with TLS: the memcacheds:// tests run it with -Z) from
+# Debian's own suites, valkey-server and valkey-sentinel from bookworm-backports
+# on Debian 12 (which has no valkey in its main suite; elsewhere from the main
+# suite). The backports suite is added as one apt source file of its own,
+# unless the machine has it already, and used only with -t for valkey; the
+# machine's other apt sources are left as they are. Only the services this
+# step installs are stopped (the tests start their own servers): a server
+# the machine already ran is left running. Needs root on Debian;
 # elsewhere install them yourself, or the driver tests skip (and fail when
 # CI is set).
 BACKPORTS_LIST ?= /etc/apt/sources.list.d/fleetstore-bookworm-backports.list
@@ -26,24 +30,28 @@ servers:
 	for bin in redis-server:redis-server redis-sentinel:redis-sentinel memcached:memcached; do \
 		command -v $${bin%%:*} >/dev/null 2>&1 || missing="$$missing $${bin#*:}"; \
 	done; \
-	need_valkey=""; command -v valkey-server >/dev/null 2>&1 || need_valkey=1; \
-	if [ -z "$$missing" ] && [ -z "$$need_valkey" ]; then exit 0; fi; \
+	valkey=""; \
+	command -v valkey-server >/dev/null 2>&1 || valkey="$$valkey valkey-server"; \
+	command -v valkey-sentinel >/dev/null 2>&1 || valkey="$$valkey valkey-sentinel"; \
+	if [ -z "$$missing" ] && [ -z "$$valkey" ]; then exit 0; fi; \
 	if ! command -v apt-get >/dev/null 2>&1 || [ "$$(id -u)" != 0 ]; then \
-		echo "missing$$missing$${need_valkey:+ valkey-server}: driver tests will skip and make compare cannot run (install them, or run as root on Debian)"; \
+		echo "missing$$missing$$valkey: driver tests will skip and make compare cannot run (install them, or run as root on Debian)"; \
 		exit 0; \
 	fi; \
 	export DEBIAN_FRONTEND=noninteractive; \
-	if [ -n "$$need_valkey" ] && [ ! -e $(BACKPORTS_LIST) ] && grep -qs 'VERSION_CODENAME=bookworm' /etc/os-release; then \
-		echo "adding the bookworm-backports apt source ($(BACKPORTS_LIST)) for valkey-server"; \
-		echo "deb http://deb.debian.org/debian bookworm-backports main" > $(BACKPORTS_LIST); \
+	suite=""; \
+	if [ -n "$$valkey" ] && grep -qs 'VERSION_CODENAME=bookworm' /etc/os-release; then \
+		suite="-t bookworm-backports"; \
+		if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then \
+			echo "adding the bookworm-backports apt source ($(BACKPORTS_LIST)) for valkey"; \
+			echo "deb http://deb.debian.org/debian bookworm-backports main" > $(BACKPORTS_LIST); \
+		fi; \
 	fi; \
-	echo "installing$$missing$${need_valkey:+ valkey-server}"; \
+	echo "installing$$missing$$valkey"; \
 	apt-get update -qq; \
 	if [ -n "$$missing" ]; then apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; fi; \
-	if [ -n "$$need_valkey" ]; then \
-		apt-get install -y -qq --no-install-recommends -t bookworm-backports valkey-server valkey-sentinel >/dev/null || exit 1; \
-	fi; \
-	for svc in redis-server redis-sentinel memcached valkey-server valkey-sentinel; do \
+	if [ -n "$$valkey" ]; then apt-get install -y -qq --no-install-recommends $$suite $$valkey >/dev/null || exit 1; fi; \
+	for svc in $$missing $$valkey; do \
 		systemctl disable --now $$svc >/dev/null 2>&1 || service $$svc stop >/dev/null 2>&1 || true; \
 	done; \
 	true

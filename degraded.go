@@ -14,6 +14,7 @@ import (
 
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/drivers/memory"
+	"github.com/fleetstore/fleetstore/gcra"
 )
 
 // The local store: a memory driver of the fallback's own, so that no other
@@ -41,7 +42,16 @@ type fallback struct {
 	localDecisions atomic.Uint64
 	_              [56]byte
 
-	fullLogged atomic.Bool // "outbox full", once an outage
+	// pendingUntil is the local clock's µs until which a claim taken
+	// locally may still be pending here: after an outage, a Hit decided
+	// shared first looks for such a claim (Peek), so that a provider's
+	// retry meeting this node right after the switch back is Pending, not
+	// a second admission of the hook the outage admitted locally.
+	pendingUntil atomic.Int64
+	clock        memory.Clock
+
+	fullLogged    atomic.Bool // "outbox full", once an outage
+	refusedLogged atomic.Bool // "replayed commits refused", once an outage
 
 	// stateMu orders the transitions and their log lines.
 	stateMu sync.Mutex
@@ -70,12 +80,15 @@ type fallback struct {
 }
 
 func newFallback(s *Store, cfg *Fallback, clock memory.Clock) (*fallback, error) {
+	if clock == nil {
+		clock = memory.Monotonic
+	}
 	mem := memory.New(clock)
 	local, err := mem.Open(driver.Config{URL: &url.URL{Scheme: "memory", Host: localName}, KeyPrefix: localPrefix, Timeout: s.timeout, Logger: s.log})
 	if err != nil {
 		return nil, err
 	}
-	fb := &fallback{s: s, cfg: *cfg, share: cfg.share(), mem: mem, local: local, box: outbox{size: cfg.OutboxSize}, batch: replayBatch,
+	fb := &fallback{s: s, cfg: *cfg, share: cfg.share(), mem: mem, local: local, box: outbox{size: cfg.OutboxSize}, batch: replayBatch, clock: clock,
 		checkEvery: uint64(min(max(cfg.LocalClaims/16, 1), 256))}
 	fb.stopCtx, fb.stop = context.WithCancel(context.Background())
 	fb.chargeBufs.New = func() any { b := make([]Charge, 0, 8); return &b }
@@ -102,6 +115,9 @@ func (fb *fallback) hit(ctx context.Context, charges []Charge, claim *Claim) (Re
 			return Result{}, &opError{op: "hit", err: doneErr(err)}
 		}
 		return fb.localHit(charges, claim)
+	}
+	if res, ok, err := fb.heldLocally(charges, claim); ok {
+		return res, err
 	}
 	ctx, cancel, err := s.budget(ctx)
 	if err != nil {
@@ -153,8 +169,44 @@ func (fb *fallback) localHit(charges []Charge, claim *Claim) (Result, error) {
 	if err != nil { // the memory driver never fails; say so if it did
 		return Result{}, &opError{op: "hit", kind: ErrUnavailable, err: fmt.Errorf("local store: %w", err)}
 	}
+	if claim != nil && res.Outcome == OK {
+		until := fb.clock() + claim.PendingTTL.Microseconds()
+		for cur := fb.pendingUntil.Load(); until > cur && !fb.pendingUntil.CompareAndSwap(cur, until); cur = fb.pendingUntil.Load() {
+		}
+	}
 	res.Local = true
 	return res, nil
+}
+
+// heldLocally answers a Hit decided shared after an outage when this node
+// holds the claim pending locally for another hook: Pending, with the
+// local claim's remaining time, nothing charged, and the local buckets of
+// charges as they stand (G10, as localHit reports them). ok is false when
+// the shared store is to decide (no local claim can be pending any more,
+// or none is for this key and another hook).
+func (fb *fallback) heldLocally(charges []Charge, claim *Claim) (res Result, ok bool, err error) {
+	if claim == nil || fb.pendingUntil.Load() == 0 || fb.pendingUntil.Load() <= fb.clock() {
+		return Result{}, false, nil
+	}
+	holder, left, pending := fb.mem.Peek(localName, localPrefix, *claim)
+	if !pending || holder == claim.HookID {
+		return Result{}, false, nil
+	}
+	res = Result{Outcome: Pending, RetryAfter: gcra.RetryAfter(left), Local: true}
+	bufp := fb.chargeBufs.Get().(*[]Charge)
+	local := (*bufp)[:0]
+	for _, c := range charges {
+		local = append(local, fb.share.charge(c))
+	}
+	fb.mem.Quota(localName, localPrefix, local, &res)
+	err = localQuota(&res, charges, local)
+	clear(local)
+	*bufp = local[:0]
+	fb.chargeBufs.Put(bufp)
+	if err != nil {
+		return Result{}, true, &opError{op: "hit", kind: ErrUnavailable, err: fmt.Errorf("local store: %w", err)}
+	}
+	return res, true, nil
 }
 
 // claimsAtCap reports whether the local store holds LocalClaims claims,
@@ -211,6 +263,17 @@ func (fb *fallback) settle(ctx context.Context, op string, claims []Claim, call 
 	if len(out) > 0 {
 		fb.trip(cause)
 		failed = append(failed, fb.localSettle(op, claims, out, cause)...)
+	}
+	if fb.pendingUntil.Load() > fb.clock() {
+		// Settled in the shared store: a claim this node took locally
+		// during the outage no longer answers for them (heldLocally).
+		done := make([]Claim, 0, len(claims))
+		for i := range claims {
+			if !slices.Contains(out, i) {
+				done = append(done, claims[i])
+			}
+		}
+		fb.mem.Forget(localName, localPrefix, done...)
 	}
 	return joinSorted(failed)
 }
@@ -271,6 +334,12 @@ func (fb *fallback) localSettle(op string, claims []Claim, idx []int, cause erro
 	}
 	fb.mu.Unlock()
 	fb.queuedN.Add(uint64(len(kept)))
+	if len(kept) > 0 {
+		// The worker may have closed the breaker and ended between this
+		// call's look at it and the push: a queued commit always has a
+		// worker to replay it.
+		fb.ensureWorker()
+	}
 	return failed
 }
 
@@ -320,6 +389,7 @@ func (fb *fallback) trip(cause error) {
 	fb.outages.Add(1)
 	fb.atTrip = fb.stats()
 	fb.fullLogged.Store(false)
+	fb.refusedLogged.Store(false)
 	fb.s.log.Warn("fleetstore: shared store out; deciding from this node until it is back",
 		zap.String("scheme", fb.s.scheme), zap.String("url", fb.s.display), zap.Error(cause),
 		zap.Int("nodes", fb.cfg.Nodes), zap.Float64("share", float64(fb.share.num)/float64(fb.share.den)))

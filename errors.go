@@ -55,9 +55,14 @@ func (e *ClaimError) Error() string {
 // Unwrap returns the claim's own error.
 func (e *ClaimError) Unwrap() error { return e.Err }
 
-// outcomes are the sentinels a driver returns as the answer to a call,
-// not a failure of the store.
-var outcomes = []error{ErrClaimLost, ErrAlreadyCommitted, ErrClosed, ErrInvalid, ErrOverCapacity}
+// outcomes are the sentinels a driver returns as the server's answer to a
+// call: the store was reached.
+var outcomes = []error{ErrClaimLost, ErrAlreadyCommitted}
+
+// refusals are the sentinels a driver returns without asking the server
+// (a closed Conn, an argument it cannot take): they say nothing of the
+// store.
+var refusals = []error{ErrClosed, ErrInvalid, ErrOverCapacity}
 
 // fault is what a driver error says of the store.
 type fault int
@@ -80,6 +85,11 @@ func classify(ctx context.Context, err error) (f fault, kind error) {
 			return answered, nil
 		}
 	}
+	for _, r := range refusals {
+		if errors.Is(err, r) {
+			return caller, nil
+		}
+	}
 	var reply *driver.ReplyError
 	if errors.As(err, &reply) {
 		return answered, ErrUnavailable
@@ -88,6 +98,9 @@ func classify(ctx context.Context, err error) (f fault, kind error) {
 	case errors.Is(ctx.Err(), context.Canceled):
 		// The caller gave up; whatever the driver saw after that (a
 		// socket deadline moved to the past) says nothing of the store.
+		if errors.Is(err, ErrTimeout) || errors.Is(err, ErrUnavailable) {
+			return caller, context.Canceled // hides them: see cancelled
+		}
 		if errors.Is(err, context.Canceled) {
 			return caller, nil
 		}
@@ -112,3 +125,26 @@ func timedOut(ctx context.Context, err error) bool {
 	dl, ok := ctx.Deadline()
 	return ok && !time.Now().Before(dl)
 }
+
+// opErr wraps a driver error that classify sorted under kind, once.
+func opErr(op string, kind, err error) *opError {
+	if kind == context.Canceled && (errors.Is(err, ErrTimeout) || errors.Is(err, ErrUnavailable)) {
+		err = cancelled{err}
+	}
+	return &opError{op: op, kind: kind, err: err}
+}
+
+// cancelled is a driver error met by a call the caller cancelled: it
+// matches context.Canceled and no sentinel of this package, even when the
+// driver marked it ErrTimeout or ErrUnavailable (the caller's cancellation
+// says nothing of the store), while errors.As still finds the driver's
+// own error types.
+type cancelled struct{ err error }
+
+func (e cancelled) Error() string { return e.err.Error() }
+
+// Is makes errors.Is(err, context.Canceled) true.
+func (e cancelled) Is(target error) bool { return target == context.Canceled }
+
+// As finds the driver's own error types.
+func (e cancelled) As(target any) bool { return errors.As(e.err, target) }

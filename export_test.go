@@ -1,6 +1,10 @@
 package fleetstore
 
-import "github.com/fleetstore/fleetstore/drivers/memory"
+import (
+	"time"
+
+	"github.com/fleetstore/fleetstore/drivers/memory"
+)
 
 // WithLocalClock runs the fallback's local store on clock (µs): the
 // degraded-mode tests drive its buckets by an injected time.
@@ -25,3 +29,6 @@ func LocalClaims(s *Store) int {
 	_, n := s.fb.mem.Size(localName, localPrefix)
 	return n
 }
+
+// SetNow makes s read the time from now (the outage log's quiet period).
+func SetNow(s *Store, now func() time.Time) { s.now = now }

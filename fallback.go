@@ -96,7 +96,7 @@ type Stats struct {
 	Replayed       uint64 // queued commits recorded in the shared store
 	Conflicts      uint64 // replayed commits that met another hook's claim (OnConflict)
 	Expired        uint64 // queued commits whose TTL ran out before their replay: not sent
-	Dropped        uint64 // commits not queued: the outbox was full
+	Dropped        uint64 // commits not queued (the outbox was full), or queued and dropped after the store refused them 8 times
 	ClaimsDropped  uint64 // local Hits decided without a local claim: LocalClaims was reached
 }
 

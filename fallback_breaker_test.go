@@ -322,3 +322,42 @@ func TestFallbackLogsAndState(t *testing.T) {
 	}
 	mu.Unlock()
 }
+
+// TestFallbackSwitchBackKeepsLocalPending: a hook admitted locally during
+// an outage is still pending on this node when the store is back; the
+// provider's retry (another hook for the same delivery) arriving here
+// right after the switch back is Pending, not a second admission, and
+// once the first hook commits (now in the shared store) the retry is a
+// Duplicate.
+func TestFallbackSwitchBackKeepsLocalPending(t *testing.T) {
+	t.Parallel()
+	st := openFlaky(t, fleetstore.Fallback{})
+	ctx := context.Background()
+	st.d.set(refused)
+	a := hookClaim("switch-back", "hook-A")
+	if res, err := st.Hit(ctx, []fleetstore.Charge{bigCharge}, &a); err != nil || res.Outcome != fleetstore.OK || !res.Local {
+		t.Fatalf("hit during the outage: %+v %v, want a local OK", res, err)
+	}
+	st.d.set(healthy)
+	recovered(t, st)
+	b := hookClaim("switch-back", "hook-B")
+	res, err := st.Hit(ctx, []fleetstore.Charge{bigCharge}, &b)
+	if err != nil || res.Outcome != fleetstore.Pending || res.RetryAfter <= 0 {
+		t.Fatalf("the retry at this node after the switch back: %+v %v, want Pending (hook-A holds it here)", res, err)
+	}
+	// It charged nothing and reports the local bucket as it stands, its
+	// headroom at this node's share of 2 (G10, as a local Hit does).
+	if q := res.Quota(); len(q) != 1 || q[0].Kind != bigCharge.Kind || q[0].Denied ||
+		q[0].Headroom != (bigCharge.Capacity-q[0].ResetAfter)/time.Microsecond/2*time.Microsecond {
+		t.Errorf("the retry's bucket states: %+v, want the local bucket, headroom (capacity − reset-after) / 2", q)
+	}
+	if err := st.Commit(ctx, a); err != nil {
+		t.Fatalf("hook-A's commit after the switch back: %v", err)
+	}
+	if res, err := st.Hit(ctx, []fleetstore.Charge{bigCharge}, &b); err != nil || res.Outcome != fleetstore.Duplicate || res.HookID != "hook-A" {
+		t.Fatalf("the retry after hook-A committed: %+v %v, want Duplicate of hook-A", res, err)
+	}
+	if s := st.Stats(); s.Conflicts != 0 {
+		t.Errorf("stats %+v: no conflict happened", s)
+	}
+}

@@ -3,6 +3,7 @@ package fleetstore
 import (
 	"fmt"
 	"net/url"
+	"reflect"
 	"strings"
 	"time"
 
@@ -32,7 +33,7 @@ func Open(rawURL string, opts ...Option) (*Store, error) {
 //
 // Errors: as Open's; ErrInvalid for a nil d.
 func OpenDriver(d driver.Driver, rawURL string, opts ...Option) (*Store, error) {
-	if d == nil {
+	if d == nil || isNilPointer(d) {
 		return nil, openErr(driver.Invalid("driver", "is nil"))
 	}
 	return open(d, rawURL, opts)
@@ -109,6 +110,9 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 	if err != nil {
 		return nil, openErr(err)
 	}
+	if conn == nil || isNilPointer(conn) {
+		return nil, openErr(fmt.Errorf("driver for %q returned no Conn and no error", u.Scheme))
+	}
 	s := newStore(d, conn, u.Scheme, u.Redacted(), cfg.Timeout, o.logger)
 	if fbCfg != nil {
 		if s.fb, err = newFallback(s, fbCfg, o.localClock); err != nil {
@@ -119,6 +123,13 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 	o.logger.Debug("store opened", zap.String("scheme", u.Scheme), zap.String("url", u.Redacted()),
 		zap.Duration("timeout", cfg.Timeout), zap.String("key_prefix", cfg.KeyPrefix), zap.Bool("fallback", fbCfg != nil))
 	return s, nil
+}
+
+// isNilPointer reports a typed nil pointer in an interface, which == nil
+// does not see.
+func isNilPointer(v any) bool {
+	r := reflect.ValueOf(v)
+	return r.Kind() == reflect.Pointer && r.IsNil()
 }
 
 func openErr(err error) error { return fmt.Errorf("fleetstore: open: %w", err) }

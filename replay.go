@@ -166,6 +166,7 @@ func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []que
 	claims := make([]Claim, 0, len(batch))
 	sent := make([]int, 0, len(batch)) // batch index of each claim
 	forget := make([]Claim, 0, len(batch))
+	refused := false // the store answered some commit with an error reply
 	for i := range batch {
 		q := &batch[i]
 		ttl := q.claim.TTL - now.Sub(q.at)
@@ -211,13 +212,20 @@ func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []que
 		default:
 			f, kind := classify(cctx, err)
 			if f == answered {
+				// The store answered: it is reachable, and a refusal is
+				// progress, not a reason to wait for the probe.
+				refused = true
 				if q.tries++; q.tries >= maxReplayTries {
 					fb.dropped.Add(1)
-					fb.s.log.Warn("fleetstore: replayed commit refused too often; dropped",
-						zap.String("scheme", fb.s.scheme), zap.Int("tries", int(q.tries)), zap.Error(err))
+					if !fb.refusedLogged.Load() && fb.refusedLogged.CompareAndSwap(false, true) {
+						fb.s.log.Warn("fleetstore: replayed commits refused too often are dropped (the first is named; Stats counts them)",
+							zap.String("scheme", fb.s.scheme), zap.Int("tries", int(q.tries)), zap.Error(err))
+					}
 					forget = append(forget, q.claim)
 					continue
 				}
+				back = append(back, q)
+				continue
 			}
 			back = append(back, q)
 			if ctx.Err() == nil {
@@ -225,7 +233,7 @@ func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []que
 			}
 		}
 	}
-	return back, len(forget) > 0, cause
+	return back, len(forget) > 0 || refused, cause
 }
 
 // forget drops replayed commits from the local store, which the shared

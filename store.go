@@ -31,9 +31,12 @@ type Store struct {
 	nonBlock bool
 
 	// down is set by the first call of an outage that the server did not
-	// answer, and cleared by the next answer: one log line each way.
+	// answer, and cleared by the first answer once no call has gone
+	// unanswered for quietAfterOutage: one log line each way.
 	// With a fallback, the fallback logs its transitions instead.
-	down atomic.Bool
+	down           atomic.Bool
+	lastUnanswered atomic.Int64     // UnixNano of the last unanswered call
+	now            func() time.Time // time.Now; tests move it
 
 	// fb is the degraded mode (WithFallback, CONTRACT §8); nil without.
 	fb *fallback
@@ -50,7 +53,7 @@ type Store struct {
 
 func newStore(d driver.Driver, conn driver.Conn, scheme, display string, timeout time.Duration, log *zap.Logger) *Store {
 	_, nb := conn.(driver.NonBlocking)
-	return &Store{drv: d, conn: conn, scheme: scheme, display: display, timeout: timeout, log: log, nonBlock: nb, drained: make(chan struct{}, 1)}
+	return &Store{drv: d, conn: conn, scheme: scheme, display: display, timeout: timeout, log: log, nonBlock: nb, drained: make(chan struct{}, 1), now: time.Now}
 }
 
 // Driver returns the Store's driver, as sql.DB.Driver does: a caller can
@@ -160,7 +163,9 @@ func (s *Store) Commit(ctx context.Context, claims ...Claim) error {
 //   - absent or expired: no change, no error;
 //   - held by another hook: no change, ErrClaimLost naming the holder.
 //
-// Results per claim and errors as for Commit. With a fallback (CONTRACT
+// A claim needs only its identity and HookID here: its TTLs are not used
+// and not checked. Results per claim and errors as for Commit. With a
+// fallback (CONTRACT
 // §8), a claim the shared store cannot be reached to release is released
 // in the local store only, with the local store's result: a pending claim
 // in the shared store then expires by its PendingTTL.
@@ -217,7 +222,7 @@ func (s *Store) settled(ctx context.Context, op string, claims []Claim, errs []e
 		if f == outage {
 			s.unreached(err)
 		}
-		e := &opError{op: op, kind: kind, err: err}
+		e := opErr(op, kind, err)
 		if degrade != nil && degradable(kind, f) && degrade(i, e) {
 			continue
 		}
@@ -293,7 +298,7 @@ func (s *Store) failure(ctx context.Context, op string, err error) (bool, error)
 	case outage:
 		s.unreached(err)
 	}
-	e := &opError{op: op, kind: kind, err: err}
+	e := opErr(op, kind, err)
 	degrade := degradable(kind, f)
 	if degrade && s.fb != nil {
 		s.fb.trip(e)
@@ -309,18 +314,35 @@ func degradable(kind error, f fault) bool {
 	return f == outage || f == answered && kind == ErrUnavailable
 }
 
+// quietAfterOutage is how long after the last unanswered call an answer
+// may end an outage in the log: a partial outage (one cluster master or
+// one memcached server down) fails some calls and answers others, and
+// must log one warning, not one line per call.
+const quietAfterOutage = time.Second
+
 // unreached records a call the server did not answer; the first of an
 // outage logs a warning with its cause. A fallback logs its own.
 func (s *Store) unreached(cause error) {
-	if s.fb == nil && !s.down.Load() && s.down.CompareAndSwap(false, true) {
+	if s.fb != nil {
+		return
+	}
+	s.lastUnanswered.Store(s.now().UnixNano())
+	if !s.down.Load() && s.down.CompareAndSwap(false, true) {
 		s.log.Warn("fleetstore: store unreachable; calls fail until it answers again",
 			zap.String("scheme", s.scheme), zap.String("url", s.display), zap.Error(cause))
 	}
 }
 
-// reached records an answer; the first after an outage is logged.
+// reached records an answer; the first after an outage, once no call has
+// gone unanswered for quietAfterOutage, is logged.
 func (s *Store) reached() {
-	if s.fb == nil && s.down.Load() && s.down.CompareAndSwap(true, false) {
+	if s.fb != nil || !s.down.Load() {
+		return
+	}
+	if s.now().UnixNano()-s.lastUnanswered.Load() < int64(quietAfterOutage) {
+		return
+	}
+	if s.down.CompareAndSwap(true, false) {
 		s.log.Info("fleetstore: store reachable again", zap.String("scheme", s.scheme), zap.String("url", s.display))
 	}
 }

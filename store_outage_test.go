@@ -159,6 +159,16 @@ func TestOutageLoggedOnce(t *testing.T) {
 		t.Errorf("%d 'unreachable' lines for one outage, want 1", n)
 	}
 	mode.Store(0)
+	// An answer right after the last unanswered call ends nothing: it may
+	// be a partial outage. Once quiet for a second, the next answer does.
+	if err := st.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count("reachable again"); n != 0 {
+		t.Errorf("%d 'reachable again' lines at once after the outage, want none yet", n)
+	}
+	later := time.Now().Add(2 * time.Second)
+	fleetstore.SetNow(st, func() time.Time { return later })
 	for range 3 {
 		if err := st.Ping(ctx); err != nil {
 			t.Fatal(err)
@@ -176,3 +186,73 @@ func TestOutageLoggedOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestPartialOutageLoggedOnce: a store that fails some calls unanswered
+// and answers others (one cluster master or one memcached server down)
+// logs one warning, not one line per call; its end is logged once no call
+// has gone unanswered for a second.
+func TestPartialOutageLoggedOnce(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zapcore.InfoLevel)
+	var n atomic.Int64
+	refused := fmt.Errorf("dial tcp 127.0.0.1:1: %w", syscall.ECONNREFUSED)
+	st := openFake(t, &fakeConn{other: func(context.Context) error {
+		if n.Add(1)%3 == 0 {
+			return refused
+		}
+		return nil
+	}}, fleetstore.WithLogger(zap.New(core)))
+	clock := time.Now()
+	fleetstore.SetNow(st, func() time.Time { return clock })
+	for range 99 {
+		_ = st.Ping(context.Background())
+		clock = clock.Add(10 * time.Millisecond)
+	}
+	if got := logs.Len(); got != 1 {
+		t.Fatalf("%d lines for a partial outage of 33 failures in 99 calls, want 1: %v", got, logs.All())
+	}
+	n.Store(1) // no more failures for two calls; then quiet
+	clock = clock.Add(2 * time.Second)
+	_ = st.Ping(context.Background())
+	if got := logs.Len(); got != 2 || !strings.Contains(logs.All()[1].Message, "reachable again") {
+		t.Errorf("after a quiet second: %d lines %v, want the end logged once", got, logs.All())
+	}
+}
+
+// TestCancelledHidesSentinels: a call the caller cancelled matches
+// context.Canceled and no sentinel, even when the driver marked its error
+// ErrUnavailable or ErrTimeout; errors.As still finds the driver's error.
+func TestCancelledHidesSentinels(t *testing.T) {
+	t.Parallel()
+	custom := &storeErr{code: 3}
+	for _, mark := range []error{fleetstore.ErrUnavailable, fleetstore.ErrTimeout} {
+		ctx, cancel := context.WithCancel(context.Background())
+		st := openFake(t, &fakeConn{other: func(context.Context) error {
+			cancel()
+			return fmt.Errorf("%w: %w", mark, custom)
+		}})
+		err := st.Ping(ctx)
+		var got *storeErr
+		if !errors.Is(err, context.Canceled) || errors.Is(err, fleetstore.ErrUnavailable) || errors.Is(err, fleetstore.ErrTimeout) || !errors.As(err, &got) {
+			t.Errorf("driver marked %v, caller cancelled: %v (canceled %v, unavailable %v, timeout %v, as %v)", mark, err,
+				errors.Is(err, context.Canceled), errors.Is(err, fleetstore.ErrUnavailable), errors.Is(err, fleetstore.ErrTimeout), got != nil)
+		}
+	}
+}
+
+// TestOpenDriverNil: a typed nil driver, or a driver whose Open returns no
+// Conn and no error, is an error at Open, not a panic at the first call.
+func TestOpenDriverNil(t *testing.T) {
+	t.Parallel()
+	var typed *memory.Driver
+	if _, err := fleetstore.OpenDriver(typed, "memory://"); !errors.Is(err, fleetstore.ErrInvalid) {
+		t.Errorf("typed nil driver: %v, want ErrInvalid", err)
+	}
+	if _, err := fleetstore.OpenDriver(nilConnDriver{}, "x://"); err == nil {
+		t.Error("a driver returning (nil, nil): no error")
+	}
+}
+
+type nilConnDriver struct{}
+
+func (nilConnDriver) Open(driver.Config) (driver.Conn, error) { return nil, nil }

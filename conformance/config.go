@@ -64,6 +64,19 @@ type Config struct {
 	// Stores is how many Stores the concurrency clauses (G4, C10) open on
 	// URL. Default 4.
 	Stores int
+
+	// Omit names clauses not to run, each with the reason, reported as
+	// SKIP with it: for a Store whose contract differs from a driver's on
+	// purpose (a Store with a fallback decides locally where T1, T2 and
+	// V4 expect errors, CONTRACT §8). A driver author omits nothing.
+	Omit map[string]string
+
+	// Serial runs every clause one after another instead of the clauses
+	// that only sleep at once: for a store whose Stores are costly to open
+	// and first call (TLS to every node of a cluster), where the clauses
+	// opening Stores all at once would delay each other's calls past the
+	// intervals they measure. Slower (the sleeps add up), never weaker.
+	Serial bool
 }
 
 // Record is one record a store keeps, for Config.Records: a key of the

@@ -1,6 +1,7 @@
 package conformance_test
 
 import (
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,5 +41,18 @@ func (c *manualClock) Now() time.Time { return time.UnixMicro(c.us.Load()) }
 func (c *manualClock) Sleep(d time.Duration) {
 	if d > 0 {
 		c.us.Add(int64((d + time.Microsecond - 1) / time.Microsecond))
+	}
+}
+
+// TestOmit: a clause the config omits is reported SKIP with the reason,
+// and does not run.
+func TestOmit(t *testing.T) {
+	reports, err := conformance.Check(conformance.Config{Driver: memory.New(nil), URL: "omit://x",
+		Omit: map[string]string{"G1": "not for this store"}}, []string{"G1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reports) != 1 || reports[0].Status != conformance.Skip || !strings.Contains(strings.Join(reports[0].Messages, " "), "not for this store") {
+		t.Fatalf("omitted G1: %+v, want SKIP with the reason", reports)
 	}
 }

@@ -115,9 +115,8 @@ func (c *netConn) Ping(ctx context.Context) error            { return c.call(ctx
 func (*netConn) Close() error                                { return nil }
 
 // TestNetTeeth: a whole-call failure reported as one error per claim fails
-// T2; a driver that allocates what a server declares, or panics on a
-// negative length, fails V4. The honest drivers pass both. Not parallel:
-// V4 counts what the process allocates.
+// T2 (refused) and T1 (silent); a driver that allocates what a server declares, or panics on a
+// negative length, fails V4. The honest drivers pass.
 func TestNetTeeth(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -126,13 +125,19 @@ func TestNetTeeth(t *testing.T) {
 		want   conformance.Status
 	}{
 		{"whole-call-failure-per-claim", netDriver{perClaim: true}, "T2", conformance.Fail},
+		{"whole-call-timeout-per-claim", netDriver{perClaim: true}, "T1", conformance.Fail},
+		{"honest-silent", netDriver{}, "T1", conformance.Pass},
 		{"honest-refused", netDriver{}, "T2", conformance.Pass},
 		{"trusts-declared-lengths", netDriver{trusting: true}, "V4", conformance.Fail},
 		{"panics-on-negative-length", netDriver{panicky: true}, "V4", conformance.Fail},
 		{"honest-garbage", netDriver{}, "V4", conformance.Pass},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// One at a time: V4 counts what the whole process allocates.
+			// V4 counts what the whole process allocates: its checks run
+			// one at a time, before the others run side by side.
+			if tc.clause != "V4" {
+				t.Parallel()
+			}
 			r := <-startCheck(conformance.Config{Driver: tc.d, URL: "net://127.0.0.1:9"}, tc.clause)
 			if r.err != nil {
 				t.Fatal(r.err)

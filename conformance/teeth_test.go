@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -340,6 +341,16 @@ var variants = []struct {
 				res.RetryAfter += time.Millisecond // a key's PTTL, one ms longer than the claim
 			}
 			return res, err
+		}
+	}},
+	{"release-demands-ttl", "C5", func(b *broken) {
+		b.release = func(c driver.Conn, ctx context.Context, claims []driver.Claim) ([]error, error) {
+			for i := range claims {
+				if claims[i].TTL <= 0 {
+					return nil, driver.Invalid(fmt.Sprintf("claims[%d].ttl", i), "must be at least 1ms")
+				}
+			}
+			return c.Release(ctx, claims)
 		}
 	}},
 	{"own-retry-rewrites-claim", "C2", func(b *broken) {

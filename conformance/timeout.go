@@ -115,6 +115,14 @@ func testT1(t *clauseT) {
 				t.Errorf("%s: %s took %v, budget %v (+10ms allowed)", tc.name, o.name, d, budget)
 			}
 		}
+		// A batch that times out as a whole is one ErrTimeout, not one
+		// error per claim.
+		batch := []fleetstore.Claim{t.claimFor(t.tenant(), "hook-a"), t.claimFor(t.tenant(), "hook-a"), t.claimFor(t.tenant(), "hook-a")}
+		err := st.Commit(context.Background(), batch...)
+		var ce *fleetstore.ClaimError
+		if !errors.Is(err, fleetstore.ErrTimeout) || errors.As(err, &ce) {
+			t.Errorf("%s: batch commit of %d claims against a server that never answers: %v, want one ErrTimeout for the whole call", tc.name, len(batch), err)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"net"
 	"net/url"
 	"slices"
 	"strconv"
@@ -75,4 +76,42 @@ func RefuseParams(q url.Values, refused map[string]string) error {
 	}
 	slices.Sort(names)
 	return Invalid("url: "+names[0], "not supported: "+refused[names[0]])
+}
+
+// CheckAddrs checks the addresses of a URL whose host is one server and
+// whose other servers are addr= parameters (the Redis family's form): the
+// host and every addr are one HOST:PORT each — no list (several servers
+// go in addr=), no userinfo (the password goes once, in the URL's own
+// userinfo) — so that an error never quotes a password and a list never
+// reaches a resolver as one name. Errors wrap ErrInvalid and name the
+// parameter; they quote no address.
+func CheckAddrs(host string, addrs []string) error {
+	if strings.Contains(host, ",") {
+		return Invalid("url: host", "one HOST:PORT; give the other servers as addr= parameters")
+	}
+	for i, a := range addrs {
+		why := ""
+		switch {
+		case strings.Contains(a, "@"):
+			why = "takes HOST:PORT, no user or password (give them once, in the URL's userinfo)"
+		case strings.ContainsAny(a, ",/?#"):
+			why = "takes one HOST:PORT; repeat addr= for each server"
+		case a == "":
+			why = "is empty"
+		default:
+			if _, port, err := net.SplitHostPort(a); err != nil || !isPort(port) {
+				why = "takes HOST:PORT with a port number"
+			}
+		}
+		if why != "" {
+			return Invalid("url: addr", "addr["+strconv.Itoa(i)+"] "+why)
+		}
+	}
+	return nil
+}
+
+// isPort reports a decimal port number, 1–65535.
+func isPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 1 && n <= 65535 && p[0] != '+'
 }

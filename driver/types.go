@@ -37,10 +37,11 @@ type Claim struct {
 	HookID string
 	// Node is where the hook is being stored (informational): ≤ 256 bytes.
 	Node string
-	// TTL is how long a committed claim lasts, from the commit: 1ms–366 days.
+	// TTL is how long a committed claim lasts, from the commit: 1ms–366
+	// days. Hit and Commit need it; Release does not (zero is fine there).
 	TTL time.Duration
 	// PendingTTL is how long an unsettled claim lasts, from the hit:
-	// 1ms–366 days.
+	// 1ms–366 days. Hit needs it; Commit and Release do not.
 	PendingTTL time.Duration
 }
 

@@ -61,6 +61,10 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fleetstore check: %v\n", err)
 		return exitUsage
 	}
+	if *granularity < 0 || *granularity > conformance.MaxGranularity {
+		fmt.Fprintf(stderr, "fleetstore check: -granularity: want 0 (the driver's) up to %v, got %v\n", conformance.MaxGranularity, *granularity)
+		return exitUsage
+	}
 	if *granularity > 0 {
 		cfg.Granularity = *granularity
 	}

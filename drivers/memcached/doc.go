@@ -4,10 +4,12 @@
 //	import _ "github.com/fleetstore/fleetstore/drivers/memcached"
 //
 //	store, err := fleetstore.Open("memcached://cache1:11211,cache2:11211?timeout=50ms")
+//	store, err := fleetstore.Open("memcacheds://cache1:11211?tls_ca_file=/etc/fleet/ca.pem") // TLS
 //
 // # URL
 //
 //	memcached://HOST[:PORT][,HOST[:PORT]...][?PARAMS]
+//	memcacheds://HOST[:PORT][,HOST[:PORT]...][?PARAMS]   every connection over TLS
 //
 // Every host is one server (port 11211 when left out); several servers
 // shard the items client-side, all items of one tenant on one server (the
@@ -26,10 +28,26 @@
 //	                max_conns): set it to the usual number of concurrent
 //	                calls
 //
+// and, for memcacheds:// only (memcached -Z, --enable-ssl):
+//
+//	skip_verify     true: the servers' certificates are not checked
+//	                (default false)
+//	tls_ca_file     PEM file of the CAs that verify the servers (default
+//	                the system's roots)
+//	tls_cert_file   PEM file of the client certificate, for a server with
+//	                ssl_verify_mode=2 (require); needs tls_key_file
+//	                (default none)
+//	tls_key_file    PEM file of that certificate's private key
+//
 // For example, a Store whose node makes up to 32 calls at once, on two
 // servers:
 //
 //	memcached://cache1:11211,cache2:11211?timeout=50ms&max_conns=32&max_idle_conns=32
+//
+// and a Store on servers that require a client certificate, with a CA of
+// its own:
+//
+//	memcacheds://cache1:11211,cache2:11211?tls_ca_file=/etc/fleet/ca.pem&tls_cert_file=/etc/fleet/edge.pem&tls_key_file=/etc/fleet/edge-key.pem
 //
 // An unknown parameter is an error at Open.
 //
@@ -46,6 +64,21 @@
 // and half its calls ran out of budget. Mind memcached's own limit (-c,
 // default 1024 connections): the fleet's Stores × max_conns must stay
 // below it.
+//
+// # TLS
+//
+// TLS is a scheme of its own, memcacheds://, as rediss:// and valkeys://
+// are for the other drivers, with the same TLS parameters. The files are
+// read by Open, once: a missing or malformed file is ErrInvalid at Open
+// naming the parameter; a renewed certificate takes a new Store. Every
+// connection is TLS 1.2 or later (crypto/tls, through gomemcache's
+// DialContext), its handshake within the call's budget, each server
+// verified under its host as written in the URL (hosts are resolved to
+// addresses before the dial). A server whose certificate does not verify,
+// or that refuses the client certificate, fails every call with
+// ErrUnavailable (fail closed). A TLS handshake costs a round trip or two
+// per new connection; the pool keeps connections (max_idle_conns), so it
+// is paid once per connection, not per call.
 //
 // # Items
 //

@@ -13,6 +13,7 @@ import (
 
 func init() {
 	fleetstore.Register("memcached", Driver{})
+	fleetstore.Register("memcacheds", Driver{})
 }
 
 // DefaultPort is the port of a host given without one.
@@ -25,7 +26,8 @@ const DefaultMaxIdleConns = 64
 // max_idle_conns is not set higher.
 const DefaultMaxConns = 64
 
-// Driver is the memcached driver, registered as "memcached".
+// Driver is the memcached driver, registered as "memcached" and
+// "memcacheds" (TLS).
 type Driver struct{}
 
 var (
@@ -40,19 +42,20 @@ var (
 func (Driver) ExpiryGranularity() time.Duration { return 2 * time.Second }
 
 // Open implements driver.Driver. It parses the URL, whose form and
-// parameters (timeout, key_prefix, max_conns, max_idle_conns) the package
-// doc's URL section lists, and does no I/O.
+// parameters (timeout, key_prefix, max_conns, max_idle_conns, and for
+// memcacheds skip_verify and the TLS files) the package doc's URL section
+// lists, and reads the TLS files it names; it does no network I/O.
 func (Driver) Open(cfg driver.Config) (driver.Conn, error) {
 	u := cfg.URL
 	q := u.Query()
-	if err := driver.CheckParams(q, "max_conns", "max_idle_conns"); err != nil {
+	if err := driver.CheckParams(q, append([]string{"max_conns", "max_idle_conns"}, tlsParams...)...); err != nil {
 		return nil, err
 	}
 	if u.User != nil {
 		return nil, driver.Invalid("url: user", "memcached URLs take no user or password")
 	}
 	if u.Opaque != "" || (u.Path != "" && u.Path != "/") {
-		return nil, driver.Invalid("url: path", "memcached URLs have no path: want memcached://host:port[,host:port...]")
+		return nil, driver.Invalid("url: path", "memcached URLs have no path: want "+u.Scheme+"://host:port[,host:port...]")
 	}
 	hosts, err := parseHosts(u.Host)
 	if err != nil {
@@ -66,7 +69,11 @@ func (Driver) Open(cfg driver.Config) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	sv := &servers{hosts: hosts}
+	tc, err := tlsConfig(u.Scheme, q)
+	if err != nil {
+		return nil, err
+	}
+	sv := &servers{hosts: hosts, tls: tc}
 	return &conn{
 		keys:  keys{prefix: cfg.KeyPrefix},
 		sv:    sv,

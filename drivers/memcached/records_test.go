@@ -3,6 +3,7 @@ package memcached
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -41,9 +42,19 @@ func mcRecords(ctx context.Context, addrs []string, prefix, tenant string) ([]dr
 				if i > 0 {
 					time.Sleep(10 * time.Millisecond)
 				}
-				keys, err := mcDump(nc, r, func(key string) bool {
-					return strings.HasPrefix(key, claimPrefix) && strings.HasSuffix(key, claimSuffix)
-				})
+				var keys []string
+				var err error
+				// BUSY: another metadump (a clause running beside this
+				// one) has the crawler; it is done in milliseconds.
+				for busy := 0; ; busy++ {
+					keys, err = mcDump(nc, r, func(key string) bool {
+						return strings.HasPrefix(key, claimPrefix) && strings.HasSuffix(key, claimSuffix)
+					})
+					if err == nil || !errors.Is(err, errBusy) || busy == 100 || ctx.Err() != nil {
+						break
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
 				if err != nil {
 					return err
 				}
@@ -71,6 +82,9 @@ func mcRecords(ctx context.Context, addrs []string, prefix, tenant string) ([]dr
 	return out, nil
 }
 
+// errBusy is memcached's answer to a metadump while another one runs.
+var errBusy = errors.New("crawler busy")
+
 // mcDump returns the keys of a metadump that match.
 func mcDump(nc net.Conn, r *bufio.Reader, match func(string) bool) ([]string, error) {
 	if _, err := fmt.Fprintf(nc, "lru_crawler metadump all\r\n"); err != nil {
@@ -86,7 +100,10 @@ func mcDump(nc net.Conn, r *bufio.Reader, match func(string) bool) ([]string, er
 		if line == "END" {
 			return found, nil
 		}
-		if strings.HasPrefix(line, "BUSY") || strings.HasPrefix(line, "ERROR") {
+		if strings.HasPrefix(line, "BUSY") {
+			return nil, fmt.Errorf("metadump: %w: %s", errBusy, line)
+		}
+		if strings.HasPrefix(line, "ERROR") {
 			return nil, fmt.Errorf("metadump: %s", line)
 		}
 		f, _, _ := strings.Cut(line, " ")

@@ -2,6 +2,7 @@ package memcached
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/netip"
@@ -21,6 +22,7 @@ import (
 type servers struct {
 	hosts []string                   // "host:port", as in the URL
 	addrs atomic.Pointer[[]net.Addr] // addr values; nil until resolved
+	tls   *tls.Config                // memcacheds://: every connection is TLS; nil: plain TCP
 }
 
 var _ memcache.ServerSelector = (*servers)(nil)
@@ -29,7 +31,10 @@ var _ memcache.ServerSelector = (*servers)(nil)
 // (gomemcache calls it on every pool lookup). servers keeps them as
 // net.Addr values, so that PickServer, called for every key of every
 // command, does not box one each time.
-type addr struct{ s string }
+type addr struct {
+	s    string // "IP:PORT"
+	host string // the host as in the URL: a TLS connection verifies the server under it
+}
 
 func (a addr) Network() string { return "tcp" }
 func (a addr) String() string  { return a.s }
@@ -63,7 +68,7 @@ func (sv *servers) resolve(ctx context.Context) error {
 			}
 		}
 		p, _ := strconv.ParseUint(port, 10, 16)
-		out[i] = addr{netip.AddrPortFrom(ip, uint16(p)).String()}
+		out[i] = addr{s: netip.AddrPortFrom(ip, uint16(p)).String(), host: host}
 	}
 	sv.addrs.Store(&out)
 	return nil

@@ -23,6 +23,7 @@ import (
 // a cancelled context cuts the socket deadlines to the past.
 type session struct {
 	mc    *memcache.Client
+	sv    *servers
 	ctx   context.Context // the call being served: dials use it
 	limit atomic.Int64    // the call's deadline, Unix ns
 
@@ -31,7 +32,7 @@ type session struct {
 }
 
 func newSession(sv *servers, timeout time.Duration) *session {
-	s := &session{conns: make(map[*limitedConn]struct{})}
+	s := &session{sv: sv, conns: make(map[*limitedConn]struct{})}
 	s.mc = memcache.NewFromSelector(sv)
 	s.mc.Timeout = timeout
 	s.mc.MaxIdleConns = 1 // per server: a session serves one call at a time
@@ -41,7 +42,7 @@ func newSession(sv *servers, timeout time.Duration) *session {
 
 func (s *session) dial(_ context.Context, network, address string) (net.Conn, error) {
 	d := net.Dialer{Deadline: time.Unix(0, s.limit.Load())}
-	nc, err := d.DialContext(s.ctx, network, address)
+	nc, err := s.sv.dial(s.ctx, &d, network, address)
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetstore/fleetstore/claim"
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/gcra"
 )
 
 // Clock returns the current time in µs. It must never go backwards.
@@ -188,6 +190,48 @@ func (st *state) records(tenant string) []driver.Record {
 }
 
 func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+// Peek reports the claim on cl's key in the named store opened with
+// keyPrefix: the hook holding it pending and the µs it has left, when it
+// is pending and live. It writes nothing. The degraded mode looks at its
+// local claims with it after an outage.
+func (d *Driver) Peek(name, keyPrefix string, cl driver.Claim) (holder string, left int64, pending bool) {
+	st, ok := d.lookup(name, keyPrefix)
+	if !ok {
+		return "", 0, false
+	}
+	sh := st.shard(cl.Tenant)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	c, ok := sh.claims[claimID{cl.Tenant, cl.SourceID, cl.Key}]
+	now := st.now()
+	if !ok || c.Phase != claim.Pending || !c.Live(now) {
+		return "", 0, false
+	}
+	return c.HookID, c.Expires - now, true
+}
+
+// Quota sets r's bucket states to those of charges' buckets in the named
+// store opened with keyPrefix, as they stand (CONTRACT G10: each
+// reset-after, and NBuckets), writing nothing: what a Hit that charged
+// nothing reports. A store not open reports full buckets. At most
+// driver.MaxCharges charges.
+func (d *Driver) Quota(name, keyPrefix string, charges []driver.Charge, r *driver.Result) {
+	r.NBuckets = len(charges)
+	clear(r.Buckets[:])
+	st, ok := d.lookup(name, keyPrefix)
+	if !ok || len(charges) == 0 {
+		return
+	}
+	sh := st.shard(charges[0].Tenant)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := st.now()
+	b := sh.buckets[charges[0].Tenant]
+	for i, ch := range charges {
+		r.Buckets[i].ResetAfter = micros(gcra.ResetAfter(now, b.tat(string(ch.Kind), now)))
+	}
+}
 
 // Forget deletes the claims of the named store opened with key_prefix
 // that are held by their own hook_id, pending or committed, and returns

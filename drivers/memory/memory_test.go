@@ -450,3 +450,29 @@ func TestForget(t *testing.T) {
 		t.Errorf("Forget on an unknown store: %d", n)
 	}
 }
+
+// TestQuota: Driver.Quota reports each bucket's reset-after as it stands,
+// writing nothing, and full buckets for a store not open or a kind never
+// charged (G10).
+func TestQuota(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	st := f.open(t, "quota?key_prefix=q")
+	hooks := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: "acme", Increment: 100 * time.Millisecond, Capacity: time.Second}
+	never := fleetstore.Charge{Kind: "never", Tenant: "acme", Increment: time.Second, Capacity: time.Second}
+	hit(t, st, []fleetstore.Charge{hooks}, nil)
+	f.clock.set(t0 + 30_000)
+	for range 2 { // twice: Quota wrote nothing
+		var r driver.Result
+		f.driver.Quota("quota", "q", []driver.Charge{hooks, never}, &r)
+		if r.NBuckets != 2 || r.Buckets[0].ResetAfter != 70*time.Millisecond || r.Buckets[1].ResetAfter != 0 {
+			t.Fatalf("Quota: %+v, want reset-after 70ms and 0", r.Quota())
+		}
+	}
+	var r driver.Result
+	r.Buckets[3].ResetAfter = time.Hour
+	f.driver.Quota("not-open", "q", []driver.Charge{hooks}, &r)
+	if r.NBuckets != 1 || r.Buckets[0].ResetAfter != 0 || r.Buckets[3].ResetAfter != 0 {
+		t.Errorf("Quota of a store not open: %+v", r)
+	}
+}

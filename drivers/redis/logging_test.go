@@ -161,6 +161,9 @@ func TestReachabilityLoggedOnce(t *testing.T) {
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
+	// The end of an outage is logged once no call has gone unanswered for
+	// a second (a partial outage logs no end).
+	time.Sleep(1100 * time.Millisecond)
 	for range 5 {
 		mustHit(t, st, []fleetstore.Charge{hooks("t")}, nil, fleetstore.OK)
 	}

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"net/url"
 	"strings"
 	"time"
 
@@ -8,25 +9,29 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/tlsfiles"
 )
 
-// options is what Open derives from the URL: exactly one of single and
-// cluster is set.
+// options is what Open derives from the URL: exactly one of single,
+// cluster and failover is set.
 type options struct {
-	single  *goredis.Options
-	cluster *goredis.ClusterOptions
-	display string // the URL with its password redacted, for log lines
+	single   *goredis.Options
+	cluster  *goredis.ClusterOptions
+	failover *goredis.FailoverOptions // a Sentinel-managed master
+	display  string                   // the URL with its password redacted, for log lines
 }
 
-// The go-redis URL parameters the driver accepts (see the package doc).
+// The go-redis URL parameters the driver accepts (see the package doc),
+// and the TLS files of package tlsfiles.
 var (
-	commonParams = []string{
+	commonParams = append([]string{
 		"protocol", "client_name", "dial_timeout", "read_timeout", "write_timeout",
 		"pool_size", "pool_timeout", "pool_fifo", "max_idle_conns", "max_active_conns",
 		"conn_max_idle_time", "conn_max_lifetime",
-	}
-	singleParams  = append([]string{"db", "skip_verify"}, commonParams...)
-	clusterParams = append([]string{"addr", "max_redirects"}, commonParams...)
+	}, tlsfiles.Params...)
+	singleParams   = append([]string{"db", "skip_verify"}, commonParams...)
+	clusterParams  = append([]string{"addr", "max_redirects"}, commonParams...)
+	failoverParams = append([]string{"master_name", "addr", "db", "skip_verify"}, commonParams...)
 )
 
 // refused names the go-redis parameters that would break the contract.
@@ -41,6 +46,10 @@ var refused = map[string]string{
 	"route_by_latency":           "the scripts write: they run on masters",
 	"route_by_latency_tolerance": "the scripts write: they run on masters",
 	"route_randomly":             "the scripts write: they run on masters",
+	"replica_only":               "the scripts write: they run on masters",
+	"use_disconnected_replicas":  "the scripts write: they run on masters",
+	"username":                   "give the user in the URL's userinfo (redis://USER:PASSWORD@HOST…): a query parameter is not redacted from log lines",
+	"password":                   "give the password in the URL's userinfo (redis://:PASSWORD@HOST…): a query parameter is not redacted from log lines",
 }
 
 // parseURL turns cfg into go-redis options, with the settings the
@@ -52,24 +61,48 @@ func parseURL(cfg driver.Config) (*options, error) {
 	if err := driver.RefuseParams(q, refused); err != nil {
 		return nil, err
 	}
-	isCluster := u.Scheme == "redis+cluster" || len(q["addr"]) > 0
+	isFailover := q.Has("master_name")
+	isCluster := !isFailover && (u.Scheme == "redis+cluster" || len(q["addr"]) > 0)
 	accepted := singleParams
-	if isCluster {
+	switch {
+	case isFailover && u.Scheme == "redis+cluster":
+		return nil, driver.Invalid("url: master_name", "a Sentinel-managed master is a redis:// or rediss:// URL, not redis+cluster://")
+	case isFailover:
+		accepted = failoverParams
+	case isCluster:
 		accepted = clusterParams
 	}
 	if err := driver.CheckParams(q, accepted...); err != nil {
 		return nil, err
 	}
-	if u.Scheme != "rediss" && q.Has("skip_verify") {
-		return nil, driver.Invalid("url: skip_verify", "only for rediss:// (TLS)")
+	if err := driver.CheckAddrs(u.Host, q["addr"]); err != nil {
+		return nil, err
+	}
+	if u.Scheme != "rediss" {
+		if name := tlsfiles.Given(q); name != "" || q.Has("skip_verify") {
+			if name == "" {
+				name = "skip_verify"
+			}
+			return nil, driver.Invalid("url: "+name, "only for rediss:// (TLS)")
+		}
 	}
 	if u.Opaque != "" || u.Host == "" {
 		return nil, driver.Invalid("url", "want "+u.Scheme+"://[[USER]:PASSWORD@]HOST:PORT[/DB]")
+	}
+	if isFailover && q.Get("master_name") == "" {
+		return nil, driver.Invalid("url: master_name", "empty: want the name Sentinel monitors the master under")
 	}
 	timeouts, err := driver.Timeouts(q, cfg.Timeout, "dial_timeout", "read_timeout", "write_timeout", "pool_timeout")
 	if err != nil {
 		return nil, err
 	}
+	files := url.Values{}
+	for _, name := range tlsfiles.Params {
+		if vs, ok := q[name]; ok {
+			files[name] = vs
+		}
+	}
+	tlsfiles.Del(q)
 	for name := range timeouts {
 		q.Del(name) // go-redis would also accept plain seconds and -1
 	}
@@ -80,10 +113,43 @@ func parseURL(cfg driver.Config) (*options, error) {
 	}
 	parsed.RawQuery = q.Encode()
 	o := &options{display: cfg.URL.Redacted()}
-	if !isCluster {
+	switch {
+	case isFailover:
+		fo, err := goredis.ParseFailoverURL(parsed.String())
+		if err != nil {
+			return nil, invalidURL(err)
+		}
+		// The userinfo is the master's, as in every other URL of this
+		// driver (and as valkey-go reads a Sentinel URL): go-redis's
+		// ParseFailoverURL gives it to the Sentinels and takes the
+		// master's from password= in the query, which log lines would
+		// show.
+		fo.Username, fo.Password = fo.SentinelUsername, fo.SentinelPassword
+		fo.SentinelUsername, fo.SentinelPassword = "", ""
+		if fo.TLSConfig != nil {
+			// ParseFailoverURL names the first Sentinel as the server of
+			// every TLS connection, the master's too: verify each server
+			// under its own address instead.
+			fo.TLSConfig.ServerName = ""
+			if err := tlsfiles.Apply(fo.TLSConfig, files); err != nil {
+				return nil, err
+			}
+		}
+		contract{&fo.ContextTimeoutEnabled, &fo.MaxRetries, &fo.DialerRetries, &fo.MinIdleConns,
+			&fo.DialTimeout, &fo.ReadTimeout, &fo.WriteTimeout, &fo.PoolTimeout, nil}.force(timeouts)
+		// NewFailoverClient panics on either; the scripts write anyway.
+		fo.RouteByLatency, fo.RouteRandomly, fo.ReplicaOnly, fo.UseDisconnectedReplicas = false, false, false, false
+		o.failover = fo
+		return o, nil
+	case !isCluster:
 		so, err := goredis.ParseURL(parsed.String())
 		if err != nil {
 			return nil, invalidURL(err)
+		}
+		if so.TLSConfig != nil {
+			if err := tlsfiles.Apply(so.TLSConfig, files); err != nil {
+				return nil, err
+			}
 		}
 		contract{&so.ContextTimeoutEnabled, &so.MaxRetries, &so.DialerRetries, &so.MinIdleConns,
 			&so.DialTimeout, &so.ReadTimeout, &so.WriteTimeout, &so.PoolTimeout, &so.MaintNotificationsConfig}.force(timeouts)
@@ -97,6 +163,11 @@ func parseURL(cfg driver.Config) (*options, error) {
 	co, err := goredis.ParseClusterURL(parsed.String())
 	if err != nil {
 		return nil, invalidURL(err)
+	}
+	if co.TLSConfig != nil {
+		if err := tlsfiles.Apply(co.TLSConfig, files); err != nil {
+			return nil, err
+		}
 	}
 	contract{&co.ContextTimeoutEnabled, &co.MaxRetries, &co.DialerRetries, &co.MinIdleConns,
 		&co.DialTimeout, &co.ReadTimeout, &co.WriteTimeout, &co.PoolTimeout, &co.MaintNotificationsConfig}.force(timeouts)
@@ -113,7 +184,7 @@ type contract struct {
 	contextTimeout                  *bool
 	maxRetries, dialerRetries, idle *int
 	dial, read, write, pool         *time.Duration
-	maint                           **maintnotifications.Config
+	maint                           **maintnotifications.Config // nil: the client has none (FailoverOptions: always off)
 }
 
 // force sets them: context deadlines reach the socket (T1); no client
@@ -130,7 +201,9 @@ func (c contract) force(timeouts map[string]time.Duration) {
 	*c.read = timeouts["read_timeout"]
 	*c.write = timeouts["write_timeout"]
 	*c.pool = timeouts["pool_timeout"]
-	*c.maint = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	if c.maint != nil {
+		*c.maint = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	}
 }
 
 // invalidURL wraps a go-redis parse error. Those quote a parameter's

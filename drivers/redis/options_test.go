@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
 )
 
@@ -98,6 +99,24 @@ func TestParseURLErrors(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), tt.field) {
 			t.Errorf("%s: error %q does not name %s", tt.give, err, tt.field)
+		}
+	}
+}
+
+// TestAddrsChecked: a host list, or an addr= with userinfo or a list, is
+// ErrInvalid at Open naming the parameter, and the error holds no
+// password (go-redis's own parse error would quote the addr).
+func TestAddrsChecked(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		"redis://h1:6379,h2:6379/0",
+		"redis+cluster://u:s3cret@h1:6379?addr=u:s3cret@h2:6379",
+		"redis://h1:6379?addr=h2:6379,h3:6379",
+		"redis://h1:6379?addr=",
+	} {
+		_, err := fleetstore.Open(raw)
+		if !errors.Is(err, fleetstore.ErrInvalid) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Open(%q): %v, want ErrInvalid without the password", strings.ReplaceAll(raw, "s3cret", "***"), err)
 		}
 	}
 }

@@ -93,10 +93,9 @@ func newLazyClient(opt valkey.ClientOption) *lazyClient {
 	return l
 }
 
-// get returns the client, building it first when needed. Errors wrap
-// ErrTimeout (ctx ran out while the build ran, or the last build timed
-// out), ErrUnavailable (the last build failed otherwise), ErrClosed, or
-// are ctx's cancellation.
+// get returns the client, building it first when needed. Errors are ctx's
+// own (it ended while the build ran), the last build's (buildErr), or
+// ErrClosed.
 func (l *lazyClient) get(ctx context.Context) (valkey.Client, error) {
 	if b := l.built.Load(); b != nil {
 		return b.c, nil
@@ -127,7 +126,7 @@ func (l *lazyClient) get(ctx context.Context) (valkey.Client, error) {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		return nil, contextErr(ctx)
+		return nil, ctx.Err() // the Store classifies it
 	}
 	if b := l.built.Load(); b != nil {
 		return b.c, nil
@@ -177,10 +176,15 @@ func backoff(n int) time.Duration {
 	return min(d, backoffMax)
 }
 
-// buildErr classifies a failed build: a dial or handshake that ran out of
-// time is a timeout, anything else (refused, unreachable, an error reply
-// such as WRONGPASS) makes the store unavailable.
+// buildErr marks a failed build, which later calls get as it is, without
+// I/O, until the backoff has passed (so only the driver can tell what it
+// was): an error reply (WRONGPASS, NOAUTH) is the server's answer; a dial
+// or handshake that ran out of time is a timeout; anything else (refused,
+// unreachable) makes the store unavailable.
 func buildErr(err error) error {
+	if _, ok := valkey.IsValkeyErr(err); ok {
+		return driver.Reply(fmt.Errorf("connect: %w", err))
+	}
 	if isTimeout(err) {
 		return fmt.Errorf("%w: connect: %w", driver.ErrTimeout, err)
 	}
@@ -205,13 +209,4 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
 		errors.As(err, &ne) && ne.Timeout()
-}
-
-// contextErr is the error of a call whose context ended while it waited.
-func contextErr(ctx context.Context) error {
-	err := ctx.Err()
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w: %w", driver.ErrTimeout, err)
-	}
-	return err
 }

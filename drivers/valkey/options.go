@@ -1,6 +1,7 @@
 package valkey
 
 import (
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/tlsfiles"
 )
 
 // options is what Open derives from the URL.
@@ -19,15 +21,11 @@ type options struct {
 // The valkey-go URL parameters the driver accepts (valkey.ParseURL's
 // names; see the package doc).
 var (
-	singleParams  = []string{"db", "protocol", "client_name", "dial_timeout", "write_timeout", "client_cache", "max_retries", "skip_verify"}
-	clusterParams = []string{"addr", "protocol", "client_name", "dial_timeout", "write_timeout", "client_cache", "max_retries", "skip_verify"}
+	commonParams   = append([]string{"protocol", "client_name", "dial_timeout", "write_timeout", "client_cache", "max_retries", "skip_verify"}, tlsfiles.Params...)
+	singleParams   = append([]string{"db"}, commonParams...)
+	clusterParams  = append([]string{"addr"}, commonParams...)
+	sentinelParams = append([]string{"master_set", "addr", "db"}, commonParams...)
 )
-
-// refused names the valkey.ParseURL parameters that would break the
-// contract, with the reason.
-var refused = map[string]string{
-	"master_set": "Sentinel is not supported: point the URL at the master or the cluster nodes",
-}
 
 // parseURL turns cfg into valkey-go options with the settings the contract
 // needs forced (see forceContract). Errors wrap ErrInvalid, name the
@@ -35,22 +33,34 @@ var refused = map[string]string{
 func parseURL(cfg driver.Config) (*options, error) {
 	u := *cfg.URL
 	q := u.Query()
-	if err := driver.RefuseParams(q, refused); err != nil {
-		return nil, err
-	}
-	cluster := len(q["addr"]) > 0
+	sentinel := q.Has("master_set")
+	cluster := !sentinel && len(q["addr"]) > 0
 	accepted := singleParams
-	if cluster {
+	switch {
+	case sentinel:
+		accepted = sentinelParams
+	case cluster:
 		accepted = clusterParams
 	}
 	if err := driver.CheckParams(q, accepted...); err != nil {
 		return nil, err
 	}
+	if err := driver.CheckAddrs(u.Host, q["addr"]); err != nil {
+		return nil, err
+	}
 	if u.Opaque != "" || u.Host == "" {
 		return nil, driver.Invalid("url", "want "+u.Scheme+"://[[USER]:PASSWORD@]HOST:PORT[/DB]")
 	}
-	if u.Scheme != "valkeys" && q.Has("skip_verify") {
-		return nil, driver.Invalid("url: skip_verify", "only for valkeys:// (TLS)")
+	if u.Scheme != "valkeys" {
+		if name := tlsfiles.Given(q); name != "" || q.Has("skip_verify") {
+			if name == "" {
+				name = "skip_verify"
+			}
+			return nil, driver.Invalid("url: "+name, "only for valkeys:// (TLS)")
+		}
+	}
+	if sentinel && q.Get("master_set") == "" {
+		return nil, driver.Invalid("url: master_set", "empty: want the name Sentinel monitors the master under")
 	}
 	// valkey-go reads these as "anything but 0 means on"; the contract
 	// needs them off, so the only value worth writing is 0.
@@ -81,9 +91,15 @@ func parseURL(cfg driver.Config) (*options, error) {
 			return nil, driver.Invalid("url: db", "want a database number, got "+driver.Quote(q.Get("db")))
 		}
 	}
+	files := url.Values{}
+	for _, name := range tlsfiles.Params {
+		if vs, ok := q[name]; ok {
+			files[name] = vs
+		}
+	}
 	parsed := u
 	parsed.Path, parsed.RawPath = path, ""
-	for _, name := range []string{"client_cache", "max_retries", "dial_timeout", "write_timeout"} {
+	for _, name := range append([]string{"client_cache", "max_retries", "dial_timeout", "write_timeout"}, tlsfiles.Params...) {
 		q.Del(name)
 	}
 	parsed.RawQuery = q.Encode()
@@ -91,8 +107,29 @@ func parseURL(cfg driver.Config) (*options, error) {
 	if err != nil {
 		return nil, invalidURL(err)
 	}
+	if co.TLSConfig != nil {
+		if err := tlsfiles.Apply(co.TLSConfig, files); err != nil {
+			return nil, err
+		}
+	}
+	if sentinel {
+		sentinelTLS(&co)
+	}
 	forceContract(&co, limits["dial_timeout"], limits["write_timeout"])
 	return &options{client: co, display: cfg.URL.Redacted()}, nil
+}
+
+// sentinelTLS sets the TLS of a Sentinel URL: valkey-go's ParseURL names
+// the first Sentinel as the server of the master's TLS connections and
+// leaves the Sentinels' own connections plain (Sentinel.TLSConfig).
+// Under valkeys:// both are TLS, with the same CA and client certificate
+// (as go-redis does), each server verified under its own address.
+func sentinelTLS(co *valkey.ClientOption) {
+	if co.TLSConfig == nil {
+		return
+	}
+	co.TLSConfig.ServerName = ""
+	co.Sentinel.TLSConfig = co.TLSConfig.Clone()
 }
 
 // forceContract sets what the contract needs, whatever the URL says. Each
@@ -108,14 +145,19 @@ func forceContract(co *valkey.ClientOption, dial, write time.Duration) {
 	// once (T2).
 	co.DisableRetry = true
 	// A dial and the connection handshake (HELLO, SELECT) end within the
-	// budget (T1, T4): the default is 5s.
+	// budget (T1, T4): the default is 5s. The Sentinels' connections have
+	// a dialer of their own.
 	co.Dialer.Timeout = dial
+	co.Sentinel.Dialer.Timeout = dial
 	// A connection that stops answering is closed after about the budget
 	// (plus the keep-alive gap) rather than the default 10s (T4); it also
 	// bounds the cluster's slot-map refresh, which runs without a context.
 	co.ConnWriteTimeout = write
 	if co.Dialer.KeepAlive == 0 {
 		co.Dialer.KeepAlive = valkey.DefaultTCPKeepAlive
+	}
+	if co.Sentinel.Dialer.KeepAlive == 0 {
+		co.Sentinel.Dialer.KeepAlive = valkey.DefaultTCPKeepAlive
 	}
 	// Every connection has its reader running, also between calls, so a
 	// connection the server closed (a restart) is noticed and replaced
@@ -136,7 +178,8 @@ func forceContract(co *valkey.ClientOption, dial, write time.Duration) {
 	co.SendToReplicas = nil
 	// A single address may still be a cluster node: valkey-go finds out
 	// with CLUSTER SLOTS when the client is built (ForceSingleClient false).
-	// Several addresses are always a cluster.
+	// Several addresses are always a cluster, or the Sentinels of
+	// Sentinel.MasterSet.
 	co.ForceSingleClient = false
 }
 

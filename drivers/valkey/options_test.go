@@ -68,7 +68,7 @@ func TestOptionsRefused(t *testing.T) {
 		{"valkey://:secret@h:1?foo=1", "url: foo"},
 		{"valkey://:secret@h:1?client_cache=1", "url: client_cache"},
 		{"valkey://:secret@h:1?max_retries=3", "url: max_retries"},
-		{"valkey://:secret@h:1?master_set=m", "url: master_set"},
+		{"valkey://:secret@h:1?master_set=", "url: master_set"},
 		{"valkey://:secret@h:1?skip_verify=true", "url: skip_verify"},
 		{"valkey://:secret@h:1?dial_timeout=1s", "url: dial_timeout"},
 		{"valkey://:secret@h:1?write_timeout=x", "url: write_timeout"},
@@ -106,6 +106,22 @@ func TestOpenNoIO(t *testing.T) {
 		}
 		if d := time.Since(start); d > 20*time.Millisecond {
 			t.Errorf("%s: open and close took %v", scheme, d)
+		}
+	}
+}
+
+// TestAddrsChecked: as the redis driver's, for valkey:// URLs.
+func TestAddrsChecked(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		"valkey://h1:6379,h2:6379/0",
+		"valkey://u:s3cret@h1:6379?addr=u:s3cret@h2:6379",
+		"valkey://h1:6379?addr=h2:6379,h3:6379",
+		"valkey://h1:26379?master_set=m&addr=s3cret:x",
+	} {
+		_, err := fleetstore.Open(raw)
+		if !errors.Is(err, fleetstore.ErrInvalid) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("Open(%q): %v, want ErrInvalid without the password", strings.ReplaceAll(raw, "s3cret", "***"), err)
 		}
 	}
 }

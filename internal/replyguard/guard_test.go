@@ -73,6 +73,7 @@ func TestRESPPassesReplies(t *testing.T) {
 		"$5\r\nhello\r\n", "$-1\r\n", "$0\r\n\r\n", "=8\r\ntxt:abcd\r\n", "!3\r\nERR\r\n",
 		"*2\r\n:1\r\n$5\r\nh\r\nij\r\n", "*-1\r\n", "*0\r\n", "%2\r\n+a\r\n:1\r\n+b\r\n*1\r\n:2\r\n",
 		"~1\r\n+x\r\n", ">2\r\n+message\r\n$1\r\nx\r\n",
+		"|1\r\n+key\r\n:1\r\n*2\r\n|0\r\n:1\r\n:2\r\n", // attributes, top-level and inside an array
 		strings.Repeat("*1\r\n", MaxDepth) + ":1\r\n",
 		"$" + "8388608" + "\r\n" + strings.Repeat("x", MaxBulk) + "\r\n",
 	}
@@ -110,6 +111,9 @@ func TestRESPRefusesHostile(t *testing.T) {
 		{"unknown type", "?what\r\n"},
 		{"bare LF", "+OK\n"},
 		{"endless reply", "*131072\r\n$8388608\r\n"}, // then y forever
+		// Empty attributes must not close the array around them early, or
+		// the reply's byte count restarts and MaxReply never trips.
+		{"attributes hiding a long reply", "*20\r\n" + strings.Repeat("|0\r\n", 20) + strings.Repeat("$8388608\r\n"+strings.Repeat("a", MaxBulk)+"\r\n", 9)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

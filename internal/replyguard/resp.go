@@ -9,7 +9,15 @@ import (
 // respParser reads RESP2 and RESP3 replies: it tracks the aggregates open
 // in the current reply.
 type respParser struct {
-	stack []int64 // elements still to come, per open aggregate
+	stack []open // the aggregates open in the current reply
+}
+
+// open is an aggregate being read: how many elements are still to come,
+// and whether it is an attribute, which annotates the element after it
+// and is not itself an element of the aggregate around it.
+type open struct {
+	left int64
+	attr bool
 }
 
 // header implements protocol.
@@ -41,16 +49,20 @@ func (p *respParser) header(line []byte) (int64, bool, error) {
 		if n > MaxElems {
 			return 0, false, fmt.Errorf("an aggregate of %d elements (at most %d)", n, MaxElems)
 		}
-		if line[0] == '%' || line[0] == '|' {
+		attr := line[0] == '|'
+		if line[0] == '%' || attr {
 			n *= 2 // a map's entries are key, value pairs
 		}
 		if n <= 0 {
+			if attr {
+				return 0, false, nil // an empty attribute: no element
+			}
 			return 0, p.element(), nil // empty or null
 		}
 		if len(p.stack) >= MaxDepth {
 			return 0, false, fmt.Errorf("aggregates nested deeper than %d", MaxDepth)
 		}
-		p.stack = append(p.stack, n)
+		p.stack = append(p.stack, open{left: n, attr: attr})
 		return 0, false, nil
 	}
 	return 0, false, fmt.Errorf("unknown reply type %q", line[0])
@@ -60,14 +72,20 @@ func (p *respParser) header(line []byte) (int64, bool, error) {
 func (p *respParser) payloadEnd() bool { return p.element() }
 
 // element records one complete element: it closes the aggregates it
-// completes, and reports whether that ends the reply.
+// completes, and reports whether that ends the reply. A completed
+// attribute is no element of its parent: the element it annotates
+// follows.
 func (p *respParser) element() bool {
 	for len(p.stack) > 0 {
 		top := &p.stack[len(p.stack)-1]
-		if *top--; *top > 0 {
+		if top.left--; top.left > 0 {
 			return false
 		}
+		attr := top.attr
 		p.stack = p.stack[:len(p.stack)-1]
+		if attr {
+			return false
+		}
 	}
 	return true
 }

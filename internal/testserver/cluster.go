@@ -144,17 +144,10 @@ func addSlots(n *Redis, lo, hi int) error {
 // WaitOK waits until every node reports cluster_state:ok with all slots
 // assigned and every node known, for at most d.
 func (c *Cluster) WaitOK(d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		err := c.ok()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("cluster not ok after %v: %w", d, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := waitFor(d, 50*time.Millisecond, c.ok); err != nil {
+		return fmt.Errorf("cluster not ok: %w", err)
 	}
+	return nil
 }
 
 func (c *Cluster) ok() error {

@@ -16,12 +16,18 @@ import (
 // Memcached is a memcached server started for one test on a free loopback
 // port, with UDP off. It is stopped when the test ends.
 type Memcached struct {
-	// Addr is "127.0.0.1:PORT".
+	// Addr is "127.0.0.1:PORT", plain TCP (with TLS too: a notls
+	// listener, for the tests' own commands).
 	Addr string
+	// TLSAddr is "127.0.0.1:PORT" of the TLS listener of
+	// StartMemcachedTLS, else "".
+	TLSAddr string
 
 	t    testing.TB
 	bin  string
 	args []string
+	tls  *Certs
+	auth bool // ssl_verify_mode=2: a client certificate is required
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -34,10 +40,26 @@ type Memcached struct {
 // on PATH.
 func StartMemcached(t testing.TB, args ...string) *Memcached {
 	t.Helper()
-	m := &Memcached{t: t, bin: Need(t, "memcached"), args: args}
+	return startMemcached(t, &Memcached{t: t, bin: Need(t, "memcached"), args: args})
+}
+
+// StartMemcachedTLS is StartMemcached with TLS on (-Z): a TLS listener
+// at TLSAddr serving c's server certificate, beside the plain listener at
+// Addr. With requireClientCert (ssl_verify_mode=2) a client must present
+// a certificate signed by c's CA; without it, none is asked for.
+func StartMemcachedTLS(t testing.TB, c *Certs, requireClientCert bool, args ...string) *Memcached {
+	t.Helper()
+	return startMemcached(t, &Memcached{t: t, bin: Need(t, "memcached"), args: args, tls: c, auth: requireClientCert})
+}
+
+func startMemcached(t testing.TB, m *Memcached) *Memcached {
+	t.Helper()
 	var err error
 	for range 3 { // the free port may be taken before memcached binds it
 		m.Addr = "127.0.0.1:" + strconv.Itoa(FreePort(t))
+		if m.tls != nil {
+			m.TLSAddr = "127.0.0.1:" + strconv.Itoa(FreePort(t))
+		}
 		if err = m.start(); err == nil {
 			break
 		}
@@ -52,6 +74,15 @@ func StartMemcached(t testing.TB, args ...string) *Memcached {
 func (m *Memcached) start() error {
 	port := m.Addr[strings.LastIndexByte(m.Addr, ':')+1:]
 	args := []string{"-l", "127.0.0.1", "-p", port, "-U", "0"}
+	if m.tls != nil {
+		verify := "0"
+		if m.auth {
+			verify = "2"
+		}
+		args = []string{"-U", "0", "-Z", "-l", "notls:" + m.Addr, "-l", m.TLSAddr,
+			"-o", "ssl_chain_cert=" + m.tls.ServerCertFile + ",ssl_key=" + m.tls.ServerKeyFile +
+				",ssl_ca_cert=" + m.tls.CAFile + ",ssl_verify_mode=" + verify}
+	}
 	if os.Geteuid() == 0 {
 		args = append(args, "-u", "root") // memcached refuses root without -u
 	}

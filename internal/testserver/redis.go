@@ -17,9 +17,10 @@ import (
 // loopback port, in a temp dir, without persistence. It is stopped when
 // the test ends.
 type Redis struct {
-	Addr     string // "127.0.0.1:PORT"
+	Addr     string // "127.0.0.1:PORT", plain TCP (also with TLS: for the tests' own commands)
 	Port     int
 	Password string // the requirepass given with Password, or ""
+	TLSAddr  string // "127.0.0.1:PORT" of the TLS port given with TLS, or ""
 
 	t    testing.TB
 	bin  string
@@ -37,6 +38,8 @@ type redisConfig struct {
 	bin      string
 	password string
 	lines    []string
+	tls      *Certs
+	authTLS  bool // tls-auth-clients yes
 }
 
 // Binary selects the server binary, e.g. "valkey-server" for the Valkey
@@ -54,6 +57,13 @@ func Password(p string) RedisOption {
 // ConfigLines adds redis.conf directives, e.g. "maxmemory-policy allkeys-lru".
 func ConfigLines(lines ...string) RedisOption {
 	return func(c *redisConfig) { c.lines = append(c.lines, lines...) }
+}
+
+// TLS adds a TLS port (tls-port) beside the plain one, serving c's server
+// certificate. With requireClientCert, tls-auth-clients is yes: a client
+// must present a certificate signed by c's CA; without it, no.
+func TLS(c *Certs, requireClientCert bool) RedisOption {
+	return func(cfg *redisConfig) { cfg.tls, cfg.authTLS = c, requireClientCert }
 }
 
 func newRedisConfig(opts []RedisOption) redisConfig {
@@ -105,6 +115,9 @@ func tryStartRedis(t testing.TB, c redisConfig, dir string, port int, extra []st
 	if c.password != "" {
 		lines = append(lines, "requirepass "+c.password, "masterauth "+c.password)
 	}
+	if c.tls != nil {
+		lines = append(lines, r.tlsLines(c)...)
+	}
 	lines = append(lines, extra...)
 	lines = append(lines, c.lines...)
 	if err := os.WriteFile(r.conf, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
@@ -115,6 +128,26 @@ func tryStartRedis(t testing.TB, c redisConfig, dir string, port int, extra []st
 	}
 	t.Cleanup(r.Stop)
 	return r, nil
+}
+
+// tlsLines picks r's TLS port (TLSAddr) and returns the directives of
+// the TLS option: the port, the server certificate (also the one r
+// presents as a client, to a master or another Sentinel), the CA,
+// tls-auth-clients.
+func (r *Redis) tlsLines(c redisConfig) []string {
+	tlsPort := FreePort(r.t)
+	r.TLSAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
+	auth := "no"
+	if c.authTLS {
+		auth = "yes"
+	}
+	return []string{
+		"tls-port " + strconv.Itoa(tlsPort),
+		"tls-cert-file " + c.tls.ServerCertFile,
+		"tls-key-file " + c.tls.ServerKeyFile,
+		"tls-ca-cert-file " + c.tls.CAFile,
+		"tls-auth-clients " + auth,
+	}
 }
 
 func (r *Redis) start() error {
@@ -156,7 +189,8 @@ type process struct {
 	err  error         // its exit status, once done
 }
 
-// stop sends SIGTERM, then SIGKILL after 5s, and waits for the exit.
+// stop sends SIGINT (a clean shutdown), then SIGKILL after 5s, and waits
+// for the exit.
 func (p *process) stop() {
 	_ = p.cmd.Process.Signal(os.Interrupt)
 	select {

@@ -68,3 +68,19 @@ func WaitTCP(addr string, d time.Duration) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// waitFor calls ok every interval until it returns nil, for at most d;
+// then it returns ok's last error.
+func waitFor(d, interval time.Duration, ok func() error) error {
+	deadline := time.Now().Add(d)
+	for {
+		err := ok()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %v: %w", d, err)
+		}
+		time.Sleep(interval)
+	}
+}
