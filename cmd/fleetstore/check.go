@@ -15,7 +15,7 @@ import (
 
 const checkUsage = `usage: fleetstore check [flags] [URL]
 
-Runs every clause of the contract (G1–G9, C1–C10, T1–T6, V1–V4) against the
+Runs every clause of the contract (G1–G10, C1–C10, T1–T6, V1–V4) against the
 store and prints PASS, FAIL or SKIP for each, with the reason. Exit status 0
 when nothing failed, 1 when a clause failed, 2 for a bad URL or flag.
 
