@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
@@ -39,9 +38,7 @@ func (github) Verify(h http.Header, body []byte, secrets []string, _ time.Time) 
 		return sigErr("github", "X-Hub-Signature-256 is not sha256= and 64 hex digits")
 	}
 	for _, s := range secrets {
-		m := hmac.New(sha256.New, []byte(s))
-		m.Write(body)
-		if hmac.Equal(m.Sum(nil), sig) {
+		if signedBy([]byte(s), [][]byte{sig}, body) {
 			return nil
 		}
 	}

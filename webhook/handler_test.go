@@ -418,11 +418,7 @@ func TestEndToEndMemory(t *testing.T) {
 // TestLogging: a condition is logged once when it starts and once when it
 // ends, and no line holds the secret, a signature or a body.
 func TestLogging(t *testing.T) {
-	st, err := fleetstore.Open("memory://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openMemory(t)
 	e := newEdge(t, st, webhook.GitHub(), nil)
 	e.sink.fail = func(call int) error {
 		if call <= 3 {
@@ -467,11 +463,7 @@ func TestLogging(t *testing.T) {
 
 // TestConfig: New refuses a bad configuration, naming the field.
 func TestConfig(t *testing.T) {
-	st, err := fleetstore.Open("memory://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openMemory(t)
 	good := func() webhook.Config {
 		return webhook.Config{
 			Store: st, Provider: webhook.GitHub(), Sink: &sink{},
@@ -513,11 +505,7 @@ func TestConfig(t *testing.T) {
 // TestSecretsFail: Secrets failing is 500, the handler's fault, and
 // nothing reaches the Store.
 func TestSecretsFail(t *testing.T) {
-	st, err := fleetstore.Open("memory://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openMemory(t)
 	e := newEdge(t, st, webhook.GitHub(), nil, func(c *webhook.Config) {
 		c.Secrets = func(string) ([]string, error) { return nil, errors.New("vault sealed") }
 	})
@@ -531,11 +519,7 @@ func TestSecretsFail(t *testing.T) {
 // TestReadError: a body whose read fails is 400, never a truncated body
 // handed on.
 func TestReadError(t *testing.T) {
-	st, err := fleetstore.Open("memory://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openMemory(t)
 	e := newEdge(t, st, webhook.GitHub(), nil)
 	h := e.handler(t, st)
 	req := e.delivery("acme", "g-1", "{}")
@@ -554,11 +538,7 @@ func (errReader) Read([]byte) (int, error) { return 0, errors.New("connection re
 // TestSinkPanic: a Sink that panics is a Sink failure: 503, the claim
 // released, and the panic's value is not logged.
 func TestSinkPanic(t *testing.T) {
-	st, err := fleetstore.Open("memory://")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openMemory(t)
 	e := newEdge(t, st, webhook.GitHub(), nil)
 	e.sink.fail = func(call int) error {
 		if call == 1 {
@@ -575,4 +555,15 @@ func TestSinkPanic(t *testing.T) {
 			}
 		}
 	}
+}
+
+// openMemory opens a private memory store, closed when the test ends.
+func openMemory(t *testing.T) *fleetstore.Store {
+	t.Helper()
+	st, err := fleetstore.Open("memory://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }

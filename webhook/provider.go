@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"net/http"
 	"time"
@@ -88,3 +90,20 @@ func Deferring(p Provider) Provider { return deferring{p} }
 type deferring struct{ Provider }
 
 func (deferring) Retries() bool { return false }
+
+// signedBy reports whether one of sigs is the HMAC-SHA256 under key of
+// parts, concatenated: every provider's scheme, compared in constant time
+// (hmac.Equal).
+func signedBy(key []byte, sigs [][]byte, parts ...[]byte) bool {
+	m := hmac.New(sha256.New, key)
+	for _, p := range parts {
+		m.Write(p)
+	}
+	want := m.Sum(nil)
+	for _, sig := range sigs {
+		if hmac.Equal(want, sig) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"net/http"
@@ -36,9 +35,7 @@ func (shopify) Verify(h http.Header, body []byte, secrets []string, _ time.Time)
 		return sigErr("shopify", "X-Shopify-Hmac-Sha256 is not a base64 HMAC-SHA256")
 	}
 	for _, s := range secrets {
-		m := hmac.New(sha256.New, []byte(s))
-		m.Write(body)
-		if hmac.Equal(m.Sum(nil), sig) {
+		if signedBy([]byte(s), [][]byte{sig}, body) {
 			return nil
 		}
 	}

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"net/http"
@@ -88,17 +87,8 @@ func (p standard) Verify(h http.Header, body []byte, secrets []string, now time.
 		if err != nil || len(key) == 0 {
 			return &secretError{provider: p.name, why: "a secret is not whsec_ and base64"}
 		}
-		m := hmac.New(sha256.New, key)
-		m.Write([]byte(id))
-		m.Write([]byte{'.'})
-		m.Write([]byte(ts))
-		m.Write([]byte{'.'})
-		m.Write(body)
-		want := m.Sum(nil)
-		for _, sig := range sigs {
-			if hmac.Equal(want, sig) {
-				return nil
-			}
+		if signedBy(key, sigs, []byte(id), []byte{'.'}, []byte(ts), []byte{'.'}, body) {
+			return nil
 		}
 	}
 	return sigErr(p.name, "webhook-signature matches no secret")

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -71,15 +70,8 @@ func (p stripe) Verify(h http.Header, body []byte, secrets []string, now time.Ti
 		return sigErr("stripe", "timestamp outside the tolerance of "+p.tolerance.String())
 	}
 	for _, s := range secrets {
-		m := hmac.New(sha256.New, []byte(s))
-		m.Write([]byte(ts))
-		m.Write([]byte{'.'})
-		m.Write(body)
-		want := m.Sum(nil)
-		for _, sig := range sigs {
-			if hmac.Equal(want, sig) {
-				return nil
-			}
+		if signedBy([]byte(s), sigs, []byte(ts), []byte{'.'}, body) {
+			return nil
 		}
 	}
 	return sigErr("stripe", "Stripe-Signature matches no secret")
