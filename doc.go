@@ -16,6 +16,21 @@
 // The behaviour every driver keeps is CONTRACT.md; the conformance package
 // proves it.
 //
+// # Limits and quota
+//
+// A Limit is a rate in the caller's units, built once at start-up; per
+// hook it yields the Charge of a cost, and every Result reports each
+// charged bucket's state after the decision (Result.Quota, CONTRACT G10),
+// which the Limit turns back into units:
+//
+//	hooks := fleetstore.MustLimit(fleetstore.PerSecond(fleetstore.Hooks, 100, 200))
+//	body := fleetstore.MustLimit(fleetstore.NewByteLimit(fleetstore.Bytes, 1<<20, 8<<20))
+//	res, err := store.Hit(ctx, []fleetstore.Charge{hooks.Charge(tenant, 1), body.Charge(tenant, n)}, &claim)
+//	left := hooks.Remaining(res.Quota()[0]) // hooks left, rounded down
+//
+// Package headers writes them as Retry-After and the IETF RateLimit
+// fields; package webhook is a whole receiver around a Store.
+//
 // # Degraded mode
 //
 // A Store opened with a fallback (WithFallback, or fallback_nodes=N in the
