@@ -249,7 +249,7 @@ func (fb *fallback) settle(ctx context.Context, op string, claims []Claim, call 
 		return joinSorted(fb.localSettle(op, claims, nil, e))
 	}
 	if len(errs) != len(claims) {
-		e := &opError{op: op, kind: ErrUnavailable, err: fmt.Errorf("driver returned %d results for %d claims", len(errs), len(claims))}
+		e := &opError{op: op, kind: ErrUnavailable, err: errResultCount(len(errs), len(claims))}
 		fb.trip(e)
 		return joinSorted(fb.localSettle(op, claims, nil, e))
 	}

@@ -148,3 +148,10 @@ func (e cancelled) Is(target error) bool { return target == context.Canceled }
 
 // As finds the driver's own error types.
 func (e cancelled) As(target any) bool { return errors.As(e.err, target) }
+
+// errResultCount is the error of a driver that answered a batch of n
+// claims with another number of results (a driver bug: the store cannot
+// be trusted with that batch).
+func errResultCount(got, n int) error {
+	return fmt.Errorf("driver returned %d results for %d claims", got, n)
+}

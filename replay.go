@@ -3,7 +3,6 @@ package fleetstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -187,7 +186,7 @@ func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []que
 	defer cancel()
 	errs, err := fb.s.conn.Commit(cctx, claims)
 	if err == nil && len(errs) != len(claims) {
-		err = driver.Reply(fmt.Errorf("driver returned %d results for %d claims", len(errs), len(claims)))
+		err = driver.Reply(errResultCount(len(errs), len(claims)))
 	}
 	if err != nil {
 		for _, i := range sent {

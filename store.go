@@ -199,7 +199,7 @@ func (s *Store) settle(ctx context.Context, op string, claims []Claim, call func
 		return s.failed(ctx, op, err)
 	}
 	if len(errs) != len(claims) {
-		return &opError{op: op, kind: ErrUnavailable, err: fmt.Errorf("driver returned %d results for %d claims", len(errs), len(claims))}
+		return &opError{op: op, kind: ErrUnavailable, err: errResultCount(len(errs), len(claims))}
 	}
 	return errors.Join(s.settled(ctx, op, claims, errs, nil)...)
 }

@@ -313,12 +313,7 @@ func (f *fleet) load(callers int, pace time.Duration, rate, burst int64) (stop f
 						err := s.Commit(context.Background(), claim)
 						mine = append(mine, drec{node: n, op: "commit", start: start, took: time.Since(start), claim: claim, err: err})
 					}
-					next = next.Add(pace)
-					if d := time.Until(next); d > 0 {
-						time.Sleep(d)
-					} else {
-						next = time.Now()
-					}
+					next = paced(next, pace)
 				}
 			})
 		}

@@ -179,12 +179,7 @@ func runLoad(s *fleetstore.Store, workers int, pace time.Duration) (stop func() 
 					err := s.Commit(context.Background(), claim)
 					out[w] = append(out[w], record{op: "commit", start: start, took: time.Since(start), err: err})
 				}
-				next = next.Add(pace)
-				if d := time.Until(next); d > 0 {
-					time.Sleep(d)
-				} else {
-					next = time.Now()
-				}
+				next = paced(next, pace)
 			}
 		}()
 	}
@@ -198,6 +193,17 @@ func runLoad(s *fleetstore.Store, workers int, pace time.Duration) (stop func() 
 		sort.Slice(all, func(i, j int) bool { return all[i].start.Before(all[j].start) })
 		return all
 	}
+}
+
+// paced sleeps until next+pace, the time of a worker's next call, and
+// returns it; a worker already late starts again from now.
+func paced(next time.Time, pace time.Duration) time.Time {
+	next = next.Add(pace)
+	if d := time.Until(next); d > 0 {
+		time.Sleep(d)
+		return next
+	}
+	return time.Now()
 }
 
 // A tally sums up the calls of one test.
