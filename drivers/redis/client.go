@@ -18,6 +18,10 @@ import (
 type client struct {
 	c       goredis.UniversalClient
 	cluster bool
+	// ap, when not nil, is go-redis's auto-pipeliner (its deferred face)
+	// over c: Eval sends through it, so that concurrent Hits share a
+	// round trip (see the package doc, Pipelining).
+	ap *goredis.AutoPipeliner
 }
 
 var _ rediscore.Client = (*client)(nil)
@@ -27,10 +31,71 @@ var _ rediscore.Client = (*client)(nil)
 // already have retries off (MaxRetries -1); this also stops the cluster
 // client's own retry loop, which still follows MOVED and ASK (a redirected
 // command did not run).
-type noRetry struct{ *goredis.Cmd }
+//
+// It also carries the caller's context: leftBehind drops from a batch the
+// commands whose caller has already returned (T1), before they are written.
+type noRetry struct {
+	*goredis.Cmd
+	ctx context.Context
+}
 
 // NoRetry implements goredis.Cmder.
 func (noRetry) NoRetry() bool { return true }
+
+// leftBehind is a go-redis hook: a script command whose caller's context
+// is done by the time its batch is written is not written (it gets the
+// context's error, which no one reads). go-redis's auto-pipeliner runs a
+// batch on a context of its own, not the callers', so without it a Hit
+// queued behind a slow batch would still run after its caller got
+// ErrTimeout. The pipeliner sends a batch of one command as a process
+// call, others as a pipeline: both are hooked.
+type leftBehind struct{}
+
+// left reports the context error of cmd's caller when it has returned.
+func left(cmd goredis.Cmder) error {
+	if nr, ok := cmd.(noRetry); ok && nr.ctx != nil {
+		return nr.ctx.Err()
+	}
+	return nil
+}
+
+func (leftBehind) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (leftBehind) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if err := left(cmd); err != nil {
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (leftBehind) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		var live []goredis.Cmder // nil: every command is live (no copy)
+		for i, cmd := range cmds {
+			err := left(cmd)
+			if err == nil {
+				if live != nil {
+					live = append(live, cmd)
+				}
+				continue
+			}
+			cmd.SetErr(err)
+			if live == nil {
+				live = append(make([]goredis.Cmder, 0, len(cmds)), cmds[:i]...)
+			}
+		}
+		switch {
+		case live == nil:
+			return next(ctx, cmds)
+		case len(live) == 0:
+			return nil
+		}
+		return next(ctx, live)
+	}
+}
 
 // evalCmd builds EVALSHA (or EVAL) of s over keys and args.
 func evalCmd(ctx context.Context, s *scripts.Script, eval bool, keys, args []string) *goredis.Cmd {
@@ -50,10 +115,23 @@ func evalCmd(ctx context.Context, s *scripts.Script, eval bool, keys, args []str
 	return goredis.NewCmd(ctx, a...)
 }
 
-// Eval implements rediscore.Client.
+// Eval implements rediscore.Client. Through the auto-pipeliner, the call
+// waits for its batch or for ctx, whichever comes first (T1): go-redis's
+// batch runs on its own context, bounded by the read and write timeouts
+// (at most the budget), and a command whose caller left before its batch
+// was written is not sent (leftBehind).
 func (c *client) Eval(ctx context.Context, s *scripts.Script, eval bool, keys, args []string) (any, error) {
 	cmd := evalCmd(ctx, s, eval, keys, args)
-	if err := c.c.Process(ctx, noRetry{cmd}); err != nil {
+	if c.ap == nil {
+		if err := c.c.Process(ctx, noRetry{cmd, nil}); err != nil {
+			return nil, c.failed(err)
+		}
+		return cmd.Val(), nil
+	}
+	if err := c.ap.Submit(ctx, noRetry{cmd, ctx}).WaitContext(ctx); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+			return nil, err // the batch may still run: never read cmd now
+		}
 		return nil, c.failed(err)
 	}
 	return cmd.Val(), nil
@@ -66,7 +144,7 @@ func (c *client) EvalMulti(ctx context.Context, s *scripts.Script, eval bool, ca
 	pipe := c.c.Pipeline()
 	for i, call := range calls {
 		cmds[i] = evalCmd(ctx, s, eval, call.Keys, call.Args)
-		_ = pipe.Process(ctx, noRetry{cmds[i]})
+		_ = pipe.Process(ctx, noRetry{cmds[i], nil})
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	for i, call := range calls {

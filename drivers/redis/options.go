@@ -19,6 +19,7 @@ type options struct {
 	cluster  *goredis.ClusterOptions
 	failover *goredis.FailoverOptions // a Sentinel-managed master
 	display  string                   // the URL with its password redacted, for log lines
+	pipeline bool                     // Hits through go-redis's auto-pipeliner (pipeline=auto)
 }
 
 // The go-redis URL parameters the driver accepts (see the package doc),
@@ -27,7 +28,7 @@ var (
 	commonParams = append([]string{
 		"protocol", "client_name", "dial_timeout", "read_timeout", "write_timeout",
 		"pool_size", "pool_timeout", "pool_fifo", "max_idle_conns", "max_active_conns",
-		"conn_max_idle_time", "conn_max_lifetime",
+		"conn_max_idle_time", "conn_max_lifetime", "pipeline",
 	}, tlsfiles.Params...)
 	singleParams   = append([]string{"db", "skip_verify"}, commonParams...)
 	clusterParams  = append([]string{"addr", "max_redirects"}, commonParams...)
@@ -96,6 +97,15 @@ func parseURL(cfg driver.Config) (*options, error) {
 	if err != nil {
 		return nil, err
 	}
+	pipeline := true
+	switch v := q.Get("pipeline"); v {
+	case "", "auto":
+	case "off":
+		pipeline = false
+	default:
+		return nil, driver.Invalid("url: pipeline", "want auto or off, got "+driver.Quote(v))
+	}
+	q.Del("pipeline") // ours, not go-redis's
 	files := url.Values{}
 	for _, name := range tlsfiles.Params {
 		if vs, ok := q[name]; ok {
@@ -112,7 +122,7 @@ func parseURL(cfg driver.Config) (*options, error) {
 		parsed.Scheme = "redis"
 	}
 	parsed.RawQuery = q.Encode()
-	o := &options{display: cfg.URL.Redacted()}
+	o := &options{display: cfg.URL.Redacted(), pipeline: pipeline}
 	switch {
 	case isFailover:
 		fo, err := goredis.ParseFailoverURL(parsed.String())

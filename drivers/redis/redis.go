@@ -153,6 +153,7 @@ package redis
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"time"
 
@@ -223,15 +224,30 @@ func open(cfg driver.Config, dial dialFunc) (*rediscore.Conn, error) {
 		o.cluster.Dialer = dial
 	}
 	cl := &client{}
+	var async func() (*goredis.AutoPipeliner, error)
 	switch {
 	case o.cluster != nil:
-		cl.c, cl.cluster = goredis.NewClusterClient(o.cluster), true
+		cc := goredis.NewClusterClient(o.cluster)
+		cl.c, cl.cluster, async = cc, true, cc.AsyncAutoPipeline
 	case o.failover != nil:
 		// No I/O either: the Sentinels are asked for the master at the
 		// first dial (T3).
-		cl.c = goredis.NewFailoverClient(o.failover)
+		fc := goredis.NewFailoverClient(o.failover)
+		cl.c, async = fc, fc.AsyncAutoPipeline
 	default:
-		cl.c = goredis.NewClient(o.single)
+		sc := goredis.NewClient(o.single)
+		cl.c, async = sc, sc.AsyncAutoPipeline
+	}
+	cl.c.AddHook(leftBehind{})
+	if o.pipeline {
+		// No I/O: it starts its flusher goroutine, which the client's
+		// Close stops (T4).
+		ap, err := async()
+		if err != nil {
+			_ = cl.c.Close()
+			return nil, fmt.Errorf("redis: auto-pipeliner: %w", err)
+		}
+		cl.ap = ap
 	}
 	return rediscore.New(cl, cfg, o.display), nil
 }

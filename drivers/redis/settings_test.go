@@ -54,6 +54,7 @@ func (d dialDriver) Open(cfg driver.Config) (driver.Conn, error) {
 type lossy struct {
 	armed atomic.Int32 // replies still to lose
 	lost  atomic.Int32 // replies lost
+	batch int          // lose only the reply to a write of at least this many EVALSHA (0: one)
 }
 
 func (l *lossy) dial(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -76,7 +77,7 @@ func (c *lossyConn) Write(b []byte) (int, error) {
 		return 0, io.EOF
 	}
 	n, err := c.Conn.Write(b)
-	if err == nil && bytes.Contains(bytes.ToLower(b), []byte("evalsha")) && c.l.armed.Add(-1) >= 0 {
+	if err == nil && bytes.Count(bytes.ToLower(b), []byte("evalsha")) >= max(c.l.batch, 1) && c.l.armed.Add(-1) >= 0 {
 		time.Sleep(100 * time.Millisecond) // the script runs
 		c.dead.Store(true)
 		c.Conn.Close()

@@ -1,0 +1,194 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/internal/testserver"
+)
+
+// Hits through go-redis's auto-pipeliner (pipeline=auto, the default):
+// concurrent Hits share connections, a lost batch reply re-sends none of
+// its scripts (T5), and a Hit whose caller gave up while queued behind a
+// slow batch is not sent (T1).
+
+// connsFor runs conc callers of hits Hits each on a fresh store of raw and
+// returns how many connections the server accepted meanwhile.
+func connsFor(t *testing.T, srv *testserver.Redis, raw string, conc, hits int) int {
+	t.Helper()
+	st, _ := openStore(t, raw)
+	tenant := "t-" + randHex(4)
+	c := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: tenant, Increment: time.Microsecond, Capacity: time.Hour}
+	mustHit(t, st, []fleetstore.Charge{c}, nil, fleetstore.OK) // connect, load the script
+	before := connectionsReceived(t, srv)
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Go(func() {
+			for range hits {
+				if _, err := st.Hit(ctx(t), []fleetstore.Charge{c}, nil); err != nil {
+					t.Errorf("hit: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return connectionsReceived(t, srv) - before
+}
+
+func connectionsReceived(t *testing.T, srv *testserver.Redis) int {
+	t.Helper()
+	info, err := srv.Info("stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_connections_received:"); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("INFO stats has no total_connections_received")
+	return 0
+}
+
+// TestHitsPipelined: 64 concurrent callers share the auto-pipeliner's
+// connections (go-redis's pipeline pool, 10 at most), where pipeline=off
+// opens about one per caller. Fails if Hits do not go through the
+// auto-pipeliner.
+func TestHitsPipelined(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartRedis(t)
+	const conc, hits = 64, 30
+	auto := connsFor(t, srv, srv.URL()+"?pool_size=64", conc, hits)
+	off := connsFor(t, srv, srv.URL()+"?pool_size=64&pipeline=off", conc, hits)
+	t.Logf("FIGURE pipeline: %d callers × %d Hits: %d new connections with pipeline=auto, %d with pipeline=off", conc, hits, auto, off)
+	if auto > 10 {
+		t.Errorf("pipeline=auto: %d new connections for %d concurrent callers, want at most go-redis's pipeline pool (10)", auto, conc)
+	}
+	if off <= auto {
+		t.Errorf("pipeline=off opened %d connections, pipeline=auto %d: the control shows no pipelining", off, auto)
+	}
+}
+
+// TestNoRetryOfLostBatch: concurrent Hits on one bucket whose batch reply
+// is lost after the scripts ran fail, and none is re-sent by the
+// auto-pipeliner (T5): the bucket is charged exactly once per Hit.
+// Fails if the pipeliner's batch retries were on (go-redis retries a
+// failed pipeline as a whole up to MaxRetries).
+func TestNoRetryOfLostBatch(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartRedis(t)
+	l := &lossy{batch: 2}
+	scheme := dialerScheme("redis", l.dial)
+	_, rest, _ := cutScheme(srv.URL())
+	st, _ := openStore(t, scheme+"://"+rest)
+	const conc, burst = 16, 40
+	c := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: "t-" + randHex(4), Increment: time.Hour, Capacity: burst * time.Hour}
+	mustHit(t, st, []fleetstore.Charge{c}, nil, fleetstore.OK) // connect, load the script
+	l.armed.Store(1)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	failed := 0
+	for range conc {
+		wg.Go(func() {
+			_, err := st.Hit(ctx(t), []fleetstore.Charge{c}, nil)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed++
+				if !errors.Is(err, fleetstore.ErrUnavailable) {
+					t.Errorf("lost batch: got error %v, want ErrUnavailable", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if l.lost.Load() != 1 || failed < 2 {
+		t.Fatalf("lost %d batch replies, %d Hits failed: want 1 and at least 2 (one batch)", l.lost.Load(), failed)
+	}
+	// Every Hit reached the server once: 1 + conc charges taken.
+	left := 0
+	for range burst {
+		res, err := st.Hit(ctx(t), []fleetstore.Charge{c}, nil)
+		if err != nil {
+			t.Fatalf("hit: %v", err)
+		}
+		if res.Outcome == fleetstore.OK {
+			left++
+		}
+	}
+	if want := burst - 1 - conc; left != want {
+		t.Fatalf("%d Hits conformed after the lost batch (%d of %d failed), want %d: %d scripts ran twice", left, failed, conc, want, want-left)
+	}
+	t.Logf("FIGURE pipeline: a lost batch reply failed %d of %d concurrent Hits, none re-sent", failed, conc)
+}
+
+// TestLeftBehindNotSent: a Hit queued behind a batch the server has not
+// answered, whose caller's deadline runs out meanwhile, returns
+// ErrTimeout on time and is never sent: when the server answers again,
+// only the first Hit was charged. Fails without the leftBehind hook (the
+// auto-pipeliner writes a queued command whatever its caller's context).
+func TestLeftBehindNotSent(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartRedis(t)
+	st, _ := openStore(t, srv.URL()) // budget 5s
+	c := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: "t-" + randHex(4), Increment: time.Hour, Capacity: 3 * time.Hour}
+	mustHit(t, st, []fleetstore.Charge{c}, nil, fleetstore.OK) // connect, load; 2 left
+	if err := srv.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	defer func() {
+		if !thawed {
+			_ = srv.Thaw()
+		}
+	}()
+	first := make(chan error, 1)
+	go func() {
+		_, err := st.Hit(ctx(t), []fleetstore.Charge{c}, nil)
+		first <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // its batch is written, unanswered
+	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := st.Hit(short, []fleetstore.Charge{c}, nil)
+	took := time.Since(start)
+	wantErrIs(t, "hit queued behind an unanswered batch", err, fleetstore.ErrTimeout)
+	if took > time.Second {
+		t.Errorf("queued hit took %v with a 200ms deadline", took)
+	}
+	if err := srv.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	thawed = true
+	if err := <-first; err != nil {
+		t.Fatalf("first hit: %v", err)
+	}
+	// The queued Hit's batch is flushed after the first one's reply:
+	// give it time to have run, were it sent.
+	time.Sleep(200 * time.Millisecond)
+	left := 0
+	for range 3 {
+		res, err := st.Hit(ctx(t), []fleetstore.Charge{c}, nil)
+		if err != nil {
+			t.Fatalf("hit: %v", err)
+		}
+		if res.Outcome == fleetstore.OK {
+			left++
+		}
+	}
+	if left != 1 {
+		t.Fatalf("%d Hits conformed after, want 1: the Hit whose caller had left was sent", left)
+	}
+}
