@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -19,9 +20,13 @@ type client struct {
 	c       goredis.UniversalClient
 	cluster bool
 	// ap, when not nil, is go-redis's auto-pipeliner (its deferred face)
-	// over c: Eval sends through it, so that concurrent Hits share a
-	// round trip (see the package doc, Pipelining).
-	ap *goredis.AutoPipeliner
+	// over c: Eval sends through it while another Eval is in flight (or
+	// always, with pipeline=always), so that concurrent Hits share a
+	// round trip (see the package doc, Pipelining); inFlight counts the
+	// Evals under way.
+	ap       *goredis.AutoPipeliner
+	always   bool
+	inFlight atomic.Int32
 }
 
 var _ rediscore.Client = (*client)(nil)
@@ -115,14 +120,22 @@ func evalCmd(ctx context.Context, s *scripts.Script, eval bool, keys, args []str
 	return goredis.NewCmd(ctx, a...)
 }
 
-// Eval implements rediscore.Client. Through the auto-pipeliner, the call
-// waits for its batch or for ctx, whichever comes first (T1): go-redis's
-// batch runs on its own context, bounded by the read and write timeouts
-// (at most the budget), and a command whose caller left before its batch
-// was written is not sent (leftBehind).
+// Eval implements rediscore.Client. A call alone (no other Eval in
+// flight) goes straight to a pooled connection, unless pipeline=always:
+// the auto-pipeliner's hand-offs between goroutines would only add to
+// its latency. Through
+// the auto-pipeliner, the call waits for its batch or for ctx, whichever
+// comes first (T1): go-redis's batch runs on its own context, bounded by
+// the read and write timeouts (at most the budget), and a command whose
+// caller left before its batch was written is not sent (leftBehind).
 func (c *client) Eval(ctx context.Context, s *scripts.Script, eval bool, keys, args []string) (any, error) {
 	cmd := evalCmd(ctx, s, eval, keys, args)
-	if c.ap == nil {
+	alone := true
+	if c.ap != nil {
+		alone = c.inFlight.Add(1) == 1 && !c.always
+		defer c.inFlight.Add(-1)
+	}
+	if alone {
 		if err := c.c.Process(ctx, noRetry{cmd, nil}); err != nil {
 			return nil, c.failed(err)
 		}

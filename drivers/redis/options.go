@@ -19,7 +19,7 @@ type options struct {
 	cluster  *goredis.ClusterOptions
 	failover *goredis.FailoverOptions // a Sentinel-managed master
 	display  string                   // the URL with its password redacted, for log lines
-	pipeline bool                     // Hits through go-redis's auto-pipeliner (pipeline=auto)
+	pipeline string                   // pipeline=: auto, always or off
 }
 
 // The go-redis URL parameters the driver accepts (see the package doc),
@@ -97,13 +97,13 @@ func parseURL(cfg driver.Config) (*options, error) {
 	if err != nil {
 		return nil, err
 	}
-	pipeline := true
-	switch v := q.Get("pipeline"); v {
-	case "", "auto":
-	case "off":
-		pipeline = false
+	pipeline := q.Get("pipeline")
+	switch pipeline {
+	case "":
+		pipeline = "auto"
+	case "auto", "always", "off":
 	default:
-		return nil, driver.Invalid("url: pipeline", "want auto or off, got "+driver.Quote(v))
+		return nil, driver.Invalid("url: pipeline", "want auto, always or off, got "+driver.Quote(pipeline))
 	}
 	q.Del("pipeline") // ours, not go-redis's
 	files := url.Values{}

@@ -90,6 +90,7 @@ func TestParseURLErrors(t *testing.T) {
 		{"redis://h:1?pool_size=many", "pool_size"},
 		{"redis://h:1?addr=nocolon", "addr"},
 		{"redis:opaque", "url"},
+		{"redis://h:1?pipeline=on", "pipeline"},
 	}
 	for _, tt := range tests {
 		_, err := parseURL(config(t, tt.give))

@@ -6,17 +6,21 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/conformance"
 	"github.com/fleetstore/fleetstore/internal/testserver"
 )
 
-// Hits through go-redis's auto-pipeliner (pipeline=auto, the default):
+// Hits through go-redis's auto-pipeliner (pipeline=auto, the default:
+// while another Hit is in flight; pipeline=always: every Hit):
 // concurrent Hits share connections, a lost batch reply re-sends none of
 // its scripts (T5), and a Hit whose caller gave up while queued behind a
-// slow batch is not sent (T1).
+// slow batch is not sent (T1). TestConformancePipelined runs the whole
+// suite with pipeline=always.
 
 // connsFor runs conc callers of hits Hits each on a fresh store of raw and
 // returns how many connections the server accepted meanwhile.
@@ -91,7 +95,7 @@ func TestNoRetryOfLostBatch(t *testing.T) {
 	l := &lossy{batch: 2}
 	scheme := dialerScheme("redis", l.dial)
 	_, rest, _ := cutScheme(srv.URL())
-	st, _ := openStore(t, scheme+"://"+rest)
+	st, _ := openStore(t, scheme+"://"+rest+"?pipeline=always")
 	const conc, burst = 16, 40
 	c := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: "t-" + randHex(4), Increment: time.Hour, Capacity: burst * time.Hour}
 	mustHit(t, st, []fleetstore.Charge{c}, nil, fleetstore.OK) // connect, load the script
@@ -141,7 +145,7 @@ func TestNoRetryOfLostBatch(t *testing.T) {
 func TestLeftBehindNotSent(t *testing.T) {
 	t.Parallel()
 	srv := testserver.StartRedis(t)
-	st, _ := openStore(t, srv.URL()) // budget 5s
+	st, _ := openStore(t, srv.URL()+"?pipeline=always") // budget 5s
 	c := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: "t-" + randHex(4), Increment: time.Hour, Capacity: 3 * time.Hour}
 	mustHit(t, st, []fleetstore.Charge{c}, nil, fleetstore.OK) // connect, load; 2 left
 	if err := srv.Freeze(); err != nil {
@@ -190,5 +194,116 @@ func TestLeftBehindNotSent(t *testing.T) {
 	}
 	if left != 1 {
 		t.Fatalf("%d Hits conformed after, want 1: the Hit whose caller had left was sent", left)
+	}
+}
+
+// TestConformancePipelined runs the whole conformance suite with every
+// Hit through the auto-pipeliner (pipeline=always), on one redis-server
+// on a Redis Cluster and on a Sentinel-managed master: the clauses hold
+// on that path too (the default, pipeline=auto, takes it only under
+// concurrency).
+func TestConformancePipelined(t *testing.T) {
+	t.Run("server", func(t *testing.T) {
+		srv := testserver.StartRedis(t)
+		admin := adminClient(t, "", srv.Addr)
+		conformance.Run(t, conformance.Config{
+			URL:     srv.URL() + "/0?pipeline=always",
+			Records: records(admin),
+			Restart: srv.Restart,
+			FlushScripts: func() error {
+				_, err := srv.Do("SCRIPT", "FLUSH")
+				return err
+			},
+		})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cl := testserver.StartCluster(t)
+		admin := adminClient(t, "", cl.Addrs()...)
+		conformance.Run(t, conformance.Config{
+			URL:          cl.URL() + "?pipeline=always",
+			AddrURL:      func(addr string) string { return "redis+cluster://" + addr + "?pipeline=always" },
+			Records:      records(admin),
+			Restart:      cl.Restart,
+			FlushScripts: func() error { return cl.DoAll("SCRIPT", "FLUSH") },
+		})
+	})
+	t.Run("sentinel", func(t *testing.T) {
+		s := testserver.StartSentinel(t)
+		master := s.Nodes[0]
+		conformance.Run(t, conformance.Config{
+			URL: sentinelURL(s) + "&pipeline=always",
+			AddrURL: func(addr string) string {
+				return "redis://" + addr + "?master_name=" + s.MasterName + "&pipeline=always"
+			},
+			Records: records(adminClient(t, "", master.Addr)),
+			FlushScripts: func() error {
+				_, err := master.Do("SCRIPT", "FLUSH")
+				return err
+			},
+		})
+	})
+}
+
+// TestPipelineRecoversAfterFreeze: 8 callers Hit through the
+// auto-pipeliner while the server is stopped (SIGSTOP) for a second: their
+// calls fail within the budget, and once it runs again (SIGCONT) every
+// caller's Hits succeed within 2s, on the same Store.
+func TestPipelineRecoversAfterFreeze(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartRedis(t)
+	const budget = 100 * time.Millisecond
+	st, _ := openStore(t, srv.URL()+"?pipeline=always", fleetstore.WithTimeout(budget))
+	c := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: "t-" + randHex(4), Increment: time.Microsecond, Capacity: time.Hour}
+	mustHit(t, st, []fleetstore.Charge{c}, nil, fleetstore.OK)
+	var thawedAt atomic.Int64 // unix ns; 0 while frozen or before
+	stop := make(chan struct{})
+	type last struct {
+		okAfter time.Duration // first success after the thaw
+		err     error         // the last error after the thaw + 2s
+	}
+	results := make([]last, 8)
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() {
+			r := &results[i]
+			r.okAfter = -1
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := st.Hit(context.Background(), []fleetstore.Charge{c}, nil)
+				th := thawedAt.Load()
+				if th == 0 {
+					continue
+				}
+				since := time.Since(time.Unix(0, th))
+				if err == nil && r.okAfter < 0 {
+					r.okAfter = since
+				}
+				if err != nil && since > 2*time.Second {
+					r.err = err
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	time.Sleep(200 * time.Millisecond)
+	if err := srv.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if err := srv.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	thawedAt.Store(time.Now().UnixNano())
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+	for i, r := range results {
+		if r.okAfter < 0 || r.okAfter > 2*time.Second || r.err != nil {
+			t.Errorf("caller %d: first Hit answered %v after the thaw (-1: none), an error after 2s: %v", i, r.okAfter, r.err)
+		}
 	}
 }

@@ -239,15 +239,16 @@ func open(cfg driver.Config, dial dialFunc) (*rediscore.Conn, error) {
 		cl.c, async = sc, sc.AsyncAutoPipeline
 	}
 	cl.c.AddHook(leftBehind{})
-	if o.pipeline {
+	if o.pipeline != "off" {
 		// No I/O: it starts its flusher goroutine, which the client's
-		// Close stops (T4).
+		// Close stops (T4). go-redis's defaults: one ordered stream of
+		// batches, one batch in flight, up to 200 commands a batch.
 		ap, err := async()
 		if err != nil {
 			_ = cl.c.Close()
 			return nil, fmt.Errorf("redis: auto-pipeliner: %w", err)
 		}
-		cl.ap = ap
+		cl.ap, cl.always = ap, o.pipeline == "always"
 	}
 	return rediscore.New(cl, cfg, o.display), nil
 }

@@ -48,6 +48,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
@@ -65,6 +66,9 @@ type config struct {
 	only                []string
 	run                 runConfig
 	items               int
+	memServers          []string      // server binaries the memory rows run on, each started for them
+	steadyTTL           time.Duration // the steady-state memory row's claim TTL (0: skip it)
+	steadyRate          int           // its commits per second
 	json, markdown      bool
 	cpuProfile, memProf string
 	rounds              int
@@ -78,7 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg config
-	var conc, only string
+	var conc, only, memServers string
 	fs.StringVar(&cfg.addr, "addr", "", "host:port of a running server (default: start redis-server on a free loopback port)")
 	fs.StringVar(&cfg.serverBin, "server", "redis-server", "server binary to start when -addr is empty (valkey-server works too)")
 	fs.StringVar(&conc, "c", "1,64", "concurrencies, comma-separated")
@@ -89,6 +93,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.run.tenants, "tenants", 1000, "tenants (buckets) per row, taken in turn")
 	fs.IntVar(&cfg.rounds, "rounds", 1, "run every row this many times, interleaved, and pool the rounds (-d each)")
 	fs.IntVar(&cfg.items, "items", 100_000, "tenants and claims written for the memory rows (0: skip them)")
+	fs.StringVar(&memServers, "memory-servers", "redis-server,valkey-server", "server binaries the memory rows run on, comma-separated, each started for them (with -addr: that server only); one not found is skipped with a warning")
+	fs.DurationVar(&cfg.steadyTTL, "steady-ttl", 2*time.Second, "claim TTL of the steady-state memory row: three TTLs of commits, as many expiring as arriving (0: skip it)")
+	fs.IntVar(&cfg.steadyRate, "steady-rate", 10_000, "commits per second of the steady-state memory row")
 	fs.StringVar(&only, "only", "", "systems to run, comma-separated (default all): "+systemNames())
 	fs.BoolVar(&cfg.json, "json", false, "print only one JSON object per row")
 	fs.BoolVar(&cfg.markdown, "md", false, "print the table as Markdown")
@@ -120,6 +127,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if only != "" {
 		cfg.only = strings.Split(only, ",")
+	}
+	if memServers != "" {
+		cfg.memServers = strings.Split(memServers, ",")
+	}
+	if cfg.steadyRate < memBatch {
+		fmt.Fprintf(stderr, "compare: -steady-rate: want at least %d\n", memBatch)
+		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -186,17 +200,9 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		}()
 	}
 
-	var mem []row
-	if cfg.items > 0 {
-		progress("memory: %d tenants, %d committed claims …", cfg.items, cfg.items)
-		rows, warning, err := measureMemory(ctx, admin, addr, cfg.items, cfg.run.timeout)
-		if err != nil {
-			return err
-		}
-		if warning != nil {
-			fmt.Fprintln(stderr, "compare: warning:", warning)
-		}
-		mem = rows
+	mem, err := memoryRows(ctx, cfg, admin, version, progress, stderr)
+	if err != nil {
+		return err
 	}
 
 	// Every round runs every row once; rounds interleave, so that a slow
@@ -270,6 +276,71 @@ func failedRows(rows []row) error {
 		return nil
 	}
 	return fmt.Errorf("calls failed in %s: those rows, their ratios and the goals are not valid", strings.Join(bad, ", "))
+}
+
+// memoryRows runs the memory rows on cfg.addr's server, or on a server
+// of each of cfg.memServers started for them (one not installed is
+// skipped with a warning).
+func memoryRows(ctx context.Context, cfg config, admin *goredis.Client, version string, progress func(string, ...any), stderr io.Writer) ([]row, error) {
+	if cfg.items <= 0 && cfg.steadyTTL <= 0 {
+		return nil, nil
+	}
+	one := func(admin *goredis.Client, addr, version string) ([]row, error) {
+		var rows []row
+		if cfg.items > 0 {
+			progress("memory on %s: %d tenants, %d committed claims …", version, cfg.items, cfg.items)
+			got, warning, err := measureMemory(ctx, admin, addr, cfg.items, cfg.run.timeout)
+			if err != nil {
+				return nil, err
+			}
+			if warning != nil {
+				fmt.Fprintln(stderr, "compare: warning:", warning)
+			}
+			rows = append(rows, got...)
+		}
+		if cfg.steadyTTL > 0 {
+			progress("memory on %s: steady state, %d claims/s for 3 × %v …", version, cfg.steadyRate, cfg.steadyTTL)
+			r, err := steadyMemory(ctx, admin, addr, cfg.steadyTTL, cfg.steadyRate, cfg.run.timeout)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, r)
+		}
+		for i := range rows {
+			rows[i].Server = version
+		}
+		return rows, nil
+	}
+	if cfg.addr != "" {
+		return one(admin, cfg.addr, version)
+	}
+	var rows []row
+	for _, bin := range cfg.memServers {
+		bin = strings.TrimSpace(bin)
+		if _, err := exec.LookPath(bin); err != nil {
+			fmt.Fprintf(stderr, "compare: warning: %s not found: no memory rows on it\n", bin)
+			continue
+		}
+		srv, err := startServer(ctx, bin)
+		if err != nil {
+			return nil, err
+		}
+		got, err := func() ([]row, error) {
+			defer srv.close()
+			a := goredis.NewClient(&goredis.Options{Addr: srv.addr})
+			defer a.Close()
+			v, err := serverVersion(ctx, a)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", srv.addr, err)
+			}
+			return one(a, srv.addr, v)
+		}()
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, got...)
+	}
+	return rows, nil
 }
 
 func writeAllocs(path string) error {

@@ -64,6 +64,7 @@ type row struct {
 	Ops         uint64  `json:"ops"`                       // ops in the measured window
 	NotOK       uint64  `json:"not_ok"`                    // answers other than allowed/OK
 	Errors      uint64  `json:"errors"`                    // error values
+	Server      string  `json:"server,omitempty"`          // memory rows: the server they ran on
 	Bytes       float64 `json:"bytes,omitempty"`           // memory rows: bytes per item
 	Items       int     `json:"items,omitempty"`           // memory rows: items written
 	Seconds     float64 `json:"seconds,omitempty"`         // measured window, s

@@ -63,6 +63,7 @@ var systems = []system{
 	{name: "ping-valkey-go", about: "PING, valkey-go with the valkey driver's settings (its round-trip floor)", open: openPingValkey},
 	{name: "script-floor", about: "EVALSHA of a script that returns {1} at once, with a Hit's KEYS and ARGV, go-redis v9 (the floor of any one-script decision)", open: openScriptFloor},
 	{name: "fleetstore-redis-hit", about: "fleetstore redis://: Hit alone (hooks + bytes charges and a claim, one script call)", open: openFleetstore("redis", false)},
+	{name: "fleetstore-redis-hit-unpipelined", about: "fleetstore redis:// with pipeline=off: Hit alone, each call on its own pooled connection (the driver before go-redis's auto-pipeliner)", open: openFleetstoreURL("redis", "&pipeline=off", false)},
 	{name: "fleetstore-redis-hook", about: "fleetstore redis://: the whole hook, Hit then Commit; p50/p99 are the Hit's, ops/s are hooks", hook: true, open: openFleetstore("redis", true)},
 	{name: "fleetstore-valkey-hit", about: "fleetstore valkey://: Hit alone", open: openFleetstore("valkey", false)},
 	{name: "fleetstore-valkey-hook", about: "fleetstore valkey://: Hit then Commit; p50/p99 are the Hit's, ops/s are hooks", hook: true, open: openFleetstore("valkey", true)},
@@ -139,8 +140,14 @@ func openPingValkey(e *env) (op, func(), error) {
 // charges (hooks, bytes) and a claim on a fresh event key per Hit; with
 // commit, a Commit after each OK Hit.
 func openFleetstore(scheme string, commit bool) func(e *env) (op, func(), error) {
+	return openFleetstoreURL(scheme, "", commit)
+}
+
+// openFleetstoreURL is openFleetstore with more URL parameters (each
+// starting with &).
+func openFleetstoreURL(scheme, params string, commit bool) func(e *env) (op, func(), error) {
 	return func(e *env) (op, func(), error) {
-		u := fmt.Sprintf("%s://%s/0?timeout=%s&key_prefix=fs%s", scheme, e.addr, e.timeout, e.run)
+		u := fmt.Sprintf("%s://%s/0?timeout=%s&key_prefix=fs%s%s", scheme, e.addr, e.timeout, e.run, params)
 		if scheme == "redis" {
 			u += "&pool_size=" + strconv.Itoa(e.pool)
 		}
