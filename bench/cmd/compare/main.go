@@ -286,7 +286,18 @@ func memoryRows(ctx context.Context, cfg config, admin *goredis.Client, version 
 		return nil, nil
 	}
 	one := func(admin *goredis.Client, addr, version string) ([]row, error) {
+		// The steady state first: the other rows' keys are deleted
+		// in the background (UNLINK), which would lower used_memory
+		// while it runs.
 		var rows []row
+		if cfg.steadyTTL > 0 {
+			progress("memory on %s: steady state, %d claims/s for 3 × %v …", version, cfg.steadyRate, cfg.steadyTTL)
+			r, err := steadyMemory(ctx, admin, addr, cfg.steadyTTL, cfg.steadyRate, cfg.run.timeout)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, r)
+		}
 		if cfg.items > 0 {
 			progress("memory on %s: %d tenants, %d committed claims …", version, cfg.items, cfg.items)
 			got, warning, err := measureMemory(ctx, admin, addr, cfg.items, cfg.run.timeout)
@@ -296,15 +307,7 @@ func memoryRows(ctx context.Context, cfg config, admin *goredis.Client, version 
 			if warning != nil {
 				fmt.Fprintln(stderr, "compare: warning:", warning)
 			}
-			rows = append(rows, got...)
-		}
-		if cfg.steadyTTL > 0 {
-			progress("memory on %s: steady state, %d claims/s for 3 × %v …", version, cfg.steadyRate, cfg.steadyTTL)
-			r, err := steadyMemory(ctx, admin, addr, cfg.steadyTTL, cfg.steadyRate, cfg.run.timeout)
-			if err != nil {
-				return nil, err
-			}
-			rows = append(rows, r)
+			rows = append(got, rows...)
 		}
 		for i := range rows {
 			rows[i].Server = version

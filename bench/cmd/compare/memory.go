@@ -81,6 +81,9 @@ func measureMemory(ctx context.Context, admin *goredis.Client, addr string, item
 		return nil, nil, err
 	}
 
+	if err := settled(ctx, admin); err != nil {
+		return nil, nil, err
+	}
 	m0, k0, err := usedMemory(ctx, admin)
 	if err != nil {
 		return nil, nil, err
@@ -147,6 +150,9 @@ func steadyMemory(ctx context.Context, admin *goredis.Client, addr string, ttl t
 		return row{}, err
 	}
 	time.Sleep(ttl + 100*time.Millisecond) // the warm-up claim expired
+	if err := settled(ctx, admin); err != nil {
+		return row{}, err
+	}
 	m0, _, err := usedMemory(ctx, admin)
 	if err != nil {
 		return row{}, err
@@ -191,7 +197,30 @@ func steadyMemory(ctx context.Context, admin *goredis.Client, addr string, ttl t
 		Seconds: round1(end.Sub(start).Seconds())}, nil
 }
 
+// settled waits (at most 10s) until the server has no object left to
+// free in the background (INFO memory lazyfree_pending_objects: what an
+// UNLINK of earlier rows left), so that used_memory does not fall during
+// a measurement.
+func settled(ctx context.Context, admin *goredis.Client) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := admin.Info(ctx, "memory").Result()
+		if err != nil {
+			return err
+		}
+		n, err := infoField(info, "lazyfree_pending_objects")
+		if err != nil || n == 0 || time.Now().After(deadline) {
+			return nil // a server without the field frees at once
+		}
+		sleep(ctx, 50*time.Millisecond)
+	}
+}
+
 // usedMemory returns INFO memory used_memory and the number of keys.
+//
+// The clients' buffers (mem_clients_normal, where the server has it) are
+// left out: they grow and shrink with the traffic of the moment, not with
+// what is stored.
 func usedMemory(ctx context.Context, admin *goredis.Client) (bytes, keys int64, err error) {
 	info, err := admin.Info(ctx, "memory").Result()
 	if err != nil {
@@ -200,6 +229,9 @@ func usedMemory(ctx context.Context, admin *goredis.Client) (bytes, keys int64, 
 	v, err := infoField(info, "used_memory")
 	if err != nil {
 		return 0, 0, err
+	}
+	if clients, err := infoField(info, "mem_clients_normal"); err == nil {
+		v -= clients
 	}
 	keys, err = admin.DBSize(ctx).Result()
 	return int64(v), keys, err
