@@ -24,6 +24,7 @@
 //	ping-valkey-go          PING, valkey-go with the valkey driver's settings: its floor
 //	script-floor            EVALSHA of "return {1}" with a Hit's KEYS and ARGV: the floor of any one-script decision
 //	fleetstore-redis-hit    Store.Hit: hooks and bytes charges and a claim on a fresh event key, one script call
+//	fleetstore-redis-hit-unpipelined  as fleetstore-redis-hit with pipeline=off: each Hit on its own pooled connection
 //	fleetstore-redis-hook   the whole hook: Hit, then Commit; ops/s are hooks, p50/p99 the Hit's, hook p50/p99 both
 //	fleetstore-valkey-hit   as fleetstore-redis-hit, valkey driver
 //	fleetstore-valkey-hook  as fleetstore-redis-hook, valkey driver
@@ -31,14 +32,26 @@
 //	redis_rate-job          redis_rate doing a Hit's job: two Allow and a SET NX PX (three round trips, not all or nothing)
 //	throttled               throttled v2 GCRA over its go-redis v9 store: one bucket, GET+TIME then a CAS script
 //
-// Before the load it measures Redis memory per tenant (the hooks and
-// bytes buckets) and per committed claim: INFO memory used_memory before
-// and after -items of each, through the redis driver.
+// Before the load it measures memory per tenant (the hooks and bytes
+// buckets), per committed claim (INFO memory used_memory, less the
+// clients' buffers, before and after -items of each) and per live claim
+// in steady state (claims on a short TTL, -steady-ttl, committed at
+// -steady-rate for three TTLs, so that as many expire as arrive; the
+// growth divided by the claims committed within the last TTL), through
+// the redis driver, on a server of each of -memory-servers
+// (redis-server and valkey-server) started for them, or on -addr's.
+//
+// Then it prints issue 13's goals, each met or not, as ratios of rows of
+// the one run: Hit ops/s at c=64 ÷ redis_rate's (≥ 1.3), Hit p50 at c=1 ÷
+// script-floor's (≤ 1.4), server CPU per Hit at c=64 ÷ redis_rate's
+// (≤ 1.2), bytes per committed and per live claim (≤ 100), with the Hit's
+// p99 at c=64 beside them.
 //
 // With -json every row is one object on its own line: system,
 // concurrency, ops_per_sec, p50_us, p99_us, and more (see row); the
-// memory rows have system memory_per_tenant and memory_per_claim, bytes
-// (per item) and items, and zeros in the latency fields.
+// memory rows have system memory_per_tenant, memory_per_claim and
+// memory_per_live_claim, server, bytes (per item) and items, and zeros in
+// the latency fields.
 package main
 
 import (
