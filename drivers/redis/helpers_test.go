@@ -24,12 +24,15 @@ func randHex(n int) string {
 }
 
 // withPrefix adds a random key_prefix (and more query) to raw.
-func withPrefix(raw, prefix string) string {
+func withPrefix(raw, prefix string) string { return withQuery(raw, "key_prefix="+prefix) }
+
+// withQuery adds the query parameters kv ("name=value&…") to raw.
+func withQuery(raw, kv string) string {
 	sep := "?"
 	if strings.Contains(raw, "?") {
 		sep = "&"
 	}
-	return raw + sep + "key_prefix=" + prefix
+	return raw + sep + kv
 }
 
 // openStore opens raw with a random key_prefix and a wide budget for a

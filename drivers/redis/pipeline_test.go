@@ -73,8 +73,8 @@ func TestHitsPipelined(t *testing.T) {
 	t.Parallel()
 	srv := testserver.StartRedis(t)
 	const conc, hits = 64, 30
-	auto := connsFor(t, srv, srv.URL()+"?pool_size=64", conc, hits)
-	off := connsFor(t, srv, srv.URL()+"?pool_size=64&pipeline=off", conc, hits)
+	auto := connsFor(t, srv, withQuery(srv.URL(), "pool_size=64"), conc, hits)
+	off := connsFor(t, srv, withQuery(srv.URL(), "pool_size=64&pipeline=off"), conc, hits)
 	t.Logf("FIGURE pipeline: %d callers × %d Hits: %d new connections with pipeline=auto, %d with pipeline=off", conc, hits, auto, off)
 	if auto > 10 {
 		t.Errorf("pipeline=auto: %d new connections for %d concurrent callers, want at most go-redis's pipeline pool (10)", auto, conc)
@@ -95,7 +95,7 @@ func TestNoRetryOfLostBatch(t *testing.T) {
 	l := &lossy{batch: 2}
 	scheme := dialerScheme("redis", l.dial)
 	_, rest, _ := cutScheme(srv.URL())
-	st, _ := openStore(t, scheme+"://"+rest+"?pipeline=always")
+	st, _ := openStore(t, withQuery(scheme+"://"+rest, "pipeline=always"))
 	const conc, burst = 16, 40
 	c := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: "t-" + randHex(4), Increment: time.Hour, Capacity: burst * time.Hour}
 	mustHit(t, st, []fleetstore.Charge{c}, nil, fleetstore.OK) // connect, load the script
@@ -145,7 +145,7 @@ func TestNoRetryOfLostBatch(t *testing.T) {
 func TestLeftBehindNotSent(t *testing.T) {
 	t.Parallel()
 	srv := testserver.StartRedis(t)
-	st, _ := openStore(t, srv.URL()+"?pipeline=always") // budget 5s
+	st, _ := openStore(t, withQuery(srv.URL(), "pipeline=always")) // budget 5s
 	c := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: "t-" + randHex(4), Increment: time.Hour, Capacity: 3 * time.Hour}
 	mustHit(t, st, []fleetstore.Charge{c}, nil, fleetstore.OK) // connect, load; 2 left
 	if err := srv.Freeze(); err != nil {
@@ -220,7 +220,7 @@ func TestConformancePipelined(t *testing.T) {
 		cl := testserver.StartCluster(t)
 		admin := adminClient(t, "", cl.Addrs()...)
 		conformance.Run(t, conformance.Config{
-			URL:          cl.URL() + "?pipeline=always",
+			URL:          withQuery(cl.URL(), "pipeline=always"),
 			AddrURL:      func(addr string) string { return "redis+cluster://" + addr + "?pipeline=always" },
 			Records:      records(admin),
 			Restart:      cl.Restart,
@@ -252,7 +252,7 @@ func TestPipelineRecoversAfterFreeze(t *testing.T) {
 	t.Parallel()
 	srv := testserver.StartRedis(t)
 	const budget = 100 * time.Millisecond
-	st, _ := openStore(t, srv.URL()+"?pipeline=always", fleetstore.WithTimeout(budget))
+	st, _ := openStore(t, withQuery(srv.URL(), "pipeline=always"), fleetstore.WithTimeout(budget))
 	c := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: "t-" + randHex(4), Increment: time.Microsecond, Capacity: time.Hour}
 	mustHit(t, st, []fleetstore.Charge{c}, nil, fleetstore.OK)
 	var thawedAt atomic.Int64 // unix ns; 0 while frozen or before
