@@ -122,12 +122,12 @@ func evalCmd(ctx context.Context, s *scripts.Script, eval bool, keys, args []str
 
 // Eval implements rediscore.Client. A call alone (no other Eval in
 // flight) goes straight to a pooled connection, unless pipeline=always:
-// the auto-pipeliner's hand-offs between goroutines would only add to
-// its latency. Through
-// the auto-pipeliner, the call waits for its batch or for ctx, whichever
-// comes first (T1): go-redis's batch runs on its own context, bounded by
-// the read and write timeouts (at most the budget), and a command whose
-// caller left before its batch was written is not sent (leftBehind).
+// the auto-pipeliner's hand-offs between goroutines would only add to its
+// latency. Through the auto-pipeliner, the call waits for its batch or
+// for ctx, whichever comes first (T1): go-redis's batch runs on its own
+// context, bounded by the read and write timeouts (at most the budget),
+// and a command whose caller left before its batch was written is not
+// sent (leftBehind).
 func (c *client) Eval(ctx context.Context, s *scripts.Script, eval bool, keys, args []string) (any, error) {
 	cmd := evalCmd(ctx, s, eval, keys, args)
 	alone := true

@@ -123,19 +123,22 @@
 //
 // # Pipelining
 //
-// Concurrent Hits share round trips through go-redis's auto-pipeliner
-// (Client.AsyncAutoPipeline, ClusterClient.AsyncAutoPipeline; marked
-// experimental by go-redis, v9.23.0 here), with go-redis's defaults: one
-// stream of batches per client, one batch in flight, up to 200 commands a
-// batch, on go-redis's pipeline pool (10 connections); on a cluster, one
-// such stream per range of slots (GOMAXPROCS of them, at most 16), each
-// batch split by node. With pipeline=auto, the
-// default, a Hit goes through it while another Hit of the Store is in
-// flight; a Hit alone goes straight to a pooled connection, as with
-// pipeline=off, because the pipeliner's hand-offs between goroutines
-// would only add to its latency. pipeline=always sends every Hit through
-// it (the least CPU per Hit under load, more latency alone); pipeline=off
-// never. Commits, Releases, Reset and Ping are not pipelined.
+// Concurrent script calls share round trips through go-redis's
+// auto-pipeliner (Client.AsyncAutoPipeline,
+// ClusterClient.AsyncAutoPipeline; marked experimental by go-redis,
+// v9.23.0 here), with go-redis's defaults: one stream of batches per
+// client, one batch in flight, up to 200 commands a batch, on go-redis's
+// pipeline pool (10 connections); on a cluster, one such stream per range
+// of slots (GOMAXPROCS of them, at most 16), each batch split by node. A
+// script call is a Hit, or a Commit or Release whose claims are in one
+// slot (a batch over several slots of a cluster is one go-redis pipeline
+// of its own, as before); Reset and Ping are never pipelined. With
+// pipeline=auto, the default, a script call goes through the pipeliner
+// while another of the Store's is in flight; a call alone goes straight
+// to a pooled connection, as with pipeline=off, because the pipeliner's
+// hand-offs between goroutines would only add to its latency.
+// pipeline=always sends every script call through it (the least CPU per
+// Hit under load, more latency alone); pipeline=off none.
 //
 // What the contract needs, and how it holds on that path (each shown by a
 // test with pipeline=always, the conformance suite included, on a single
