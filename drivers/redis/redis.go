@@ -138,7 +138,7 @@
 // to a pooled connection, as with pipeline=off, because the pipeliner's
 // hand-offs between goroutines would only add to its latency.
 // pipeline=always sends every script call through it (a call alone then
-// pays those hand-offs: about 60–90µs more p50 at concurrency 1 on the
+// pays those hand-offs: about 40–90µs more p50 at concurrency 1 on the
 // 2-core machine of the README's figures); pipeline=off none.
 //
 // What the contract needs, and how it holds on that path (each shown by a
