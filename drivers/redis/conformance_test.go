@@ -10,31 +10,49 @@ import (
 // TestConformance runs the whole conformance suite against one
 // redis-server.
 func TestConformance(t *testing.T) {
-	srv := testserver.StartRedis(t)
+	conformance.Run(t, serverSuite(t, testserver.StartRedis(t), ""))
+}
+
+// TestConformanceCluster runs the whole conformance suite against a
+// three-master Redis Cluster.
+func TestConformanceCluster(t *testing.T) {
+	conformance.Run(t, clusterSuite(t, testserver.StartCluster(t), ""))
+}
+
+// serverSuite is the conformance config of srv, with the query
+// parameters q ("name=value&…", or "") on its URL.
+func serverSuite(t *testing.T, srv *testserver.Redis, q string) conformance.Config {
 	admin := adminClient(t, "", srv.Addr)
-	conformance.Run(t, conformance.Config{
-		URL:     srv.URL() + "/0",
+	u := srv.URL() + "/0"
+	if q != "" {
+		u = withQuery(u, q)
+	}
+	return conformance.Config{
+		URL:     u,
 		Records: records(admin),
 		Restart: srv.Restart,
 		FlushScripts: func() error {
 			_, err := srv.Do("SCRIPT", "FLUSH")
 			return err
 		},
-	})
+	}
 }
 
-// TestConformanceCluster runs the whole conformance suite against a
-// three-master Redis Cluster.
-func TestConformanceCluster(t *testing.T) {
-	cl := testserver.StartCluster(t)
+// clusterSuite is the conformance config of cl, with the query
+// parameters q ("name=value&…", or "") on its URLs.
+func clusterSuite(t *testing.T, cl *testserver.Cluster, q string) conformance.Config {
 	admin := adminClient(t, "", cl.Addrs()...)
-	conformance.Run(t, conformance.Config{
-		URL:          cl.URL(),
-		AddrURL:      func(addr string) string { return "redis+cluster://" + addr },
+	u, one := cl.URL(), func(addr string) string { return "redis+cluster://" + addr }
+	if q != "" {
+		u, one = withQuery(u, q), func(addr string) string { return "redis+cluster://" + addr + "?" + q }
+	}
+	return conformance.Config{
+		URL:          u,
+		AddrURL:      one,
 		Records:      records(admin),
 		Restart:      cl.Restart,
 		FlushScripts: func() error { return cl.DoAll("SCRIPT", "FLUSH") },
-	})
+	}
 }
 
 // TestConformanceFallback runs the conformance suite against a Store with
@@ -49,21 +67,11 @@ func TestConformanceCluster(t *testing.T) {
 const localDecision = "with a fallback, a dead, refused or lying store is a local decision (CONTRACT §8)"
 
 func TestConformanceFallback(t *testing.T) {
-	srv := testserver.StartRedis(t)
-	admin := adminClient(t, "", srv.Addr)
-	cfg := conformance.Config{
-		URL:     srv.URL() + "/0?fallback_nodes=3",
-		Records: records(admin),
-		Restart: srv.Restart,
-		FlushScripts: func() error {
-			_, err := srv.Do("SCRIPT", "FLUSH")
-			return err
-		},
-	}
 	// T1, T2 and V4 aim the Store at a dead, refused or lying address:
 	// with a fallback those errors are local decisions (CONTRACT §8).
 	// Every other clause runs on the fallback Store, T3 and T4 against the
 	// suite's own listeners (the default AddrURL keeps fallback_nodes).
+	cfg := serverSuite(t, testserver.StartRedis(t), "fallback_nodes=3")
 	cfg.Omit = map[string]string{"T1": localDecision, "T2": localDecision, "V4": localDecision}
 	conformance.Run(t, cfg)
 }

@@ -128,6 +128,22 @@ func cmdStat(info, cmd string) int {
 	return 0
 }
 
+// conforming makes n Hits of charges on st and returns how many were OK.
+func conforming(t testing.TB, st *fleetstore.Store, charges []fleetstore.Charge, n int) int {
+	t.Helper()
+	ok := 0
+	for range n {
+		res, err := st.Hit(ctx(t), charges, nil)
+		if err != nil {
+			t.Fatalf("hit: %v", err)
+		}
+		if res.Outcome == fleetstore.OK {
+			ok++
+		}
+	}
+	return ok
+}
+
 func wantErrIs(t testing.TB, what string, err, target error) {
 	t.Helper()
 	if !errors.Is(err, target) {

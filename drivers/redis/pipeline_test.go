@@ -121,16 +121,7 @@ func TestNoRetryOfLostBatch(t *testing.T) {
 		t.Fatalf("lost %d batch replies, %d Hits failed: want 1 and at least 2 (one batch)", l.lost.Load(), failed)
 	}
 	// Every Hit reached the server once: 1 + conc charges taken.
-	left := 0
-	for range burst {
-		res, err := st.Hit(ctx(t), []fleetstore.Charge{c}, nil)
-		if err != nil {
-			t.Fatalf("hit: %v", err)
-		}
-		if res.Outcome == fleetstore.OK {
-			left++
-		}
-	}
+	left := conforming(t, st, []fleetstore.Charge{c}, burst)
 	if want := burst - 1 - conc; left != want {
 		t.Fatalf("%d Hits conformed after the lost batch (%d of %d failed), want %d: %d scripts ran twice", left, failed, conc, want, want-left)
 	}
@@ -182,17 +173,7 @@ func TestLeftBehindNotSent(t *testing.T) {
 	// The queued Hit's batch is flushed after the first one's reply:
 	// give it time to have run, were it sent.
 	time.Sleep(200 * time.Millisecond)
-	left := 0
-	for range 3 {
-		res, err := st.Hit(ctx(t), []fleetstore.Charge{c}, nil)
-		if err != nil {
-			t.Fatalf("hit: %v", err)
-		}
-		if res.Outcome == fleetstore.OK {
-			left++
-		}
-	}
-	if left != 1 {
+	if left := conforming(t, st, []fleetstore.Charge{c}, 3); left != 1 {
 		t.Fatalf("%d Hits conformed after, want 1: the Hit whose caller had left was sent", left)
 	}
 }
@@ -204,43 +185,13 @@ func TestLeftBehindNotSent(t *testing.T) {
 // concurrency).
 func TestConformancePipelined(t *testing.T) {
 	t.Run("server", func(t *testing.T) {
-		srv := testserver.StartRedis(t)
-		admin := adminClient(t, "", srv.Addr)
-		conformance.Run(t, conformance.Config{
-			URL:     srv.URL() + "/0?pipeline=always",
-			Records: records(admin),
-			Restart: srv.Restart,
-			FlushScripts: func() error {
-				_, err := srv.Do("SCRIPT", "FLUSH")
-				return err
-			},
-		})
+		conformance.Run(t, serverSuite(t, testserver.StartRedis(t), "pipeline=always"))
 	})
 	t.Run("cluster", func(t *testing.T) {
-		cl := testserver.StartCluster(t)
-		admin := adminClient(t, "", cl.Addrs()...)
-		conformance.Run(t, conformance.Config{
-			URL:          withQuery(cl.URL(), "pipeline=always"),
-			AddrURL:      func(addr string) string { return "redis+cluster://" + addr + "?pipeline=always" },
-			Records:      records(admin),
-			Restart:      cl.Restart,
-			FlushScripts: func() error { return cl.DoAll("SCRIPT", "FLUSH") },
-		})
+		conformance.Run(t, clusterSuite(t, testserver.StartCluster(t), "pipeline=always"))
 	})
 	t.Run("sentinel", func(t *testing.T) {
-		s := testserver.StartSentinel(t)
-		master := s.Nodes[0]
-		conformance.Run(t, conformance.Config{
-			URL: sentinelURL(s) + "&pipeline=always",
-			AddrURL: func(addr string) string {
-				return "redis://" + addr + "?master_name=" + s.MasterName + "&pipeline=always"
-			},
-			Records: records(adminClient(t, "", master.Addr)),
-			FlushScripts: func() error {
-				_, err := master.Do("SCRIPT", "FLUSH")
-				return err
-			},
-		})
+		conformance.Run(t, sentinelSuite(t, testserver.StartSentinel(t), "pipeline=always"))
 	})
 }
 

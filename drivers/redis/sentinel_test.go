@@ -114,17 +114,27 @@ func TestParseSentinelURLErrors(t *testing.T) {
 // dialer that loses the master's reply follows.
 func TestConformanceSentinel(t *testing.T) {
 	s := testserver.StartSentinel(t)
+	conformance.Run(t, sentinelSuite(t, s, ""))
+	t.Run("lost reply not re-sent", func(t *testing.T) { testNoRetry(t, "redis", sentinelURL(s)) })
+}
+
+// sentinelSuite is the conformance config of s, with the query
+// parameters q ("name=value&…", or "") on its URLs.
+func sentinelSuite(t *testing.T, s *testserver.Sentinel, q string) conformance.Config {
 	master := s.Nodes[0]
-	conformance.Run(t, conformance.Config{
-		URL:     sentinelURL(s),
-		AddrURL: func(addr string) string { return "redis://" + addr + "?master_name=" + s.MasterName },
+	u, one := sentinelURL(s), func(addr string) string { return "redis://" + addr + "?master_name=" + s.MasterName }
+	if q != "" {
+		u, one = withQuery(u, q), func(addr string) string { return "redis://" + addr + "?master_name=" + s.MasterName + "&" + q }
+	}
+	return conformance.Config{
+		URL:     u,
+		AddrURL: one,
 		Records: records(adminClient(t, "", master.Addr)),
 		FlushScripts: func() error {
 			_, err := master.Do("SCRIPT", "FLUSH")
 			return err
 		},
-	})
-	t.Run("lost reply not re-sent", func(t *testing.T) { testNoRetry(t, "redis", sentinelURL(s)) })
+	}
 }
 
 // TestSentinelFailover: under load, SENTINEL FAILOVER: calls fail within

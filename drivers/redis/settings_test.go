@@ -130,17 +130,7 @@ func testNoRetry(t *testing.T, scheme, raw string) {
 	}
 	wantErrIs(t, "lost reply", err, fleetstore.ErrUnavailable)
 	// Burst 3: the first hit and the lost one took two; one is left.
-	ok := 0
-	for range 3 {
-		res, err := st.Hit(ctx(t), []fleetstore.Charge{c}, nil)
-		if err != nil {
-			t.Fatalf("hit: %v", err)
-		}
-		if res.Outcome == fleetstore.OK {
-			ok++
-		}
-	}
-	if ok != 1 {
+	if ok := conforming(t, st, []fleetstore.Charge{c}, 3); ok != 1 {
 		t.Fatalf("%d hits conformed after the lost one, want 1 (the lost hit was charged %d times)", ok, 2-ok)
 	}
 }

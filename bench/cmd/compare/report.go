@@ -118,25 +118,13 @@ type goal struct {
 var goals = []goal{
 	{figure: "Hit ops/s at c=64 ÷ redis_rate Allow (1 bucket)", bound: "≥ 1.3×", format: ratio,
 		met: func(v float64) bool { return v >= 1.3 },
-		of: func(hit func(int) (row, bool), peer func(string, int) (row, bool)) (float64, bool) {
-			h, ok1 := hit(64)
-			p, ok2 := peer("redis_rate", 64)
-			return divide(h.OpsPerSec, p.OpsPerSec, ok1 && ok2)
-		}},
+		of:  ratioTo("redis_rate", 64, func(r row) float64 { return r.OpsPerSec })},
 	{figure: "Hit p50 at c=1 ÷ script-floor p50", bound: "≤ 1.4×", format: ratio,
 		met: func(v float64) bool { return v <= 1.4 },
-		of: func(hit func(int) (row, bool), peer func(string, int) (row, bool)) (float64, bool) {
-			h, ok1 := hit(1)
-			p, ok2 := peer("script-floor", 1)
-			return divide(h.P50us, p.P50us, ok1 && ok2)
-		}},
+		of:  ratioTo("script-floor", 1, func(r row) float64 { return r.P50us })},
 	{figure: "server CPU per Hit at c=64 ÷ redis_rate's", bound: "≤ 1.2×", format: ratio,
 		met: func(v float64) bool { return v <= 1.2 },
-		of: func(hit func(int) (row, bool), peer func(string, int) (row, bool)) (float64, bool) {
-			h, ok1 := hit(64)
-			p, ok2 := peer("redis_rate", 64)
-			return divide(h.ServerCPUus, p.ServerCPUus, ok1 && ok2)
-		}},
+		of:  ratioTo("redis_rate", 64, func(r row) float64 { return r.ServerCPUus })},
 	{figure: "Hit p99 at c=64, µs", format: num,
 		label: func(peer func(string, int) (row, bool)) string {
 			if p, ok := peer("redis_rate", 64); ok {
@@ -149,11 +137,17 @@ var goals = []goal{
 			return h.P99us, ok && h.P99us > 0
 		}},
 	{figure: "Hit p99 at c=64 ÷ redis_rate's p99", format: ratio,
-		of: func(hit func(int) (row, bool), peer func(string, int) (row, bool)) (float64, bool) {
-			h, ok1 := hit(64)
-			p, ok2 := peer("redis_rate", 64)
-			return divide(h.P99us, p.P99us, ok1 && ok2)
-		}},
+		of: ratioTo("redis_rate", 64, func(r row) float64 { return r.P99us })},
+}
+
+// ratioTo is a goal's figure: field of the Hit row at concurrency c
+// divided by field of peer's row at c.
+func ratioTo(peer string, c int, field func(row) float64) func(func(int) (row, bool), func(string, int) (row, bool)) (float64, bool) {
+	return func(hit func(int) (row, bool), peers func(string, int) (row, bool)) (float64, bool) {
+		h, ok1 := hit(c)
+		p, ok2 := peers(peer, c)
+		return divide(field(h), field(p), ok1 && ok2)
+	}
 }
 
 func divide(a, b float64, ok bool) (float64, bool) {
