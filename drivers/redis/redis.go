@@ -167,9 +167,9 @@
 //     timeout).
 //
 // Measured with make compare (see the README's Performance section; one
-// run on a loaded 2-core machine): at 64 concurrent callers, 1.77× the
-// Hits per second of pipeline=off, at 0.52× its p50 and 0.42× its p99,
-// with 0.67× the server CPU and 0.40× the client CPU per Hit; at
+// run on a shared 2-core machine): at 64 concurrent callers, 1.53× the
+// Hits per second of pipeline=off, at 0.74× its p50 and 0.40× its p99,
+// with 0.70× the server CPU and 0.46× the client CPU per Hit; at
 // concurrency 1 the same p50.
 //
 // # Keys and scripts
