@@ -142,9 +142,9 @@ func (c *client) Eval(ctx context.Context, s *scripts.Script, eval bool, keys, a
 		return cmd.Val(), nil
 	}
 	if err := c.ap.Submit(ctx, noRetry{cmd, ctx}).WaitContext(ctx); err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
-			return nil, err // the batch may still run: never read cmd now
-		}
+		// ctx's error when it ran out first: the batch may still run, so
+		// cmd is never read then. A timeout may mean a dead node, as on
+		// the plain path (failed reloads a cluster's slot map).
 		return nil, c.failed(err)
 	}
 	return cmd.Val(), nil
