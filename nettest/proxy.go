@@ -27,6 +27,7 @@ type Proxy struct {
 	once      sync.Once
 	mu        sync.Mutex
 	conns     []net.Conn
+	shut      bool // Close has closed conns: a connection accepted since is closed at once
 }
 
 // NewProxy starts a proxy on a free loopback port that forwards to target
@@ -83,6 +84,13 @@ func (p *Proxy) serve() {
 			continue
 		}
 		p.mu.Lock()
+		if p.shut {
+			// Accepted while Close ran: no one would close it.
+			p.mu.Unlock()
+			c.Close()
+			s.Close()
+			return
+		}
 		p.conns = append(p.conns, c, s)
 		p.mu.Unlock()
 		filter := passAll
@@ -136,6 +144,7 @@ func (p *Proxy) Close() {
 	p.once.Do(func() {
 		p.ln.Close()
 		p.mu.Lock()
+		p.shut = true
 		for _, c := range p.conns {
 			c.Close()
 		}
