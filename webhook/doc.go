@@ -64,6 +64,21 @@
 // event being stored right now: answering 2xx would lose the event if
 // that one fails, so it is 409 with the claim's remaining time.
 //
+// # Verification
+//
+// Every built-in provider is HMAC-SHA256 through crypto/hmac, compared
+// with hmac.Equal, and is tested against a signed delivery of the
+// provider's own: GitHub's docs' ("Validating webhook deliveries"), the
+// Standard Webhooks reference library's (libraries/go/webhook_test.go),
+// the official stripe-dotnet library's (EventUtilityTest.cs; Stripe's
+// docs publish no secret with their example) and the official
+// shopify-api-php library's (tests/Webhooks/RegistryTest.php; Shopify's
+// docs publish none). No official library is used instead: stripe-go is
+// the whole Stripe API client (its ConstructEvent also refuses an event
+// of another API version, and its checks read time.Now), GitHub and Shopify have no official Go verifier, and the Standard
+// Webhooks one reads time.Now (no tolerance but its fixed 5 minutes, no
+// injected clock) and not Svix's svix-* headers — each scheme is one HMAC.
+//
 // # Store outage
 //
 // A Store opened with fleetstore.WithFallback decides a delivery from
