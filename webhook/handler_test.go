@@ -266,16 +266,19 @@ func endToEnd(t *testing.T, open func(t *testing.T) *fleetstore.Store) {
 				t.Logf("%s, delivery %d of a burst, limit 1/s burst 3:\n%s", p.Name(), i, last.show())
 				if i <= 3 {
 					last.want(t, fmt.Sprintf("%s delivery %d", p.Name(), i), http.StatusAccepted)
-					if want := `"hooks";r=` + strconv.Itoa(3-i) + ";t=" + strconv.Itoa(i); !strings.HasPrefix(last.header.Get("RateLimit"), want) {
-						t.Errorf("%s delivery %d: RateLimit %q, want it to start %q", p.Name(), i, last.header.Get("RateLimit"), want)
+					// One more hook fits within 1s (t); the bucket is
+					// full again in i seconds (X-RateLimit-Reset).
+					if want := `"hooks";r=` + strconv.Itoa(3-i) + ";t=1"; !strings.HasPrefix(last.header.Get("RateLimit"), want) || last.header.Get("X-RateLimit-Reset") != strconv.Itoa(i) {
+						t.Errorf("%s delivery %d: RateLimit %q, X-RateLimit-Reset %q; want it to start %q, reset %ds", p.Name(), i,
+							last.header.Get("RateLimit"), last.header.Get("X-RateLimit-Reset"), want, i)
 					}
 				}
 			}
 			if want := `"hooks";q=3;w=3, "bytes";q=8388608;qu="content-bytes";w=8`; last.header.Get("RateLimit-Policy") != want {
 				t.Errorf("RateLimit-Policy %q, want %q", last.header.Get("RateLimit-Policy"), want)
 			}
-			if !strings.HasPrefix(last.header.Get("RateLimit"), `"hooks";r=0;t=3, "bytes";r=`) || last.header.Get("X-RateLimit-Remaining") != "0" || last.header.Get("X-RateLimit-Reset") != "3" {
-				t.Errorf("%s over the burst: RateLimit %q, X-RateLimit-Remaining %q, X-RateLimit-Reset %q; want remaining 0, reset 3s",
+			if !strings.HasPrefix(last.header.Get("RateLimit"), `"hooks";r=0;t=1, "bytes";r=`) || last.header.Get("X-RateLimit-Remaining") != "0" || last.header.Get("X-RateLimit-Reset") != "3" {
+				t.Errorf("%s over the burst: RateLimit %q, X-RateLimit-Remaining %q, X-RateLimit-Reset %q; want remaining 0, one more in 1s, full in 3s",
 					p.Name(), last.header.Get("RateLimit"), last.header.Get("X-RateLimit-Remaining"), last.header.Get("X-RateLimit-Reset"))
 			}
 			switch p.Name() {
