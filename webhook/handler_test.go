@@ -324,7 +324,8 @@ func endToEnd(t *testing.T, open func(t *testing.T) *fleetstore.Store) {
 	})
 
 	t.Run("a delivery while another of its event is stored is 409", func(t *testing.T) {
-		e := newEdge(t, open(t), webhook.GitHub(), nil)
+		hooks := fleetstore.MustLimit(fleetstore.NewLimit(fleetstore.Hooks, 1, time.Hour, 200))
+		e := newEdge(t, open(t), webhook.GitHub(), []fleetstore.Limit{hooks})
 		e.sink.block = make(chan struct{})
 		tenant, event := randomEvent("t-"), randomEvent("guid-")
 		first := make(chan answer, 1)
@@ -343,6 +344,14 @@ func endToEnd(t *testing.T, open func(t *testing.T) *fleetstore.Store) {
 		a.want(t, "the second delivery while the first is stored", http.StatusConflict)
 		if ra, _ := strconv.Atoi(a.header.Get("Retry-After")); ra < 1 || ra > 30 {
 			t.Errorf("Retry-After %q, want the claim's remaining time, 1–30s", a.header.Get("Retry-After"))
+		}
+		// Pending charges nothing: the RateLimit fields are the bucket as
+		// the first delivery left it (one of 200 taken, the next in 1h).
+		if got, want := a.header.Get("RateLimit"), `"hooks";r=199;t=3600`; got != want {
+			t.Errorf("RateLimit %q, want %q", got, want)
+		}
+		if got, want := a.header.Get("RateLimit-Policy"), `"hooks";q=200;w=720000`; got != want {
+			t.Errorf("RateLimit-Policy %q, want %q", got, want)
 		}
 		close(e.sink.block)
 		(<-first).want(t, "the first delivery", http.StatusAccepted)
