@@ -35,6 +35,16 @@ func hit(t *testing.T, st *fleetstore.Store, charges ...fleetstore.Charge) fleet
 	return res
 }
 
+// fields returns the fields Write sets, with the legacy ones, for the Hit
+// of one charge c of limits[0].
+func fields(t *testing.T, st *fleetstore.Store, limits []fleetstore.Limit, c fleetstore.Charge) http.Header {
+	t.Helper()
+	res := hit(t, st, c)
+	h := http.Header{}
+	headers.Write(h, &res, limits, headers.Options{Legacy: true})
+	return h
+}
+
 func wantFields(t *testing.T, what string, h http.Header, want map[string]string) {
 	t.Helper()
 	for _, k := range []string{"Retry-After", "RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
@@ -55,18 +65,12 @@ func TestBurst(t *testing.T) {
 	limits := []fleetstore.Limit{five}
 	policy := `"hooks";q=5;w=5`
 	for i, r := range []string{"4", "3", "2", "1", "0"} {
-		res := hit(t, st, five.Charge("acme", 1))
-		h := http.Header{}
-		headers.Write(h, &res, limits, headers.Options{Legacy: true})
-		wantFields(t, "hook "+strconv.Itoa(i+1), h, map[string]string{
+		wantFields(t, "hook "+strconv.Itoa(i+1), fields(t, st, limits, five.Charge("acme", 1)), map[string]string{
 			"RateLimit-Policy": policy, "RateLimit": `"hooks";r=` + r + `;t=1`,
 			"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": r, "X-RateLimit-Reset": strconv.Itoa(i + 1),
 		})
 	}
-	res := hit(t, st, five.Charge("acme", 1))
-	h := http.Header{}
-	headers.Write(h, &res, limits, headers.Options{Legacy: true})
-	wantFields(t, "hook 6 (denied)", h, map[string]string{
+	wantFields(t, "hook 6 (denied)", fields(t, st, limits, five.Charge("acme", 1)), map[string]string{
 		"Retry-After": "1", "RateLimit-Policy": policy, "RateLimit": `"hooks";r=0;t=1`,
 		"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "5",
 	})
@@ -74,10 +78,7 @@ func TestBurst(t *testing.T) {
 	now.Add(3_000_000)
 	hit(t, st, five.Charge("acme", 1))
 	now.Add(100_000)
-	res = hit(t, st, five.Charge("acme", 1))
-	h = http.Header{}
-	headers.Write(h, &res, limits, headers.Options{Legacy: true})
-	wantFields(t, "hook 8 at +3.1s", h, map[string]string{"RateLimit-Policy": policy, "RateLimit": `"hooks";r=1;t=1`,
+	wantFields(t, "hook 8 at +3.1s", fields(t, st, limits, five.Charge("acme", 1)), map[string]string{"RateLimit-Policy": policy, "RateLimit": `"hooks";r=1;t=1`,
 		"X-RateLimit-Limit": "5", "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "4"})
 }
 
@@ -96,18 +97,12 @@ func TestReset(t *testing.T) {
 		hit(t, st, slow.Charge("acme", 1))
 	}
 	now.Add(4_000_000)
-	res := hit(t, st, slow.Charge("acme", 1))
-	h := http.Header{}
-	headers.Write(h, &res, limits, headers.Options{Legacy: true})
-	wantFields(t, "denied 4s after the burst", h, map[string]string{
+	wantFields(t, "denied 4s after the burst", fields(t, st, limits, slow.Charge("acme", 1)), map[string]string{
 		"Retry-After": "6", "RateLimit-Policy": policy, "RateLimit": `"hooks";r=0;t=6`,
 		"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "26",
 	})
 	now.Add(7_000_000)
-	res = hit(t, st, slow.Charge("acme", 1))
-	h = http.Header{}
-	headers.Write(h, &res, limits, headers.Options{Legacy: true})
-	wantFields(t, "accepted 11s after the burst", h, map[string]string{
+	wantFields(t, "accepted 11s after the burst", fields(t, st, limits, slow.Charge("acme", 1)), map[string]string{
 		"RateLimit-Policy": policy, "RateLimit": `"hooks";r=0;t=9`,
 		"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "29",
 	})
@@ -115,7 +110,7 @@ func TestReset(t *testing.T) {
 	// there, nothing more to come.
 	full := fleetstore.Result{Outcome: fleetstore.Duplicate, NBuckets: 1}
 	full.Buckets[0] = fleetstore.Bucket{Kind: fleetstore.Hooks, Headroom: slow.Capacity()}
-	h = http.Header{}
+	h := http.Header{}
 	headers.Write(h, &full, limits, headers.Options{})
 	wantFields(t, "a full bucket", h, map[string]string{"RateLimit-Policy": policy, "RateLimit": `"hooks";r=3;t=0`})
 }
