@@ -73,7 +73,7 @@
 // the official stripe-dotnet library's (EventUtilityTest.cs; Stripe's
 // docs publish no secret with their example) and the official
 // shopify-api-php library's (tests/Webhooks/RegistryTest.php; Shopify's
-// docs publish none). No official library is used instead: stripe-go is
+// docs publish no secret and body with their example header). No official library is used instead: stripe-go is
 // the whole Stripe API client (its ConstructEvent also refuses an event
 // of another API version, and its checks read time.Now), GitHub and Shopify have no official Go verifier, and the Standard
 // Webhooks one reads time.Now (no tolerance but its fixed 5 minutes, no

@@ -107,7 +107,7 @@ func ExampleStandardWebhooks() {
 
 // Shopify's official PHP library's test delivery (shopify-api-php,
 // tests/Webhooks/RegistryTest.php) signed under "steffi", with the event
-// id of Shopify's docs' example headers.
+// id of Shopify's docs' example headers (shopify.dev/docs/apps/build/webhooks).
 func ExampleShopify() {
 	h, done := exampleHandler(webhook.Shopify(), "steffi", time.Time{})
 	defer done()

@@ -104,10 +104,12 @@ var vectors = []vector{
 		// tests/Webhooks/RegistryTest.php, testProcessWebhook: the body
 		// json_encode(['foo' => 'bar']) and X-Shopify-Hmac-Sha256 as
 		// there, under the API secret key "steffi" of
-		// tests/BaseTestCase.php. Shopify's docs ("Verify a webhook")
-		// publish no vector. That test's delivery has no event id; the
-		// two id headers are the example delivery's of Shopify's docs
-		// ("Deliver webhooks through HTTPS"), not signed.
+		// tests/BaseTestCase.php. Shopify's docs publish no vector (their
+		// example X-Shopify-Hmac-Sha256 comes without its secret and
+		// body). That test's delivery has no event id; the two id headers
+		// are the example headers' of Shopify's docs
+		// (https://shopify.dev/docs/apps/build/webhooks, "Headers"), not
+		// signed.
 		source: "shopify-api-php tests/Webhooks/RegistryTest.php",
 		p:      webhook.Shopify(),
 		header: hdr("X-Shopify-Hmac-Sha256", "/Redz4YXHLnSmmSN8grr5/Jl/Ua3d7yX3iWbjb8R8wo=",
