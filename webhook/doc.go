@@ -70,14 +70,15 @@
 // with hmac.Equal, and is tested against a signed delivery of the
 // provider's own: GitHub's docs' ("Validating webhook deliveries"), the
 // Standard Webhooks reference library's (libraries/go/webhook_test.go),
-// the official stripe-dotnet library's (EventUtilityTest.cs; Stripe's
-// docs publish no secret with their example) and the official
-// shopify-api-php library's (tests/Webhooks/RegistryTest.php; Shopify's
-// docs publish no secret and body with their example header). No official library is used instead: stripe-go is
-// the whole Stripe API client (its ConstructEvent also refuses an event
-// of another API version, and its checks read time.Now), GitHub and Shopify have no official Go verifier, and the Standard
-// Webhooks one reads time.Now (no tolerance but its fixed 5 minutes, no
-// injected clock) and not Svix's svix-* headers — each scheme is one HMAC.
+// the official stripe-dotnet library's (EventUtilityTest.cs) and the
+// official shopify-api-php library's (tests/Webhooks/RegistryTest.php);
+// Stripe's and Shopify's docs give their example signatures without the
+// secret and body. No official library is used instead: stripe-go is the
+// whole Stripe API client (its ConstructEvent also refuses an event of
+// another API version, and its checks read time.Now), GitHub and Shopify
+// have no official Go verifier, and the Standard Webhooks one reads
+// time.Now (no tolerance but its fixed 5 minutes, no injected clock) and
+// not Svix's svix-* headers — and each scheme is one HMAC.
 //
 // # Store outage
 //
