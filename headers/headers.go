@@ -25,7 +25,9 @@
 // Retry-After of one more unit, so that Retry-After is never earlier than
 // t (§6, "Retry-After ... SHOULD NOT reference a point in time earlier
 // than the reset parameter") — and 0 for a full bucket, with nothing more
-// to come. Integers are capped at the 15 digits an sf-integer holds. The
+// to come. Integers are capped at the 15 digits an sf-integer holds. No
+// partition key (pk, an optional Byte Sequence) is sent: the partition is
+// the tenant, whom the sender already knows as its own endpoint. The
 // legacy X-RateLimit-Reset is, as throttled and redis_rate report it, the
 // seconds until the bucket is full again (its reset-after, CONTRACT G10).
 //
