@@ -9,7 +9,7 @@ import (
 )
 
 // Keys are "PREFIX:b:T" (a tenant's bucket item) and "PREFIX:c:D" (a
-// claim). T is the tenant encoded as one token by token; D is 27 bytes of
+// claim). T is the tenant encoded as one token by appendToken; D is 27 bytes of
 // base64url over 20 bytes: the tenant's server hash (4 bytes, the CRC-32
 // of T, big-endian) and the first 16 bytes of the SHA-256 of the tenant,
 // source_id and key, each preceded by its length as a uvarint. A token and
@@ -35,14 +35,10 @@ const digestLen = 16
 // of the 4-byte server hash and the digest.
 const claimIDLen = (4+digestLen)*4/3 + 1 // 27
 
-// token encodes one part: "r" + the part itself when it is 1–40 bytes of
-// [A-Za-z0-9._-], otherwise "h" + base64url(SHA-256(part)), 44 bytes. The
-// first byte keeps the two forms apart.
-func token(part string) string {
-	return string(appendToken(make([]byte, 0, maxToken), part))
-}
-
-// appendToken appends token(part) to b.
+// appendToken appends the token of part to b: "r" + the part itself when
+// it is 1–40 bytes of [A-Za-z0-9._-], otherwise "h" +
+// base64url(SHA-256(part)), 44 bytes. The first byte keeps the two forms
+// apart.
 func appendToken(b []byte, part string) []byte {
 	if len(part) <= maxPlain && plain(part) {
 		b = append(b, 'r')

@@ -3,6 +3,7 @@ package memcached
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -113,27 +114,21 @@ func measureClaims(t testing.TB, n int, args ...string) claimMemory {
 	}
 	before := readStats(t, srv.Addr)
 	const batch, workers = 100, 8
+	errs := make([]error, workers)
 	var wg sync.WaitGroup
-	errs := make(chan error, workers)
 	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for b := w; b*batch < n; b += workers {
+		wg.Go(func() {
+			for b := w * batch; b < n && errs[w] == nil; b += workers * batch {
 				cls := make([]fleetstore.Claim, 0, batch)
-				for i := b * batch; i < min(n, (b+1)*batch); i++ {
+				for i := b; i < min(n, b+batch); i++ {
 					cls = append(cls, memClaim(i))
 				}
-				if err := st.Commit(ctx, cls...); err != nil {
-					errs <- err
-					return
-				}
+				errs[w] = st.Commit(ctx, cls...)
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second) // a hash table expansion runs in the background
@@ -166,8 +161,9 @@ func itemSize(key string, value []byte) int { return itemHeader + len(key) + 1 +
 
 // TestClaimItemBytes commits claims of the documented shape on a real
 // memcached and checks that each costs what the package doc says: the
-// item's bytes are the header, key and value of the driver's own
-// encoding, and it lands in the smallest slab chunk that holds them.
+// item's bytes are the header, key and value of the driver's own encoding
+// and the doc's formula, and the items fill chunks of one size that holds
+// them.
 func TestClaimItemBytes(t *testing.T) {
 	t.Parallel()
 	m := measureClaims(t, 1000)
@@ -177,6 +173,11 @@ func TestClaimItemBytes(t *testing.T) {
 	want := itemSize(key, val)
 	if m.item != float64(want) {
 		t.Errorf("a committed claim is %.1f bytes of items, want %d (key %d + value %d + header and terminators %d)", m.item, want, len(key), len(val), want-len(key)-len(val))
+	}
+	// The package doc's Memory section: 56 + 3 + (len(key_prefix) + 30) +
+	// (10 + len(hook_id) + len(node)).
+	if doc := 56 + 3 + len(fleetstore.DefaultKeyPrefix) + 30 + 10 + len(cl.HookID) + len(cl.Node); m.item != float64(doc) {
+		t.Errorf("a committed claim is %.1f bytes of items, the package doc says %d", m.item, doc)
 	}
 	if len(m.grew) != 1 || m.chunk != float64(m.grew[0]) || m.grew[0] < int64(want) {
 		t.Fatalf("claims of %d bytes grew chunks %v, %.1f bytes each", want, m.grew, m.chunk)
