@@ -124,6 +124,9 @@
 // + len(hook_id) + len(node)) bytes: 142 for the default key_prefix, a
 // 26-byte hook_id and a 7-byte node, in a 152-byte chunk (it was 200 bytes
 // in a 240-byte chunk with the text layout: 84-byte key, 57-byte value).
+// Every byte of key_prefix, hook_id and node counts: with that hook_id a
+// node of more than 17 bytes (a Kubernetes pod name, the webhook
+// handler's default os.Hostname) moves the claim into a 192-byte chunk.
 // That chunk is the floor at these settings of any layout that keeps such
 // a hook_id as it is, the node and a 128-bit digest: the 120-byte chunk
 // leaves 61 bytes for key and value, and the hook_id, node, expiry and
