@@ -124,17 +124,18 @@
 // + len(hook_id) + len(node)) bytes: 142 for the default key_prefix, a
 // 26-byte hook_id and a 7-byte node, in a 152-byte chunk (it was 200 bytes
 // in a 240-byte chunk with the text layout: 84-byte key, 57-byte value).
-// Every byte of key_prefix, hook_id and node counts: with that hook_id a
-// node of more than 17 bytes (a Kubernetes pod name, the webhook
-// handler's default os.Hostname) moves the claim into a 192-byte chunk.
-// That chunk is the floor at these settings of any layout that keeps such
-// a hook_id as it is, the node and a 128-bit digest: the 120-byte chunk
-// leaves 61 bytes for key and value, and the hook_id, node, expiry and
-// digest alone take more. The floor of any item is the smallest chunk, 96
-// bytes (-n 48: 37 bytes of key and value). A smaller growth factor (-f
-// 1.05) wastes less: the same claim takes a 144-byte chunk. The hash table
-// adds 8 bytes a bucket, 5–11 bytes per item. BenchmarkClaimMemory
-// measures all of it on a real server.
+// The 152-byte chunk is the floor at these settings of any layout that
+// keeps such a hook_id as it is, the node and a 128-bit digest: the
+// 120-byte chunk leaves 61 bytes for key and value, and the hook_id (26),
+// node (7), expiry (8) and the digest as key characters (22) alone take
+// 63. The floor of any item is the smallest chunk, 96 bytes (-n 48: 37
+// bytes of key and value). Every byte of key_prefix, hook_id and node
+// counts: with that hook_id a node of more than 17 bytes (a Kubernetes pod
+// name, the webhook handler's default os.Hostname) moves the claim into a
+// 192-byte chunk. A smaller growth factor (-f 1.05) wastes less: the same
+// claim takes a 144-byte chunk. The hash table adds 8 bytes a bucket, 5–11
+// bytes per item. BenchmarkClaimMemory measures all of it on a real
+// server.
 //
 // # Hit
 //
