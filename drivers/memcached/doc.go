@@ -121,7 +121,8 @@
 // value and CR LF; it is stored in the smallest slab chunk that holds it.
 // With the default -n 48 -f 1.25 the chunks are 96, 120, 152, 192, 240 …
 // bytes. A committed claim item is 56 + 3 + (len(key_prefix) + 30) + (10
-// + len(hook_id) + len(node)) bytes: 142 for the default key_prefix, a
+// + len(hook_id) + len(node)) bytes (one more for a hook_id of 128 bytes
+// or more): 142 for the default key_prefix, a
 // 26-byte hook_id and a 7-byte node, in a 152-byte chunk (it was 200 bytes
 // in a 240-byte chunk with the text layout: 84-byte key, 57-byte value).
 // The 152-byte chunk is the floor at these settings of any layout that

@@ -72,9 +72,12 @@ func tenantHash(tenant string) uint32 {
 // keys builds the item keys of one store.
 type keys struct{ prefix string }
 
+// maxKey is the longest key: a bucket's with a 64-byte key_prefix.
+const maxKey = 64 + 3 + maxToken
+
 func (k keys) bucket(tenant string) string {
-	b := make([]byte, 0, len(k.prefix)+3+maxToken)
-	b = append(b, k.prefix...)
+	var buf [maxKey]byte // the key is built on the stack, then copied once
+	b := append(buf[:0], k.prefix...)
 	b = append(b, ":b:"...)
 	return string(appendToken(b, tenant))
 }
@@ -90,8 +93,8 @@ func (k keys) claim(tenant, source, key string) string {
 	var id [4 + digestLen]byte
 	binary.BigEndian.PutUint32(id[:4], tenantHash(tenant))
 	copy(id[4:], sum[:digestLen])
-	b := make([]byte, 0, len(k.prefix)+3+claimIDLen)
-	b = append(b, k.prefix...)
+	var buf [maxKey]byte
+	b := append(buf[:0], k.prefix...)
 	b = append(b, ":c:"...)
 	return string(base64.RawURLEncoding.AppendEncode(b, id[:]))
 }
