@@ -188,14 +188,15 @@ func redactURL(raw string) string {
 // parseArgs parses flags that may come before or after the positional
 // arguments ("bench -d 5s redis://h" and "bench redis://h -d 5s") and
 // returns the positional ones. It prints nothing: the caller reports a
-// flag error in one line, and prints the usage on flag.ErrHelp.
+// flag error in one line, and prints the usage on flag.ErrHelp. Its
+// errors never quote a flag's value (see flagError).
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			return nil, flagError(fs, err)
 		}
 		args = fs.Args()
 		if len(args) == 0 {
