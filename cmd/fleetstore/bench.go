@@ -39,10 +39,14 @@ error is counted under errors, never as throughput. The error share is
 failed calls over all measured Hit and Commit calls (the Ping baseline
 aside).
 
+It first pings the store (Store.Ping, up to 3 tries; skipped with the
+degraded mode on): a store that does not answer is one line, "store
+unreachable", and exit status 3, with no load run.
+
 exit status: 0 the error share is at most -max-errors; 1 it is above; 2 a
-bad URL or flag; 3 every Hit and Commit failed (the store did not answer:
-nothing was measured); 130 interrupted (Ctrl-C; the report of what ran is
-printed first).
+bad URL or flag; 3 the store did not answer the ping, or every Hit and
+Commit of the run failed (nothing was measured); 130 interrupted (Ctrl-C;
+the report of what ran is printed first).
 
 -fallback N opens the store with its degraded mode on, as one node of N
 (fleetstore.WithFallback; fallback_nodes=N in the URL does the same): point
@@ -132,6 +136,20 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	defer store.Close()
+	if !cfg.degradable() {
+		// A store that does not answer is one line, as for check: a load
+		// of calls that all fail would measure nothing. With the degraded
+		// mode on, a dead store is what the run measures.
+		err := ping(ctx, store)
+		if ctx.Err() != nil {
+			fmt.Fprintln(stderr, "fleetstore bench: interrupted")
+			return exitInterrupted
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "fleetstore bench %s: store unreachable, nothing measured: %v\n", redactURL(cfg.url), err)
+			return exitUnreachable
+		}
+	}
 
 	var progress io.Writer
 	if !cfg.json && isTerminal(stderr) {
@@ -193,6 +211,12 @@ func (c *benchConfig) check() error {
 	}
 	_, err := c.limits()
 	return err
+}
+
+// degradable reports whether the run's Store has its degraded mode on
+// (-fallback, or fallback_* in the URL).
+func (c *benchConfig) degradable() bool {
+	return c.fallback > 0 || strings.Contains(c.url, "fallback_")
 }
 
 const maxKinds = 16
@@ -271,7 +295,7 @@ func bench(ctx context.Context, store *fleetstore.Store, cfg *benchConfig, progr
 	end := time.Now()
 	rep.Interrupted = ctx.Err() != nil
 	rep.add(l, measureFrom, end)
-	if cfg.fallback > 0 || strings.Contains(cfg.url, "fallback_") {
+	if cfg.degradable() {
 		rep.addFallback(statsBefore, store.Stats())
 	}
 	return rep, nil

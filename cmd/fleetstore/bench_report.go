@@ -216,7 +216,7 @@ func (r *benchReport) verdict(maxErrors float64) (int, string) {
 	case r.calls == 0:
 		return exitFail, "no Hit ended within the measured duration: nothing measured"
 	case r.FailedCalls == r.calls:
-		return exitUnreachable, fmt.Sprintf("every call failed (%s Hits, %s Commits), no hook decided: the store did not answer%s",
+		return exitUnreachable, fmt.Sprintf("every call failed (%s Hits, %s Commits): no hook decided, nothing measured%s",
 			count(r.Hooks), count(r.calls-r.Hooks), first)
 	case r.ErrorShare > maxErrors:
 		return exitFail, fmt.Sprintf("%s of calls failed (%s of %s), above -max-errors %g%s",

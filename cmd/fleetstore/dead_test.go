@@ -48,29 +48,46 @@ func TestCheckDeadServer(t *testing.T) {
 	}
 }
 
-// A bench run whose calls all fail says so and exits 3; its throughput
-// is 0, not the rate at which calls failed.
+// bench against a store that does not answer is one line on stderr and
+// exit status 3, as check: no load is run.
 func TestBenchDeadServer(t *testing.T) {
 	for name, raw := range deadURLs(t) {
 		t.Run(name, func(t *testing.T) {
-			code, stdout, stderr := runArgs(t, "bench", "-d", "200ms", "-c", "2", "-ping", "10ms", raw)
-			if code != exitUnreachable {
-				t.Errorf("exit status %d, want %d", code, exitUnreachable)
-			}
-			checkOneLine(t, stderr, "every call failed")
-			if !strings.Contains(stdout, "throughput   0 hooks/s decided") || !strings.Contains(stdout, "100.0% of calls failed") {
-				t.Errorf("report does not say nothing was decided:\n%s", stdout)
-			}
-
-			code, stdout, _ = runArgs(t, "bench", "-d", "200ms", "-c", "2", "-ping", "0", "-json", raw)
-			var rep benchReport
-			if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
-				t.Fatalf("-json: %v\n%s", err, stdout)
-			}
-			if code != exitUnreachable || rep.Hooks == 0 || rep.Decided != 0 || rep.Throughput != 0 || rep.ErrorShare != 1 {
-				t.Errorf("-json: exit %d, hooks %d, decided %d, throughput %v, error share %v", code, rep.Hooks, rep.Decided, rep.Throughput, rep.ErrorShare)
+			for _, args := range [][]string{{"bench", raw}, {"bench", "-json", raw}} {
+				code, stdout, stderr := runArgs(t, args...)
+				if code != exitUnreachable {
+					t.Errorf("%q: exit status %d, want %d", args, code, exitUnreachable)
+				}
+				checkOneLine(t, stderr, "store unreachable, nothing measured")
+				if stdout != "" {
+					t.Errorf("%q: stdout %q, want nothing", args, stdout)
+				}
 			}
 		})
+	}
+}
+
+// A bench run whose calls all fail says so and exits 3; its throughput
+// is 0, not the rate at which calls failed. The server answers Ping but
+// has no EVAL or EVALSHA, so every Hit fails.
+func TestBenchEveryCallFails(t *testing.T) {
+	srv := testserver.StartRedis(t, testserver.ConfigLines(`rename-command EVALSHA ""`, `rename-command EVAL ""`))
+	code, stdout, stderr := runArgs(t, "bench", "-d", "200ms", "-c", "2", "-ping", "10ms", srv.URL())
+	if code != exitUnreachable {
+		t.Errorf("exit status %d, want %d", code, exitUnreachable)
+	}
+	checkOneLine(t, stderr, "every call failed")
+	if !strings.Contains(stdout, "throughput   0 hooks/s decided") || !strings.Contains(stdout, "100.0% of calls failed") {
+		t.Errorf("report does not say nothing was decided:\n%s", stdout)
+	}
+
+	code, stdout, _ = runArgs(t, "bench", "-d", "200ms", "-c", "2", "-ping", "0", "-json", srv.URL())
+	var rep benchReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("-json: %v\n%s", err, stdout)
+	}
+	if code != exitUnreachable || rep.Hooks == 0 || rep.Decided != 0 || rep.Throughput != 0 || rep.ErrorShare != 1 {
+		t.Errorf("-json: exit %d, hooks %d, decided %d, throughput %v, error share %v", code, rep.Hooks, rep.Decided, rep.Throughput, rep.ErrorShare)
 	}
 }
 
