@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fleetstore/fleetstore/conformance"
 	"github.com/fleetstore/fleetstore/internal/testserver"
@@ -207,8 +208,8 @@ func TestVersionAndHelp(t *testing.T) {
 // A done context (Ctrl-C) stops bench, which prints what it measured and
 // exits 130, and check, which exits 130 without waiting for the suite.
 func TestInterrupted(t *testing.T) {
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second) // after the ping, during the load
+	defer cancel()
 	var out, errb bytes.Buffer
 	if code := run(ctx, []string{"bench", "-d", "1h", "-ping", "0"}, &out, &errb); code != exitInterrupted {
 		t.Errorf("bench: exit status %d, want %d; stderr %q", code, exitInterrupted, errb.String())
@@ -216,10 +217,15 @@ func TestInterrupted(t *testing.T) {
 	if !strings.Contains(out.String(), "(interrupted)") || !strings.Contains(errb.String(), "interrupted") {
 		t.Errorf("bench: stdout %q, stderr %q: want the report, interrupted", out.String(), errb.String())
 	}
-	out.Reset()
-	errb.Reset()
-	if code := run(ctx, []string{"check", "memory://"}, &out, &errb); code != exitInterrupted {
-		t.Errorf("check: exit status %d, want %d; stderr %q", code, exitInterrupted, errb.String())
+	// Interrupted before anything ran: one line each.
+	done, cancel := context.WithCancel(t.Context())
+	cancel()
+	for _, args := range [][]string{{"bench", "-d", "1h"}, {"check", "memory://"}} {
+		out.Reset()
+		errb.Reset()
+		if code := run(done, args, &out, &errb); code != exitInterrupted {
+			t.Errorf("%s: exit status %d, want %d; stderr %q", args[0], code, exitInterrupted, errb.String())
+		}
+		checkOneLine(t, errb.String(), "interrupted")
 	}
-	checkOneLine(t, errb.String(), "interrupted")
 }
