@@ -224,7 +224,7 @@ func TestRetryAfterSeconds(t *testing.T) {
 		{0, 1}, {time.Millisecond, 1}, {time.Second, 1}, {time.Second + time.Millisecond, 2},
 		{59999 * time.Millisecond, 60}, {time.Hour, 3600},
 		{math.MaxInt64, math.MaxInt64/int64(time.Second) + 1}, // no overflow to 1 (a sender told to come straight back)
-		{math.MaxInt64 - time.Second + 2, 9_223_372_036}, // 9 223 372 035.85…s
+		{math.MaxInt64 - time.Second + 2, 9_223_372_036},      // 9 223 372 035.85…s
 	} {
 		if got := headers.RetryAfterSeconds(tt.give); got != tt.want {
 			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", tt.give, got, tt.want)
