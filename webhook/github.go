@@ -37,12 +37,7 @@ func (github) Verify(h http.Header, body []byte, secrets []string, _ time.Time) 
 	if err != nil {
 		return sigErr("github", "X-Hub-Signature-256 is not sha256= and 64 hex digits")
 	}
-	for _, s := range secrets {
-		if signedBy([]byte(s), [][]byte{sig}, body) {
-			return nil
-		}
-	}
-	return sigErr("github", "X-Hub-Signature-256 matches no secret")
+	return verifyHMAC("github", "X-Hub-Signature-256", secrets, raw, [][]byte{sig}, body)
 }
 
 func (github) EventID(h http.Header, _ []byte) (string, error) {

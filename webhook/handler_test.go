@@ -360,7 +360,7 @@ func endToEnd(t *testing.T, open func(t *testing.T) *fleetstore.Store) {
 		chunked.ContentLength = -1 // no Content-Length: the limit is found reading
 		sign(chunked.Header, "github", "g-1", strings.Repeat("x", 201), secret, time.Now())
 		e.send(chunked).want(t, "a chunked body over MaxBody", http.StatusRequestEntityTooLarge)
-		e.send(e.delivery(tenant, "g-2", strings.Repeat("x", 150))).want(t, "a body over the byte burst", http.StatusRequestEntityTooLarge)
+		// A body over the byte burst: TestOverByteBurst (GitHub defers it).
 		e.send(e.delivery("nobody", "g-3", "{}")).want(t, "an unknown tenant", http.StatusNotFound)
 		noID := e.delivery(tenant, "g-4", "{}")
 		noID.Header.Del("X-GitHub-Delivery")

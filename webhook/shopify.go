@@ -34,12 +34,7 @@ func (shopify) Verify(h http.Header, body []byte, secrets []string, _ time.Time)
 	if err != nil || len(sig) != sha256.Size {
 		return sigErr("shopify", "X-Shopify-Hmac-Sha256 is not a base64 HMAC-SHA256")
 	}
-	for _, s := range secrets {
-		if signedBy([]byte(s), [][]byte{sig}, body) {
-			return nil
-		}
-	}
-	return sigErr("shopify", "X-Shopify-Hmac-Sha256 matches no secret")
+	return verifyHMAC("shopify", "X-Shopify-Hmac-Sha256", secrets, raw, [][]byte{sig}, body)
 }
 
 func (shopify) EventID(h http.Header, _ []byte) (string, error) {
