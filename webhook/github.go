@@ -15,8 +15,13 @@ import (
 // which a redelivery repeats.
 //
 // GitHub does not redeliver a failed delivery on its own (only by hand,
-// or by its API): Retries is false, so a delivery over the tenant's limit
-// is accepted and handed to the sink deferred rather than refused.
+// or by its API): Retries is false, so a delivery over the tenant's limit,
+// or with a body over its byte burst, is accepted and handed to the sink
+// deferred rather than refused.
+//
+// The signature binds the body only, not the delivery id nor a time: a
+// captured delivery verifies again under another id (the package doc's
+// "Replay").
 func GitHub() Provider { return github{} }
 
 type github struct{}

@@ -21,10 +21,10 @@ type Provider interface {
 	// "stripe", … (1–1024 bytes).
 	Name() string
 	// Retries reports whether the provider redelivers, on its own, a
-	// delivery that was not answered 2xx. The handler answers a
-	// RateLimited delivery of one that does 429 Too Many Requests, and
-	// accepts that of one that does not, deferred (the package doc's
-	// "Statuses").
+	// delivery that was not answered 2xx. The handler answers a new
+	// RateLimited delivery of one that does 429 Too Many Requests (and a
+	// body over the byte burst 413), and accepts that of one that does
+	// not, deferred (the package doc's "Statuses").
 	Retries() bool
 	// Verify checks that body, with the request's header h, was signed
 	// by the sender with one of secrets (the tenant's, oldest last when

@@ -18,6 +18,10 @@ import (
 // a delivery over the tenant's limit is answered 429 with Retry-After. A
 // tenant limited for hours loses its subscription; give Shopify a limit
 // it cannot hold that long, or wrap the provider to defer (Deferring).
+//
+// The signature binds the body only, not the event id nor a time: a
+// captured delivery verifies again under another id (the package doc's
+// "Replay").
 func Shopify() Provider { return shopify{} }
 
 type shopify struct{}
