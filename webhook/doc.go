@@ -141,9 +141,13 @@
 // Config.Logger (default none) gets one line when a condition starts and
 // one when it ends — the Sink failing, a settle failing, deliveries
 // failing verification, unusable secrets, unclaimable deliveries (a bad
-// hook id or Node) — never one per delivery. The secrets condition ends
-// only on a delivery that verifies, and an unknown tenant
-// (ErrUnknownTenant) starts none: a sender cannot turn it on and off. No
+// hook id or Node) — never one per delivery. Two of them an
+// unauthenticated sender can start: deliveries failing verification, and
+// unusable secrets (a tenant whose Secrets fails). Each ends only on a
+// delivery that verifies a minute or more after the last failure, so a
+// sender who keeps starting one between real deliveries gets one line, not
+// two per real delivery; an unknown tenant (ErrUnknownTenant) starts
+// none. No
 // line and no error of the handler holds a secret, a signature or a body;
 // the errors of the Sink, of Config.Secrets and of a Provider are logged
 // as they are (their text tells the operator what failed), so they must

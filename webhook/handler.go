@@ -111,7 +111,8 @@ type Handler struct {
 	cfg Config
 	log *zap.Logger
 
-	verifying, secrets, claiming, sinking, settling state
+	verifying, secrets          senderState // a sender can start them
+	claiming, sinking, settling state
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -332,8 +333,9 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request) ([]byte, int, str
 // a tenant Secrets does not know, 401 when the signature fails, 500 when
 // the secrets cannot be had or used. The secrets state is logged when
 // Secrets fails (not for an unknown tenant) or a secret is unusable, and
-// cleared only by a delivery that verifies: a sender can name a tenant,
-// not sign for it.
+// cleared only by a delivery that verifies a minute or more after the last
+// failure (senderState): a sender can name a tenant, not sign for it, and
+// cannot turn the line on and off between real deliveries.
 func (h *Handler) verify(hd http.Header, body []byte, tenant string, now time.Time) (int, string) {
 	secrets, err := h.cfg.Secrets(tenant)
 	if errors.Is(err, ErrUnknownTenant) {
@@ -346,16 +348,16 @@ func (h *Handler) verify(hd http.Header, body []byte, tenant string, now time.Ti
 		err = h.cfg.Provider.Verify(hd, body, secrets, now)
 		if err != nil && !errors.Is(err, ErrSecret) {
 			// ErrSignature, or any error of a custom Provider but ErrSecret.
-			h.verifying.set(h.log, "webhook: a delivery failed signature verification (logged once until one verifies)", zap.Error(err))
+			h.verifying.set(h.log, now, "webhook: a delivery failed signature verification (logged once until one verifies, a minute after the last failure)", zap.Error(err))
 			return http.StatusUnauthorized, "signature verification failed"
 		}
 	}
 	if err != nil { // Secrets failed, or a secret is unusable: ours to fix
-		h.secrets.set(h.log, "webhook: cannot verify deliveries: secrets unusable (logged once until a delivery verifies)", zap.Error(err))
+		h.secrets.set(h.log, now, "webhook: cannot verify deliveries: secrets unusable (logged once until a delivery verifies, a minute after the last failure)", zap.Error(err))
 		return http.StatusInternalServerError, "cannot verify deliveries"
 	}
-	h.secrets.clear(h.log, "webhook: secrets usable again")
-	h.verifying.clear(h.log, "webhook: deliveries verify again")
+	h.secrets.clear(h.log, now, "webhook: secrets usable again")
+	h.verifying.clear(h.log, now, "webhook: deliveries verify again")
 	return 0, ""
 }
 

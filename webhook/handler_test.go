@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -422,7 +423,9 @@ func TestEndToEndMemory(t *testing.T) {
 // ends, and no line holds the secret, a signature or a body.
 func TestLogging(t *testing.T) {
 	st := openMemory(t)
-	e := newEdge(t, st, webhook.GitHub(), nil)
+	var now atomic.Int64 // the handler's clock, Unix ns
+	now.Store(time.Now().UnixNano())
+	e := newEdge(t, st, webhook.GitHub(), nil, func(c *webhook.Config) { c.Now = func() time.Time { return time.Unix(0, now.Load()) } })
 	e.sink.fail = func(call int) error {
 		if call <= 3 {
 			return errors.New("queue down")
@@ -437,7 +440,9 @@ func TestLogging(t *testing.T) {
 	forged := e.delivery(tenant, "g-forged", body)
 	forged.Header.Set("X-Hub-Signature-256", "sha256="+strings.Repeat("ab", 32))
 	e.send(forged)
+	e.send(e.delivery(tenant, "g-ok-soon", body)) // verifies, but within a minute of a forgery: no line
 	e.send(forged)
+	now.Add(int64(time.Minute))
 	e.send(e.delivery(tenant, "g-ok", body))
 
 	var msgs []string

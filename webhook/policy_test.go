@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -268,5 +269,38 @@ func TestCommitFails(t *testing.T) {
 	e.send(e.delivery("acme", "g-1", "{}")).want(t, "stored, the commit fails", http.StatusAccepted)
 	if n := e.logs.FilterMessageSnippet("a commit failed").Len(); n != 1 {
 		t.Errorf("%d log lines of the failed commit, want 1", n)
+	}
+}
+
+// TestSecretsStateNotToggled: a sender who names tenants whose Secrets
+// fail (not with ErrUnknownTenant), between real deliveries, gets the
+// "secrets unusable" state logged once, not once per real delivery; it
+// ends on a delivery that verifies a minute after the last failure.
+func TestSecretsStateNotToggled(t *testing.T) {
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	e := newEdge(t, openMemory(t), webhook.GitHub(), nil, func(c *webhook.Config) {
+		c.Now = func() time.Time { return time.Unix(0, now.Load()) }
+		c.Secrets = func(tenant string) ([]string, error) {
+			if tenant == "acme" {
+				return []string{secret}, nil
+			}
+			return nil, errors.New("vault: 403 permission denied")
+		}
+	})
+	for i := range 5 {
+		e.send(e.delivery("ghost", "g-x"+strconv.Itoa(i), "{}")).want(t, "a tenant whose Secrets fail", http.StatusInternalServerError)
+		e.send(e.delivery("acme", "g-"+strconv.Itoa(i), "{}")).want(t, "a real one", http.StatusAccepted)
+	}
+	if n := e.logs.FilterMessageSnippet("secrets unusable").Len(); n != 1 {
+		t.Errorf("%d lines of unusable secrets, want 1", n)
+	}
+	if n := e.logs.FilterMessageSnippet("usable again").Len(); n != 0 {
+		t.Errorf("%d lines of usable again within the minute, want 0", n)
+	}
+	now.Add(int64(time.Minute))
+	e.send(e.delivery("acme", "g-later", "{}")).want(t, "a real one, a minute on", http.StatusAccepted)
+	if n := e.logs.FilterMessageSnippet("usable again").Len(); n != 1 {
+		t.Errorf("%d lines of usable again, want 1", n)
 	}
 }
