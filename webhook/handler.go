@@ -416,11 +416,7 @@ func (h *Handler) store(w http.ResponseWriter, r *http.Request, hook *Hook, clai
 	h.sinking.clear(h.log, "webhook: the sink stores again")
 	ctx, cancel := context.WithTimeout(detached, h.cfg.SettleTimeout)
 	defer cancel()
-	if err := h.cfg.Store.Commit(ctx, claim); err != nil {
-		h.settling.set(h.log, "webhook: a commit failed after the hook was stored: answered 202; without a commit the claim frees after pending_ttl and a redelivery is stored again (logged once until a settle succeeds)", zap.Error(err))
-	} else {
-		h.settling.clear(h.log, "webhook: settles succeed again")
-	}
+	h.settled(h.cfg.Store.Commit(ctx, claim), "webhook: a commit failed after the hook was stored: answered 202; without a commit the claim frees after pending_ttl and a redelivery is stored again (logged once until a settle succeeds)")
 	w.WriteHeader(http.StatusAccepted)
 	io.WriteString(w, "accepted\n")
 }
@@ -431,11 +427,17 @@ func (h *Handler) store(w http.ResponseWriter, r *http.Request, hook *Hook, clai
 func (h *Handler) release(detached context.Context, claim fleetstore.Claim) {
 	ctx, cancel := context.WithTimeout(detached, h.cfg.SettleTimeout)
 	defer cancel()
-	if err := h.cfg.Store.Release(ctx, claim); err != nil {
-		h.settling.set(h.log, "webhook: a release failed; its claim frees after pending_ttl (logged once until a settle succeeds)", zap.Error(err))
-	} else {
-		h.settling.clear(h.log, "webhook: settles succeed again")
+	h.settled(h.cfg.Store.Release(ctx, claim), "webhook: a release failed; its claim frees after pending_ttl (logged once until a settle succeeds)")
+}
+
+// settled starts the settling state with msg when err is not nil, and
+// ends it when it is.
+func (h *Handler) settled(err error, msg string) {
+	if err != nil {
+		h.settling.set(h.log, msg, zap.Error(err))
+		return
 	}
+	h.settling.clear(h.log, "webhook: settles succeed again")
 }
 
 // sink runs the Sink within its budget; a panic is its failure.
