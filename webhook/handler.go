@@ -276,7 +276,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, res fleetstore.
 		io.WriteString(w, "duplicate: already stored\n")
 	case fleetstore.Pending:
 		http.Error(w, "another delivery of this event is being stored: retry", http.StatusConflict)
-	case fleetstore.RateLimited: // only a Hit with charges, which refused handles
+	case fleetstore.RateLimited: // from refused: a new event of a provider that retries, its claim released
 		http.Error(w, "rate limited: retry after Retry-After", http.StatusTooManyRequests)
 	case fleetstore.OK:
 		hook.Local = res.Local
