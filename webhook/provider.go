@@ -90,7 +90,7 @@ func (e *secretError) Is(target error) bool { return target == ErrSecret }
 
 // checkSecrets refuses an empty secret (ErrSecret): the one place the
 // rule is, for the handler (any Provider) and the built-in providers
-// (through keys).
+// (through verifyHMAC).
 func checkSecrets(provider string, secrets []string) error {
 	for _, s := range secrets {
 		if s == "" {
@@ -130,9 +130,10 @@ func verifyHMAC(provider, header string, secrets []string, decode func(string) (
 	return sigErr(provider, header+" matches no secret")
 }
 
-// Deferring returns p with Retries false: the handler then accepts a
-// delivery of p over the tenant's limit, deferred, instead of answering
-// 429 (for a provider that gives up on an endpoint that refuses too long).
+// Deferring returns p with Retries false: the handler then accepts a new
+// delivery of p over the tenant's limit (or with a body over its byte
+// burst), deferred, instead of answering 429 (or 413), for a provider that
+// gives up on an endpoint that refuses too long.
 func Deferring(p Provider) Provider { return deferring{p} }
 
 type deferring struct{ Provider }
