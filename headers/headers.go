@@ -66,10 +66,16 @@ type Options struct {
 //     state would be another bucket's);
 //   - with opts.Legacy, X-RateLimit-*.
 //
-// It replaces those fields of h and writes nothing else. A Result without
-// bucket states (a Hit without charges, or one that failed) gets none of
-// the RateLimit fields.
+// It replaces those fields of h: it first deletes every one of them
+// (Retry-After, RateLimit-Policy, RateLimit, X-RateLimit-Limit,
+// -Remaining, -Reset), so that what an earlier Write left does not
+// outlive a Result that does not call for it, and writes nothing else. A
+// Result without bucket states (a Hit without charges, or one that
+// failed) gets none of the RateLimit fields.
 func Write(h http.Header, res *fleetstore.Result, limits []fleetstore.Limit, opts Options) {
+	for _, k := range fields {
+		h.Del(k)
+	}
 	if res.Outcome == fleetstore.Pending || res.Outcome == fleetstore.RateLimited {
 		h.Set("Retry-After", strconv.FormatInt(RetryAfterSeconds(res.RetryAfter), 10))
 	}
@@ -119,6 +125,9 @@ func Write(h http.Header, res *fleetstore.Result, limits []fleetstore.Limit, opt
 	}
 }
 
+// fields are the fields Write writes, all deleted first.
+var fields = [...]string{"Retry-After", "RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"}
+
 // nextUnit is how long until a bucket b of l, with r units left, holds
 // one more: until its headroom fits the increment of r+1 units (a charge
 // conforms exactly when its increment fits the headroom, G10), at most
@@ -139,13 +148,19 @@ const maxSFInteger = 999_999_999_999_999
 func sfInteger(n int64) string { return strconv.FormatInt(min(max(n, 0), maxSFInteger), 10) }
 
 // RetryAfterSeconds is d as Retry-After's delay-seconds: whole seconds,
-// rounded up, at least 1 (a sender told 0 would come straight back).
+// rounded up, at least 1 (a sender told 0 would come straight back); the
+// largest Duration is 9 223 372 037, not an overflow.
 func RetryAfterSeconds(d time.Duration) int64 { return max(ceilSeconds(d), 1) }
 
-// ceilSeconds is d in whole seconds, rounded up; 0 for d ≤ 0.
+// ceilSeconds is d in whole seconds, rounded up; 0 for d ≤ 0. It does not
+// overflow: the largest Duration is 9 223 372 037 seconds.
 func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	return int64((d + time.Second - 1) / time.Second)
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
 }

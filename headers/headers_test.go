@@ -2,6 +2,7 @@ package headers_test
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -186,6 +187,30 @@ func TestMismatch(t *testing.T) {
 	wantFields(t, "a claim-only Pending", h, map[string]string{"Retry-After": "2"})
 }
 
+// TestWriteReplaces: Write replaces every field it writes, so that a
+// second Write leaves no field of the first that its Result does not
+// call for.
+func TestWriteReplaces(t *testing.T) {
+	st, _ := clockStore(t)
+	one := fleetstore.MustLimit(fleetstore.PerSecond(fleetstore.Hooks, 1, 1))
+	hit(t, st, one.Charge("acme", 1))
+	limited := hit(t, st, one.Charge("acme", 1))
+	if limited.Outcome != fleetstore.RateLimited {
+		t.Fatalf("second hit: %v, want RateLimited", limited.Outcome)
+	}
+	h := http.Header{}
+	headers.Write(h, &limited, []fleetstore.Limit{one}, headers.Options{Legacy: true})
+	if h.Get("Retry-After") == "" || h.Get("X-RateLimit-Remaining") == "" {
+		t.Fatalf("RateLimited: %v", h)
+	}
+	h.Set("Content-Type", "text/plain") // not Write's: kept
+	headers.Write(h, &fleetstore.Result{Outcome: fleetstore.OK}, []fleetstore.Limit{one}, headers.Options{})
+	wantFields(t, "an OK without states after a RateLimited", h, map[string]string{})
+	if h.Get("Content-Type") != "text/plain" {
+		t.Errorf("Write removed a field not its own: %v", h)
+	}
+}
+
 func TestRetryAfterSeconds(t *testing.T) {
 	for _, tt := range []struct {
 		give time.Duration
@@ -193,6 +218,8 @@ func TestRetryAfterSeconds(t *testing.T) {
 	}{
 		{0, 1}, {time.Millisecond, 1}, {time.Second, 1}, {time.Second + time.Millisecond, 2},
 		{59999 * time.Millisecond, 60}, {time.Hour, 3600},
+		{math.MaxInt64, math.MaxInt64/int64(time.Second) + 1}, // no overflow to 1 (a sender told to come straight back)
+		{math.MaxInt64 - time.Second + 2, 9_223_372_036},      // 9 223 372 035.85…s
 	} {
 		if got := headers.RetryAfterSeconds(tt.give); got != tt.want {
 			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", tt.give, got, tt.want)
