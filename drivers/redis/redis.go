@@ -257,6 +257,12 @@ func goRedisDialer(o *options) dialFunc {
 	default:
 		base = &goredis.Options{DialTimeout: o.failover.DialTimeout, TLSConfig: o.failover.TLSConfig}
 	}
+	return checkableDialer(base)
+}
+
+// checkableDialer is goredis.NewDialer(base), each connection made
+// checkable by go-redis's pool.
+func checkableDialer(base *goredis.Options) dialFunc {
 	dial := goredis.NewDialer(base)
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
