@@ -49,9 +49,13 @@ import (
 //     outlive the call (T1, T4).
 //   - ReadTimeout or WriteTimeout of -2 (no socket deadline at all): a
 //     server that never answers would hold the call past its budget (T1).
-//     Longer read and write timeouts are kept: with ContextTimeoutEnabled
-//     go-redis sets each socket deadline to the earlier of the timeout
-//     and the call's deadline.
+//     On a *Client longer read and write timeouts are kept: with
+//     ContextTimeoutEnabled go-redis sets each socket deadline to the
+//     earlier of the timeout and the call's deadline.
+//   - on a *ClusterClient, ReadTimeout or WriteTimeout longer than the
+//     Store's timeout (go-redis's default 5s): the slot-map reload the
+//     driver asks for after a failed call runs on go-redis's own context,
+//     bounded by them alone, and would outlive the call (T4).
 //   - a *goredis.Ring, or any other UniversalClient: a Ring moves a
 //     down shard's keys to the others, forgetting its claims.
 //
@@ -122,10 +126,10 @@ func (d ownDriver) Open(cfg driver.Config) (driver.Conn, error) {
 	switch c := d.c.(type) {
 	case *goredis.Client:
 		o := c.Options()
-		s = clientSettings{o.ContextTimeoutEnabled, o.MaxRetries, o.DialerRetries, o.DialTimeout, o.ReadTimeout, o.WriteTimeout}
+		s = clientSettings{o.ContextTimeoutEnabled, o.MaxRetries, o.DialerRetries, o.DialTimeout, o.ReadTimeout, o.WriteTimeout, false}
 	case *goredis.ClusterClient:
 		o := c.Options()
-		s = clientSettings{o.ContextTimeoutEnabled, o.MaxRetries, o.DialerRetries, o.DialTimeout, o.ReadTimeout, o.WriteTimeout}
+		s = clientSettings{o.ContextTimeoutEnabled, o.MaxRetries, o.DialerRetries, o.DialTimeout, o.ReadTimeout, o.WriteTimeout, true}
 		cl.cluster = true
 	case nil:
 		return nil, ownclient.Refuse("client", "is nil")
@@ -144,6 +148,7 @@ type clientSettings struct {
 	contextTimeout            bool
 	maxRetries, dialerRetries int
 	dial, read, write         time.Duration
+	cluster                   bool
 }
 
 // check refuses the settings that would break the contract for a Store of
@@ -161,7 +166,18 @@ func (s clientSettings) check(budget time.Duration) error {
 	case s.write < 0:
 		return ownclient.Refuse("WriteTimeout", "is -2, no socket deadline: a server that never reads would hold the call past its budget (CONTRACT T1); leave it 0 or give a duration")
 	}
-	return ownclient.Timeout("DialTimeout", s.dial, budget)
+	if err := ownclient.Timeout("DialTimeout", s.dial, budget); err != nil {
+		return err
+	}
+	if s.cluster {
+		// The slot-map reload after a failed call runs on go-redis's own
+		// context, bounded by the read and write timeouts alone.
+		if err := ownclient.Timeout("ReadTimeout", s.read, budget); err != nil {
+			return err
+		}
+		return ownclient.Timeout("WriteTimeout", s.write, budget)
+	}
+	return nil
 }
 
 // ownClient is the adapter over a client the application owns: Close

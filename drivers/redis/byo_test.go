@@ -36,6 +36,7 @@ func userClusterOptions(addrs []string, budget time.Duration) *goredis.ClusterOp
 		MaxRetries:            -1,
 		DialerRetries:         1,
 		DialTimeout:           budget,
+		ReadTimeout:           budget, // the slot-map reload's bound
 	}
 }
 
@@ -185,6 +186,16 @@ func TestFromClientRefuses(t *testing.T) {
 			o.WriteTimeout = -2
 			return goredis.NewClient(o)
 		}, "", `client: WriteTimeout: is -2`},
+		{"cluster read timeout by default", func() goredis.UniversalClient {
+			o := userClusterOptions([]string{addr}, budget)
+			o.ReadTimeout = 0 // go-redis: 5s
+			return goredis.NewClusterClient(o)
+		}, "", `client: ReadTimeout: is 5s`},
+		{"cluster write timeout", func() goredis.UniversalClient {
+			o := userClusterOptions([]string{addr}, budget)
+			o.WriteTimeout = time.Second
+			return goredis.NewClusterClient(o)
+		}, "", `client: WriteTimeout: is 1s`},
 		{"cluster no read deadline", func() goredis.UniversalClient {
 			o := userClusterOptions([]string{addr}, budget)
 			o.ReadTimeout = -2
