@@ -119,6 +119,14 @@
 // with EVAL only when the server answers NOSCRIPT (after a restart or
 // SCRIPT FLUSH): that reply proves it did not run.
 //
+// # Your own client
+//
+// FromClient opens a Store on a go-redis client the application built
+// (its hooks, credentials provider and TLS kept), with a URL of common
+// parameters only; instead of setting what the contract needs it checks
+// the client's settings and refuses one that would break it, naming the
+// setting. Dialer gives such a client the driver's connection defences.
+//
 // # Keys and scripts
 //
 // The key layout and the Lua scripts are package internal/scripts, and the
