@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"net"
+	"syscall"
 	"time"
 )
 
@@ -39,20 +40,25 @@ func (e dialError) Error() string { return e.err.Error() }
 func (e dialError) Unwrap() error { return e.err }
 
 // failedDial is a dial that failed, as a connection: every read and write
-// returns the dial's error.
+// returns the dial's error, and so does SyscallConn, which go-redis's pool
+// health check calls before reusing an idle connection: a failed dial
+// that a caller gave up waiting for, and that go-redis parked in its
+// pool, is then dropped rather than failing a later call with an old
+// error.
 type failedDial struct {
 	err           error
 	network, addr string
 }
 
-func (f failedDial) Read([]byte) (int, error)       { return 0, f.err }
-func (f failedDial) Write([]byte) (int, error)      { return 0, f.err }
-func (failedDial) Close() error                     { return nil }
-func (f failedDial) LocalAddr() net.Addr            { return dialAddr{network: f.network} }
-func (f failedDial) RemoteAddr() net.Addr           { return dialAddr(f) }
-func (failedDial) SetDeadline(time.Time) error      { return nil }
-func (failedDial) SetReadDeadline(time.Time) error  { return nil }
-func (failedDial) SetWriteDeadline(time.Time) error { return nil }
+func (f failedDial) Read([]byte) (int, error)              { return 0, f.err }
+func (f failedDial) Write([]byte) (int, error)             { return 0, f.err }
+func (f failedDial) SyscallConn() (syscall.RawConn, error) { return nil, f.err }
+func (failedDial) Close() error                            { return nil }
+func (f failedDial) LocalAddr() net.Addr                   { return dialAddr{network: f.network} }
+func (f failedDial) RemoteAddr() net.Addr                  { return dialAddr(f) }
+func (failedDial) SetDeadline(time.Time) error             { return nil }
+func (failedDial) SetReadDeadline(time.Time) error         { return nil }
+func (failedDial) SetWriteDeadline(time.Time) error        { return nil }
 
 // dialAddr is the address a failedDial was meant for.
 type dialAddr failedDial
