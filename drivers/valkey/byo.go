@@ -15,9 +15,9 @@ import (
 // application configures: opt is the application's valkey.ClientOption
 // (its addresses, credentials — AuthCredentialsFn included —, TLSConfig,
 // Sentinel), and build makes the client from it, as valkey-go's own
-// valkeylock takes a ClientOption and a ClientBuilder: valkeyotel.NewClient
-// for traces and metrics, or a function that wraps valkey.NewClient with
-// valkeyhook.WithHook. A nil build is valkey.NewClient. Hand the driver
+// valkeylock takes a ClientOption and a ClientBuilder: a function that
+// calls valkeyotel.NewClient for traces and metrics, or wraps
+// valkey.NewClient with valkeyhook.WithHook. A nil build is valkey.NewClient. Hand the driver
 // to fleetstore.OpenDriver with a URL that holds only the scheme and the
 // common parameters:
 //
@@ -28,7 +28,8 @@ import (
 //		ConnWriteTimeout: 50 * time.Millisecond,                    // T4
 //		AlwaysPipelining: true,                                     // T5
 //	}
-//	store, err := fleetstore.OpenDriver(valkey.FromOption(opt, valkeyotel.NewClient), "valkey://?timeout=50ms")
+//	traced := func(o valkey.ClientOption) (valkey.Client, error) { return valkeyotel.NewClient(o) }
+//	store, err := fleetstore.OpenDriver(valkey.FromOption(opt, traced), "valkey://?timeout=50ms")
 //
 // The driver takes an option, not a built valkey.Client: a valkey.Client
 // shows none of its settings, so only the option it is built from can be
