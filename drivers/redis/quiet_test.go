@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/logging"
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/internal/testserver"
@@ -49,7 +50,7 @@ func (l *goRedisLines) about(addr string) []string {
 func TestOutageDoesNotPrint(t *testing.T) {
 	rec := &goRedisLines{}
 	goredis.SetLogger(rec)
-	t.Cleanup(func() { goredis.SetLogger(quietLines{}) })
+	t.Cleanup(logging.Enable) // go-redis's default again: stderr
 
 	srv := testserver.StartRedis(t)
 	refused := nettest.RefusedAddr(t)
@@ -72,9 +73,3 @@ func TestOutageDoesNotPrint(t *testing.T) {
 		}
 	}
 }
-
-// quietLines is a go-redis logger that drops every line: what the rest
-// of the test binary runs with once TestOutageDoesNotPrint is done.
-type quietLines struct{}
-
-func (quietLines) Printf(context.Context, string, ...any) {}
