@@ -22,9 +22,9 @@ import (
 //
 //	rdb := goredis.NewClient(&goredis.Options{
 //		Addr:                  "cache:6379",
-//		ContextTimeoutEnabled: true,                 // CONTRACT T1
-//		MaxRetries:            -1,                   // T5
-//		DialerRetries:         1,                    // T2
+//		ContextTimeoutEnabled: true,                  // CONTRACT T1
+//		MaxRetries:            -1,                    // T5
+//		DialerRetries:         1,                     // T2
 //		DialTimeout:           50 * time.Millisecond, // ≤ the Store's timeout: T1, T4
 //	})
 //	store, err := fleetstore.OpenDriver(redis.FromClient(rdb), "redis://?timeout=50ms&key_prefix=edge")

@@ -23,10 +23,10 @@ import (
 //
 //	opt := valkey.ClientOption{
 //		InitAddress:      []string{"cache:6379"},
-//		DisableRetry:     true,                                     // CONTRACT T2
+//		DisableRetry:     true,                                       // CONTRACT T2
 //		Dialer:           net.Dialer{Timeout: 50 * time.Millisecond}, // ≤ the Store's timeout: T1, T4
-//		ConnWriteTimeout: 50 * time.Millisecond,                    // T4
-//		AlwaysPipelining: true,                                     // T5
+//		ConnWriteTimeout: 50 * time.Millisecond,                      // T4
+//		AlwaysPipelining: true,                                       // T5
 //	}
 //	traced := func(o valkey.ClientOption) (valkey.Client, error) { return valkeyotel.NewClient(o) }
 //	store, err := fleetstore.OpenDriver(valkey.FromOption(opt, traced), "valkey://?timeout=50ms")
