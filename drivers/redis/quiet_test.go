@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/logging"
@@ -41,8 +42,8 @@ func (l *goRedisLines) about(addr string) []string {
 	return out
 }
 
-// TestOutageDoesNotPrint: an outage (the server killed, then a refused
-// address) makes go-redis log nothing for the driver's own clients, where
+// TestOutageDoesNotPrint: an outage (the server killed, a refused
+// address, one whose dials time out) makes go-redis log nothing for the driver's own clients, where
 // it used to write a "failed to dial" line to stderr per failed dial. The
 // test records go-redis's process-wide logger (what its default prints to
 // stderr) and counts the lines about the dead addresses, so other tests'
@@ -53,21 +54,34 @@ func TestOutageDoesNotPrint(t *testing.T) {
 	t.Cleanup(logging.Enable) // go-redis's default again: stderr
 
 	srv := testserver.StartRedis(t)
-	refused := nettest.RefusedAddr(t)
-	for _, raw := range []string{srv.URL() + "/0", "redis://" + refused, "redis+cluster://" + refused} {
-		st, _ := openStore(t, raw+"?timeout=200ms")
-		if raw == srv.URL()+"/0" {
+	refused, hole := nettest.RefusedAddr(t), nettest.BlackHole(t)
+	for _, tc := range []struct {
+		url   string
+		calls int
+		want  error
+	}{
+		{srv.URL() + "/0", 30, fleetstore.ErrUnavailable}, // killed below
+		{"redis://" + refused, 30, fleetstore.ErrUnavailable},
+		{"redis+cluster://" + refused, 30, fleetstore.ErrUnavailable},
+		{"redis://" + hole, 5, fleetstore.ErrTimeout}, // each dial times out
+	} {
+		st, err := fleetstore.Open(tc.url+"?timeout=200ms&key_prefix=fstest-"+randHex(6), fleetstore.WithTimeout(200*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.url == srv.URL()+"/0" {
 			mustHit(t, st, []fleetstore.Charge{hooks("t")}, nil, fleetstore.OK)
 			srv.Stop()
 		}
-		for range 30 {
+		for range tc.calls {
 			if _, err := st.Hit(ctx(t), []fleetstore.Charge{hooks("t")}, nil); err == nil {
-				t.Fatalf("%s: hit during the outage: no error", raw)
+				t.Fatalf("%s: hit during the outage: no error", tc.url)
 			}
-			wantErrIs(t, raw+": ping", st.Ping(ctx(t)), fleetstore.ErrUnavailable)
+			wantErrIs(t, tc.url+": ping", st.Ping(ctx(t)), tc.want)
 		}
+		st.Close()
 	}
-	for _, addr := range []string{srv.Addr, refused} {
+	for _, addr := range []string{srv.Addr, refused, hole} {
 		if got := rec.about(addr); len(got) > 0 {
 			t.Errorf("go-redis logged %d lines about %s, want none; first: %s", len(got), addr, got[0])
 		}
