@@ -77,16 +77,16 @@ type ErrorClass uint8
 
 // Error classes, in the order they are tested: the first that matches.
 const (
-	NoError          ErrorClass = iota
-	ClassClosed                 // ErrClosed
-	ClassInvalid                // ErrInvalid
-	ClassOverCapacity           // ErrOverCapacity
-	ClassCancelled              // context.Canceled: the caller gave up
-	ClassClaimLost              // ErrClaimLost
-	ClassAlreadyCommitted       // ErrAlreadyCommitted
-	ClassTimeout                // ErrTimeout
-	ClassUnavailable            // ErrUnavailable
-	ClassOther                  // none of them (a driver that breaks the contract)
+	NoError               ErrorClass = iota
+	ClassClosed                      // ErrClosed
+	ClassInvalid                     // ErrInvalid
+	ClassOverCapacity                // ErrOverCapacity
+	ClassCancelled                   // context.Canceled: the caller gave up
+	ClassClaimLost                   // ErrClaimLost
+	ClassAlreadyCommitted            // ErrAlreadyCommitted
+	ClassTimeout                     // ErrTimeout
+	ClassUnavailable                 // ErrUnavailable
+	ClassOther                       // none of them (a driver that breaks the contract)
 )
 
 var classNames = [...]string{NoError: "", ClassClosed: "closed", ClassInvalid: "invalid", ClassOverCapacity: "over_capacity",
