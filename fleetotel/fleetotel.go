@@ -163,10 +163,10 @@ type Observer struct {
 	degraded, outbox                                                                      metric.Int64ObservableGauge
 	outages, localDecisions, queued, replayed, conflicts, expired, dropped, claimsDropped metric.Int64ObservableCounter
 
-	mu    sync.Mutex // attach, kinds' writers
+	mu    sync.Mutex               // attach, kinds' writers
 	store atomic.Pointer[attached] // the last Store's, kept after Detach for its calls after Close
 	busy  bool                     // attached to a Store now (under mu)
-	kinds sync.Map // fleetstore.Kind → metric.AddOption (at most MaxKinds)
+	kinds sync.Map                 // fleetstore.Kind → metric.AddOption (at most MaxKinds)
 	nkind int
 }
 
