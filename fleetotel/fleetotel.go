@@ -209,43 +209,37 @@ func New(opts ...Option) (*Observer, error) {
 		o.tracer = t
 	}
 	m := o.meter
-	var err, e error
 	var dur dbconv.ClientOperationDuration // the convention's name and unit
-	o.duration, e = m.Float64Histogram(dur.Name(),
-		metric.WithUnit(dur.Unit()), metric.WithDescription("Duration of fleetstore Store calls."),
-		metric.WithExplicitBucketBoundaries(DurationBuckets...))
-	err = errors.Join(err, e)
-	o.hits, e = m.Int64Counter("fleetstore.client.hits", metric.WithUnit("{hit}"),
-		metric.WithDescription("Hits decided, by outcome and whether this node decided them alone (degraded mode)."))
-	err = errors.Join(err, e)
-	o.denials, e = m.Int64Counter("fleetstore.client.denials", metric.WithUnit("{denial}"),
-		metric.WithDescription("Buckets that denied a rate-limited Hit, by bucket kind."))
-	err = errors.Join(err, e)
-	o.errs, e = m.Int64Counter("fleetstore.client.errors", metric.WithUnit("{error}"),
-		metric.WithDescription("Store calls that returned an error, by operation and error class."))
-	err = errors.Join(err, e)
-	o.degraded, e = m.Int64ObservableGauge("fleetstore.client.degraded", metric.WithUnit("1"),
-		metric.WithDescription("1 while the Store decides from this node's state (degraded mode), else 0."))
-	err = errors.Join(err, e)
-	o.outbox, e = m.Int64ObservableGauge("fleetstore.client.outbox", metric.WithUnit("{commit}"),
-		metric.WithDescription("Commits queued in the degraded mode's outbox, awaiting replay."))
-	err = errors.Join(err, e)
-	for _, c := range []struct {
-		inst *metric.Int64ObservableCounter
-		name string
-		unit string
-		desc string
-	}{
-		{&o.outages, "outages", "{outage}", "Times the Store went degraded."},
-		{&o.localDecisions, "local_decisions", "{hit}", "Hits decided from this node's local store."},
-		{&o.queued, "queued", "{commit}", "Commits queued in the outbox."},
-		{&o.replayed, "replayed", "{commit}", "Queued commits recorded in the shared store."},
-		{&o.conflicts, "conflicts", "{commit}", "Replayed commits that met another hook's claim."},
-		{&o.expired, "expired", "{commit}", "Queued commits whose TTL ran out before their replay."},
-		{&o.dropped, "dropped", "{commit}", "Commits not queued (outbox full) or dropped after refused replays."},
-		{&o.claimsDropped, "claims_dropped", "{hit}", "Local Hits decided without a local claim (the local claim cap)."},
+	var err, e error
+	o.duration, err = m.Float64Histogram(dur.Name(), metric.WithUnit(dur.Unit()),
+		metric.WithDescription("Duration of fleetstore Store calls."), metric.WithExplicitBucketBoundaries(DurationBuckets...))
+	type desc struct{ name, unit, text string }
+	for inst, d := range map[*metric.Int64Counter]desc{
+		&o.hits:    {"hits", "{hit}", "Hits decided, by outcome and whether this node decided them alone (degraded mode)."},
+		&o.denials: {"denials", "{denial}", "Buckets that denied a rate-limited Hit, by bucket kind."},
+		&o.errs:    {"errors", "{error}", "Store calls that returned an error, by operation and error class."},
 	} {
-		*c.inst, e = m.Int64ObservableCounter("fleetstore.client."+c.name, metric.WithUnit(c.unit), metric.WithDescription(c.desc))
+		*inst, e = m.Int64Counter("fleetstore.client."+d.name, metric.WithUnit(d.unit), metric.WithDescription(d.text))
+		err = errors.Join(err, e)
+	}
+	for inst, d := range map[*metric.Int64ObservableGauge]desc{
+		&o.degraded: {"degraded", "1", "1 while the Store decides from this node's state (degraded mode), else 0."},
+		&o.outbox:   {"outbox", "{commit}", "Commits queued in the degraded mode's outbox, awaiting replay."},
+	} {
+		*inst, e = m.Int64ObservableGauge("fleetstore.client."+d.name, metric.WithUnit(d.unit), metric.WithDescription(d.text))
+		err = errors.Join(err, e)
+	}
+	for inst, d := range map[*metric.Int64ObservableCounter]desc{
+		&o.outages:        {"outages", "{outage}", "Times the Store went degraded."},
+		&o.localDecisions: {"local_decisions", "{hit}", "Hits decided from this node's local store."},
+		&o.queued:         {"queued", "{commit}", "Commits queued in the outbox."},
+		&o.replayed:       {"replayed", "{commit}", "Queued commits recorded in the shared store."},
+		&o.conflicts:      {"conflicts", "{commit}", "Replayed commits that met another hook's claim."},
+		&o.expired:        {"expired", "{commit}", "Queued commits whose TTL ran out before their replay."},
+		&o.dropped:        {"dropped", "{commit}", "Commits not queued (outbox full) or dropped after refused replays."},
+		&o.claimsDropped:  {"claims_dropped", "{hit}", "Local Hits decided without a local claim (the local claim cap)."},
+	} {
+		*inst, e = m.Int64ObservableCounter("fleetstore.client."+d.name, metric.WithUnit(d.unit), metric.WithDescription(d.text))
 		err = errors.Join(err, e)
 	}
 	if err != nil {
