@@ -106,3 +106,51 @@ func benchHits(b *testing.B, store *fleetstore.Store) {
 	b.StopTimer()
 	b.ReportMetric(float64(notOK)/float64(b.N), "notok/op")
 }
+
+// BenchmarkObserve is the Observer's own cost per call, without a Store:
+// Observe of a decided Hit's Event (OK, or rate-limited by its hooks
+// charge) on no-op providers, the SDK's meter, and the SDK's meter and
+// tracer.
+func BenchmarkObserve(b *testing.B) {
+	events := map[string]fleetstore.Event{
+		"hit=ok":           {Op: fleetstore.OpHit, Start: time.Now(), Duration: 700 * time.Nanosecond, Outcome: fleetstore.OK, Charges: 2, Claims: 1},
+		"hit=rate_limited": {Op: fleetstore.OpHit, Start: time.Now(), Duration: 700 * time.Nanosecond, Outcome: fleetstore.RateLimited, Charges: 2, Claims: 1, NDenied: 1, Denied: [fleetstore.MaxCharges]fleetstore.Kind{fleetstore.Hooks}},
+	}
+	for _, p := range []struct {
+		name string
+		opts func(b *testing.B) []fleetotel.Option
+	}{
+		{"otel=noop", func(*testing.B) []fleetotel.Option {
+			return []fleetotel.Option{fleetotel.WithMeterProvider(metricnoop.NewMeterProvider()), fleetotel.WithTracerProvider(tracenoop.NewTracerProvider())}
+		}},
+		{"otel=sdk-metrics", func(b *testing.B) []fleetotel.Option {
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+			b.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+			return []fleetotel.Option{fleetotel.WithMeterProvider(mp), fleetotel.WithTracerProvider(tracenoop.NewTracerProvider())}
+		}},
+		{"otel=sdk", func(b *testing.B) []fleetotel.Option {
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+			tp := sdktrace.NewTracerProvider()
+			b.Cleanup(func() { _ = mp.Shutdown(context.Background()); _ = tp.Shutdown(context.Background()) })
+			return []fleetotel.Option{fleetotel.WithMeterProvider(mp), fleetotel.WithTracerProvider(tp)}
+		}},
+	} {
+		for _, ev := range []string{"hit=ok", "hit=rate_limited"} {
+			b.Run(p.name+"/"+ev, func(b *testing.B) {
+				o, err := fleetotel.New(p.opts(b)...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := o.Attach(fleetstore.StoreInfo{Scheme: "memory"}); err != nil {
+					b.Fatal(err)
+				}
+				e, ctx := events[ev], context.Background()
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					o.Observe(ctx, e)
+				}
+			})
+		}
+	}
+}

@@ -71,6 +71,7 @@ package fleetotel
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -166,8 +167,10 @@ type Observer struct {
 	mu    sync.Mutex               // attach, kinds' writers
 	store atomic.Pointer[attached] // the last Store's, kept after Detach for its calls after Close
 	busy  bool                     // attached to a Store now (under mu)
-	kinds sync.Map                 // fleetstore.Kind → metric.AddOption (at most MaxKinds)
-	nkind int
+	// kinds is the denials' attribute set per bucket kind, at most
+	// MaxKinds of them: copied on write (under mu), read without a lock
+	// or an allocation.
+	kinds atomic.Pointer[map[fleetstore.Kind][]metric.AddOption] // reset by Attach
 }
 
 // attached is what Attach prepares for one Store: the attribute sets of
@@ -176,8 +179,7 @@ type Observer struct {
 type attached struct {
 	system   attribute.KeyValue
 	base     []attribute.KeyValue // db.system.name and WithAttributes'
-	baseOpt  metric.MeasurementOption
-	otherOpt metric.AddOption // a denial of a kind past MaxKinds
+	otherOpt []metric.AddOption   // a denial of a kind past MaxKinds
 
 	durOpt [nOps][nClasses][2][]metric.RecordOption // op, class, local
 	hitOpt [nOutcomes][2][]metric.AddOption         // outcome, local
@@ -291,6 +293,7 @@ func (o *Observer) Attach(info fleetstore.StoreInfo) error {
 		}
 		a.reg = reg
 	}
+	o.kinds.Store(nil) // made for the last Store's attributes
 	o.store.Store(a)
 	o.busy = true
 	return nil
@@ -314,8 +317,7 @@ func (o *Observer) prepare(system attribute.KeyValue) *attached {
 	with := func(kv ...attribute.KeyValue) attribute.Set {
 		return attribute.NewSet(append(append([]attribute.KeyValue(nil), a.base...), kv...)...)
 	}
-	a.baseOpt = metric.WithAttributeSet(attribute.NewSet(a.base...))
-	a.otherOpt = metric.WithAttributeSet(with(KindKey.String("_OTHER")))
+	a.otherOpt = []metric.AddOption{metric.WithAttributeSet(with(KindKey.String("_OTHER")))}
 	for op := 1; op < nOps; op++ {
 		name := semconv.DBOperationName(fleetstore.Op(op).String())
 		for class := range nClasses {
@@ -373,7 +375,7 @@ func (o *Observer) Observe(ctx context.Context, e fleetstore.Event) {
 	} else if e.Op == fleetstore.OpHit && int(e.Outcome) > 0 && int(e.Outcome) < nOutcomes {
 		o.hits.Add(ctx, 1, a.hitOpt[e.Outcome][local]...)
 		for _, k := range e.DeniedKinds() {
-			o.denials.Add(ctx, 1, o.kindOpt(a, k))
+			o.denials.Add(ctx, 1, o.kindOpt(a, k)...)
 		}
 	}
 	if o.tracer != nil {
@@ -382,21 +384,31 @@ func (o *Observer) Observe(ctx context.Context, e fleetstore.Event) {
 }
 
 // kindOpt is the attribute set of a denial by kind k.
-func (o *Observer) kindOpt(a *attached, k fleetstore.Kind) metric.AddOption {
-	if v, ok := o.kinds.Load(k); ok {
-		return v.(metric.AddOption)
+func (o *Observer) kindOpt(a *attached, k fleetstore.Kind) []metric.AddOption {
+	if m := o.kinds.Load(); m != nil {
+		if opt, ok := (*m)[k]; ok {
+			return opt
+		}
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if v, ok := o.kinds.Load(k); ok {
-		return v.(metric.AddOption)
+	var old map[fleetstore.Kind][]metric.AddOption
+	if m := o.kinds.Load(); m != nil {
+		old = *m
 	}
-	if o.nkind >= MaxKinds {
+	if opt, ok := old[k]; ok {
+		return opt
+	}
+	if len(old) >= MaxKinds {
 		return a.otherOpt
 	}
-	opt := metric.AddOption(metric.WithAttributeSet(attribute.NewSet(append(append([]attribute.KeyValue(nil), a.base...), KindKey.String(string(k)))...)))
-	o.kinds.Store(k, opt)
-	o.nkind++
+	opt := []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(append(append([]attribute.KeyValue(nil), a.base...), KindKey.String(string(k)))...))}
+	m := maps.Clone(old)
+	if m == nil {
+		m = map[fleetstore.Kind][]metric.AddOption{}
+	}
+	m[k] = opt
+	o.kinds.Store(&m)
 	return opt
 }
 

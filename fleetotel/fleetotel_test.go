@@ -461,3 +461,36 @@ func TestSystem(t *testing.T) {
 		}
 	}
 }
+
+// TestDenialKindsCapped: fleetstore.client.denials tells MaxKinds kinds
+// apart and counts the rest as _OTHER, so that an application minting
+// kinds cannot grow the metric without bound.
+func TestDenialKindsCapped(t *testing.T) {
+	s := newSDK(t)
+	if err := s.obs.Attach(fleetstore.StoreInfo{Scheme: "memory"}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.obs.Detach()
+	const extra = 5
+	for i := range fleetotel.MaxKinds + extra {
+		e := fleetstore.Event{Op: fleetstore.OpHit, Start: time.Now(), Outcome: fleetstore.RateLimited, Charges: 1, NDenied: 1}
+		e.Denied[0] = fleetstore.Kind(fmt.Sprintf("k%d", i))
+		s.obs.Observe(context.Background(), e)
+		s.obs.Observe(context.Background(), e) // a kind seen again is the same point
+	}
+	rm := s.collect(t)
+	m := find(rm, "fleetstore.client.denials")
+	if m == nil {
+		t.Fatal("no fleetstore.client.denials")
+	}
+	points := m.Data.(metricdata.Sum[int64]).DataPoints
+	if len(points) != fleetotel.MaxKinds+1 {
+		t.Errorf("%d denial points, want %d kinds and _OTHER", len(points), fleetotel.MaxKinds)
+	}
+	if n := sum(t, rm, "fleetstore.client.denials", bucketKind("_OTHER")); n != 2*extra {
+		t.Errorf("_OTHER: %d denials, want %d", n, 2*extra)
+	}
+	if n := sum(t, rm, "fleetstore.client.denials", bucketKind("k0")); n != 2 {
+		t.Errorf("k0: %d denials, want 2", n)
+	}
+}
