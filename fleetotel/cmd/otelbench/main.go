@@ -1,8 +1,9 @@
 // Command otelbench runs a short webhook load against a fleetstore URL with
 // fleetotel's Observer on the OpenTelemetry SDK, and prints what the SDK's
 // stdout exporters export: the first hooks' traces (a "webhook" span of
-// this program, the Store's "hit" and "commit" spans under it), then the
-// metrics of the whole run, as JSON.
+// this program, the Store's "hit" and "commit" spans under it) and the
+// first of each other outcome (rate-limited, duplicate), then the metrics
+// of the whole run, as JSON.
 //
 //	cd fleetotel && go run ./cmd/otelbench                                   # memory://, 300 hooks
 //	go run ./cmd/otelbench -url 'redis://127.0.0.1:1/0?fallback_nodes=4'     # a dead store: degraded mode
@@ -45,7 +46,7 @@ func main() {
 	rate := flag.Int64("rate", 100, "each tenant's hooks per second")
 	burst := flag.Int64("burst", 80, "each tenant's burst, in hooks")
 	dup := flag.Int("dup", 25, "every dup'th hook redelivers the previous event (0: never)")
-	traces := flag.Int("traces", 2, "hooks whose traces are printed")
+	traces := flag.Int("traces", 2, "hooks whose traces are printed (and the first of each other outcome)")
 	flag.Parse()
 	if err := run(*url, *n, *tenants, *rate, *burst, *dup, *traces); err != nil {
 		fmt.Fprintln(os.Stderr, "otelbench:", err)
@@ -135,25 +136,37 @@ func fleetstoreScheme(url string) string {
 	return "the store"
 }
 
-// firstTraces exports the spans of the first max traces it sees, so that
-// a run of hundreds of hooks prints a few traces, whole.
+// firstTraces exports the spans of the first max traces it sees, and of
+// the first trace of each Hit outcome after them (rate_limited,
+// duplicate, …), so that a run of hundreds of hooks prints a few traces,
+// whole. A hook's spans end in order: the Store's, then its webhook span.
 type firstTraces struct {
 	sdktrace.SpanExporter
-	mu   sync.Mutex
-	max  int
-	seen map[trace.TraceID]bool
+	mu       sync.Mutex
+	max      int
+	seen     map[trace.TraceID]bool
+	outcomes map[string]bool
 }
 
 func (f *firstTraces) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
 	f.mu.Lock()
 	if f.seen == nil {
-		f.seen = map[trace.TraceID]bool{}
+		f.seen, f.outcomes = map[trace.TraceID]bool{}, map[string]bool{}
 	}
 	var keep []sdktrace.ReadOnlySpan
 	for _, s := range spans {
 		id := s.SpanContext().TraceID()
-		if !f.seen[id] && len(f.seen) < f.max {
+		outcome := ""
+		for _, a := range s.Attributes() {
+			if a.Key == fleetotel.OutcomeKey {
+				outcome = a.Value.AsString()
+			}
+		}
+		if !f.seen[id] && (len(f.seen) < f.max || outcome != "" && !f.outcomes[outcome]) {
 			f.seen[id] = true
+		}
+		if f.seen[id] && outcome != "" {
+			f.outcomes[outcome] = true
 		}
 		if f.seen[id] {
 			keep = append(keep, s)
