@@ -123,6 +123,16 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 			return nil, openErr(err)
 		}
 	}
+	if o.observer != nil {
+		s.obs = o.observer
+		if so, ok := o.observer.(StoreObserver); ok {
+			if err := so.Attach(StoreInfo{Scheme: u.Scheme, Fallback: s.fb != nil, Stats: s.Stats}); err != nil {
+				_ = s.Close()
+				return nil, openErr(driver.Invalid("observer", err.Error()))
+			}
+			s.sobs = so
+		}
+	}
 	o.logger.Debug("store opened", zap.String("scheme", u.Scheme), zap.String("url", u.Redacted()),
 		zap.Duration("timeout", cfg.Timeout), zap.String("key_prefix", cfg.KeyPrefix), zap.Bool("fallback", fbCfg != nil))
 	return s, nil
