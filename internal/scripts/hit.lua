@@ -24,8 +24,10 @@
 -- Lua numbers are doubles: integers are exact below 2^53 µs (≈ 285 years
 -- past 1970). Every value here is at most now + 2 × 366 days (≈ 1.9e15 µs
 -- today), so the arithmetic below is exact integer arithmetic. Numbers
--- are handed back to Redis through string.format('%d'): tostring() and
--- Redis's own conversion would write 1.78e+15 and lose digits.
+-- go to redis.call as Lua numbers, which Redis (and Valkey) write with
+-- %.17g: every integer below 2^53 in full digits, with no string.format
+-- on the hot path. tostring() would write %.14g (1.78e+15) and lose
+-- digits: it is never used on a number.
 
 -- Redis < 5 replicates scripts verbatim and refuses writes after TIME
 -- unless told to replicate effects; later versions always do (no-op).
@@ -39,29 +41,35 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local n = tonumber(ARGV[1])
 local c = 3 * n + 2
 
--- The buckets as they stand. One HMGET reads every charged kind's TAT;
--- tats[i] is charge i's stored TAT (0: absent, a full bucket). out is the
--- reply, {code, value, r_1, ..., r_n}: r_i starts as the stored TAT's
+-- The buckets as they stand. One HGETALL reads every kind's TAT, the
+-- charged ones and the others: top, the latest TAT of all, is what the
+-- hash's expiry already covers (every write below keeps the expiry at or
+-- past its latest TAT), so no PTTL is needed to know whether to lengthen
+-- it. tats[i] is charge i's stored TAT (0: absent, a full bucket). out is
+-- the reply, {code, value, r_1, ..., r_n}: r_i starts as the stored TAT's
 -- lead over now, what every answer but a charged OK reports (G10), and
 -- each return sets the code and value.
 local tats = {}
 local out = {0, 0}
+local top = 0
 if n > 0 then
-  local kinds = {}
-  for i = 1, n do
-    kinds[i] = ARGV[3 * i - 1]
-  end
-  local stored = redis.call('HMGET', KEYS[1], unpack(kinds))
-  for i = 1, n do
-    local tat = 0
-    if stored[i] then
-      -- Anything but the decimal digits this script writes is some other
-      -- program's value under our prefix: refuse rather than guess (V4).
-      if not string.match(stored[i], '^%d+$') then
-        error('fleetstore: malformed bucket TAT')
-      end
-      tat = tonumber(stored[i])
+  local all = redis.call('HGETALL', KEYS[1])
+  local stored = {}
+  for j = 1, #all, 2 do
+    local v = all[j + 1]
+    -- Anything but the decimal digits this script writes is some other
+    -- program's value under our prefix: refuse rather than guess (V4).
+    if not string.match(v, '^%d+$') then
+      error('fleetstore: malformed bucket TAT')
     end
+    v = tonumber(v)
+    stored[all[j]] = v
+    if v > top then
+      top = v
+    end
+  end
+  for i = 1, n do
+    local tat = stored[ARGV[3 * i - 1]] or 0
     tats[i] = tat
     out[i + 2] = math.max(tat - now, 0)
   end
@@ -143,20 +151,22 @@ if n > 0 then
   local last = 0
   for i = 1, n do
     fields[2 * i - 1] = ARGV[3 * i - 1]
-    fields[2 * i] = string.format('%d', news[i])
+    fields[2 * i] = news[i]
     last = math.max(last, news[i])
     -- The reset-after of a charge taken: the new TAT's lead (≥ I).
     out[i + 2] = news[i] - now
   end
   redis.call('HSET', KEYS[1], unpack(fields))
   -- The hash may expire once its latest TAT has passed (a passed TAT is a
-  -- full bucket, G7): ms from now to that TAT, rounded up. Other kinds of
-  -- the hash may have later TATs, so only ever lengthen the expiry (PTTL
-  -- is -1 for the hash HSET just created).
-  -- Plus one: Redis expires at its truncated ms clock + PX (see Millis).
-  local ms = math.floor((last - now + 999) / 1000) + 1
-  if redis.call('PTTL', KEYS[1]) < ms then
-    redis.call('PEXPIRE', KEYS[1], string.format('%d', ms))
+  -- full bucket, G7): at that TAT's ms on the server's clock, rounded up
+  -- (PEXPIREAT). Redis drops a key once its ms clock is past the expiry,
+  -- so the hash lives until at least its latest TAT and lingers less than
+  -- 2ms. The expiry is a function of the latest TAT alone, so the one the
+  -- hash has is top's: lengthen it only when last's is later (a hash that
+  -- did not exist has top 0).
+  local at = math.floor((last + 999) / 1000)
+  if at > math.floor((top + 999) / 1000) then
+    redis.call('PEXPIREAT', KEYS[1], at)
   end
 end
 if KEYS[2] then
