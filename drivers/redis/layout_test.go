@@ -1,6 +1,8 @@
 package redis
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,4 +49,44 @@ func TestBucketExpiryFollowsLatestTAT(t *testing.T) {
 	}
 	mustHit(t, st, []fleetstore.Charge{short}, nil, fleetstore.OK)
 	pttl("after Reset", 900*time.Millisecond, time.Second+2*time.Millisecond)
+}
+
+// TestClaimRecordLayout: a claim is one key of the tenant's tag and a
+// 16-byte digest, whatever the length of its source and key, holding
+// the state and the hook_id alone (CONTRACT §7): "q", the pending expiry
+// (16 digits, µs) and the hook_id, then "c" and the hook_id once
+// committed. Its bytes do not grow with the event key or the node.
+func TestClaimRecordLayout(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartRedis(t)
+	st, prefix := openStore(t, srv.URL())
+	tenant := "t-" + randHex(4)
+	for _, key := range []string{"k", strings.Repeat("e", 1024)} {
+		cl := claim(tenant, "github", key, "hook-"+randHex(4))
+		cl.Node = strings.Repeat("n", 256)
+		k := scripts.ClaimKey(prefix, tenant, cl.SourceID, cl.Key)
+		if want := len(scripts.TenantTag(prefix, tenant)) + scripts.DigestSize; len(k) != want {
+			t.Fatalf("claim key of %d bytes, want %d", len(k), want)
+		}
+		mustHit(t, st, nil, cl, fleetstore.OK)
+		v, err := srv.Do("GET", k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := v.(string)
+		if len(s) != 1+16+len(cl.HookID) || s[0] != 'q' || s[17:] != cl.HookID {
+			t.Errorf("pending record %q, want q, 16 digits, the hook_id", s)
+		} else if us, err := strconv.ParseInt(s[1:17], 10, 64); err != nil || time.Until(time.UnixMicro(us)) > cl.PendingTTL || time.Until(time.UnixMicro(us)) < cl.PendingTTL-time.Minute {
+			t.Errorf("pending record's expiry %q: want %v from the hit", s[1:17], cl.PendingTTL)
+		}
+		if err := st.Commit(ctx(t), *cl); err != nil {
+			t.Fatal(err)
+		}
+		if v, err = srv.Do("GET", k); err != nil {
+			t.Fatal(err)
+		}
+		if s, _ := v.(string); s != "c"+cl.HookID {
+			t.Errorf("committed record %q, want %q", s, "c"+cl.HookID)
+		}
+	}
 }

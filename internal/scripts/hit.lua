@@ -10,9 +10,8 @@
 --   ARGV[3i+1]  capacity, µs (integer ≥ increment, ≤ 366 days)
 -- when KEYS[2] is given:
 --   ARGV[3n+2]  hook_id
---   ARGV[3n+3]  node
---   ARGV[3n+4]  pending TTL, ms (rounded up by the caller: the key's PX)
---   ARGV[3n+5]  pending TTL, µs (exact: the claim's own expiry)
+--   ARGV[3n+3]  pending TTL, ms (rounded up by the caller: the key's PX)
+--   ARGV[3n+4]  pending TTL, µs (exact: the claim's own expiry)
 --
 -- Returns {code, value, r_1, ..., r_n}: code 1 OK (value 0), 2 Duplicate
 -- (value the committer's hook_id), 3 Pending or 4 RateLimited (value the
@@ -129,14 +128,8 @@ if held == 'c' then
   return out
 end
 if held == 'p' then
-  -- The claim's exact expiry, rounded up to whole ms; a record without
-  -- one: PTTL, whole ms to the key's ms expiry, already a ceiling.
-  local ms
-  if expires then
-    ms = math.floor((expires - now + 999) / 1000)
-  else
-    ms = redis.call('PTTL', KEYS[2])
-  end
+  -- The claim's exact expiry, rounded up to whole ms.
+  local ms = math.floor((expires - now + 999) / 1000)
   if ms < 1 then
     ms = 1
   end
@@ -172,8 +165,7 @@ end
 if KEYS[2] then
   -- The claim becomes pending for this hook, for the pending TTL (C1).
   -- The key lingers up to 2ms past the record's own expiry (see Millis).
-  local record = encode_pending(ARGV[c], ARGV[c + 1], now + tonumber(ARGV[c + 3]))
-  redis.call('SET', KEYS[2], record, 'PX', ARGV[c + 2])
+  redis.call('SET', KEYS[2], encode_pending(ARGV[c], now + tonumber(ARGV[c + 2])), 'PX', ARGV[c + 1])
 end
 out[1] = 1
 return out

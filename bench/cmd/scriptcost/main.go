@@ -8,7 +8,9 @@
 // Modes: hit (a hooks and a bytes charge and a claim on a fresh key, the
 // compare rows' Hit), limited (the same on a drained bucket: RateLimited),
 // duplicate (a committed key: Duplicate), commit (Commit of a fresh claim,
-// one per call). It resets the server's stats (CONFIG RESETSTAT) before
+// one per call), memory (used_memory growth per committed claim over -n
+// claims of 1000 tenants "tenant-000000"…, key_prefix "fleetstore", 72h
+// TTL: the same names for every layout, so rounds compare). It resets the server's stats (CONFIG RESETSTAT) before
 // each round, so run it on a server nothing else uses. Build it at two
 // commits and run the binaries alternately for a before/after: the server
 // and the machine's noise are then the same for both.
@@ -36,6 +38,10 @@ func main() {
 	rounds := flag.Int("rounds", 5, "rounds")
 	mode := flag.String("mode", "hit", "hit, limited, duplicate or commit")
 	flag.Parse()
+	run := run
+	if *mode == "memory" {
+		run = func(addr string, n, rounds int, _ string) error { return memory(addr, n, rounds) }
+	}
 	if err := run(*addr, *n, *rounds, *mode); err != nil {
 		fmt.Fprintln(os.Stderr, "scriptcost:", err)
 		os.Exit(1)
@@ -169,4 +175,64 @@ func stats(info string) string {
 		}
 	}
 	return first + " | " + strings.Join(rest, " ")
+}
+
+// memory commits n claims in batches of 100 (the compare rows' shape: a
+// 36-byte GitHub delivery id, a 26-byte hook id, node "edge-01", 72h) per
+// round, and prints the used_memory growth per claim, then deletes them.
+func memory(addr string, n, rounds int) error {
+	ctx := context.Background()
+	st, err := fleetstore.Open("redis://" + addr + "/0?timeout=10s")
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	admin := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer admin.Close()
+	used := func() (int64, error) {
+		info, err := admin.Info(ctx, "memory").Result()
+		if err != nil {
+			return 0, err
+		}
+		for line := range strings.SplitSeq(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+				return strconv.ParseInt(v, 10, 64)
+			}
+		}
+		return 0, fmt.Errorf("INFO memory has no used_memory")
+	}
+	for r := range rounds {
+		if err := admin.Do(ctx, "FLUSHALL", "SYNC").Err(); err != nil {
+			return err
+		}
+		if err := st.Commit(ctx, fleetstore.Claim{Tenant: "warm", SourceID: "github", Key: "k", HookID: "h", TTL: time.Hour, PendingTTL: time.Minute}); err != nil {
+			return err
+		}
+		m0, err := used()
+		if err != nil {
+			return err
+		}
+		batch := make([]fleetstore.Claim, 0, 100)
+		for i := range n {
+			batch = append(batch, fleetstore.Claim{
+				Tenant: fmt.Sprintf("tenant-%06d", i%1000), SourceID: "github",
+				Key:    fmt.Sprintf("%08x-0f1e-11ef-8a2b-%012x", i+r<<24, i*7919),
+				HookID: fmt.Sprintf("01J%023d", i), Node: "edge-01",
+				TTL: 72 * time.Hour, PendingTTL: time.Minute,
+			})
+			if len(batch) == cap(batch) || i == n-1 {
+				if err := st.Commit(ctx, batch...); err != nil {
+					return err
+				}
+				batch = batch[:0]
+			}
+		}
+		m1, err := used()
+		if err != nil {
+			return err
+		}
+		keys, _ := admin.DBSize(ctx).Result()
+		fmt.Printf("round %d mode memory: bytes_per_claim=%.1f claims=%d keys=%d\n", r, float64(m1-m0)/float64(n), n, keys)
+	}
+	return admin.Do(ctx, "FLUSHALL", "SYNC").Err()
 }
