@@ -75,7 +75,8 @@ func (s *Store) Driver() driver.Driver { return s.drv }
 // Whatever the outcome, res.Quota() holds one Bucket per charge, in the
 // charges' order: its reset-after and headroom after the decision (whole
 // µs), and for RateLimited whether it denied the Hit (G10). Turn them into
-// units with Limit.Remaining, into headers with WriteHeaders.
+// units with Limit.Remaining, into response fields with headers.Write
+// (package headers).
 //
 // Every charge and the claim share one tenant; a Hit takes at most
 // MaxCharges charges. A Hit with no charges and no claim returns OK without
