@@ -6,11 +6,16 @@
 # another package's servers.
 GO ?= go
 PKGS ?= ./...
+# Modules of their own, which the root's ./... does not enter: fleetotel
+# (OpenTelemetry, kept out of the library's dependencies) is tested, vetted
+# and benchmarked with it. bench/ is run by make compare.
+MODULES ?= fleetotel
 
 .PHONY: test servers fmt vet bench check compare
 
 test: servers fmt vet
 	$(GO) test -race -shuffle=on -count=1 -p 1 -timeout 30m $(PKGS)
+	@for m in $(MODULES); do echo "cd $$m && $(GO) test ./..."; (cd $$m && $(GO) test -race -shuffle=on -count=1 -p 1 -timeout 10m ./...) || exit 1; done
 
 # Install the servers the driver tests start (they pick free loopback ports
 # in temp dirs; nothing is left running): redis-server, redis-sentinel and
@@ -61,10 +66,13 @@ fmt:
 
 vet:
 	$(GO) vet $(PKGS)
+	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
-# Go benchmarks of the memory driver's Hit (ns/op, allocs/op).
+# Go benchmarks of the memory driver's Hit (ns/op, allocs/op), with and
+# without an observer (fleetotel's BenchmarkHit: OpenTelemetry's cost).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+	@for m in $(MODULES); do (cd $$m && $(GO) test -run '^$$' -bench . -benchmem ./...) || exit 1; done
 
 # The contract checked against FLEETSTORE_URL (default memory://).
 check:

@@ -33,8 +33,8 @@ const (
 )
 
 func BenchmarkHit(b *testing.B) {
-	fresh := func(b *testing.B) *fleetstore.Store {
-		store, err := fleetstore.Open("memory://")
+	fresh := func(b *testing.B, opts ...fleetstore.Option) *fleetstore.Store {
+		store, err := fleetstore.Open("memory://", opts...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -43,9 +43,18 @@ func BenchmarkHit(b *testing.B) {
 	}
 	b.Run("single", func(b *testing.B) { benchHitSingle(b, fresh(b)) })
 	b.Run("parallel", func(b *testing.B) { benchHitParallel(b, fresh(b)) })
+	b.Run("single/observer=nop", func(b *testing.B) { benchHitSingle(b, fresh(b, fleetstore.WithObserver(nopObserver{}))) })
+	b.Run("parallel/observer=nop", func(b *testing.B) { benchHitParallel(b, fresh(b, fleetstore.WithObserver(nopObserver{}))) })
 	b.Run("single/live=1M", func(b *testing.B) { benchHitSingle(b, liveStore(b)) })
 	b.Run("parallel/live=1M", func(b *testing.B) { benchHitParallel(b, liveStore(b)) })
 }
+
+// nopObserver is the cheapest Observer: the observer=nop variants show
+// the cost of building and handing over an Event (fleetotel's BenchmarkHit
+// shows OpenTelemetry's on top).
+type nopObserver struct{}
+
+func (nopObserver) Observe(context.Context, fleetstore.Event) {}
 
 func benchHitSingle(b *testing.B, store *fleetstore.Store) {
 	keys := benchKeys(b.N)

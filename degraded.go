@@ -227,31 +227,31 @@ func (fb *fallback) countClaims() {
 // settle is Store.settle with the fallback, after validation and enter:
 // a Commit that cannot reach the shared store is queued and committed
 // locally; a Release is made locally.
-func (fb *fallback) settle(ctx context.Context, op string, claims []Claim, call func(context.Context, []Claim) ([]error, error)) error {
+func (fb *fallback) settle(ctx context.Context, op string, claims []Claim, call func(context.Context, []Claim) ([]error, error)) (local bool, err error) {
 	s := fb.s
 	if fb.degraded.Load() {
 		if err := ctx.Err(); err != nil {
-			return &opError{op: op, err: doneErr(err)}
+			return false, &opError{op: op, err: doneErr(err)}
 		}
-		return joinSorted(fb.localSettle(op, claims, nil, errDegraded(op)))
+		return true, joinSorted(fb.localSettle(op, claims, nil, errDegraded(op)))
 	}
 	ctx, cancel, err := s.budget(ctx)
 	if err != nil {
-		return &opError{op: op, err: err}
+		return false, &opError{op: op, err: err}
 	}
 	defer cancel()
 	errs, err := call(ctx, claims)
 	if err != nil {
 		degrade, e := s.failure(ctx, op, err)
 		if !degrade {
-			return e
+			return false, e
 		}
-		return joinSorted(fb.localSettle(op, claims, nil, e))
+		return true, joinSorted(fb.localSettle(op, claims, nil, e))
 	}
 	if len(errs) != len(claims) {
 		e := &opError{op: op, kind: ErrUnavailable, err: errResultCount(len(errs), len(claims))}
 		fb.trip(e)
-		return joinSorted(fb.localSettle(op, claims, nil, e))
+		return true, joinSorted(fb.localSettle(op, claims, nil, e))
 	}
 	var out []int // claims that failed for an outage, each on its own
 	var cause error
@@ -275,7 +275,7 @@ func (fb *fallback) settle(ctx context.Context, op string, claims []Claim, call 
 		}
 		fb.mem.Forget(localName, localPrefix, done...)
 	}
-	return joinSorted(failed)
+	return len(out) > 0, joinSorted(failed)
 }
 
 // localSettle settles claims[idx] (every claim for a nil idx) in the local

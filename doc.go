@@ -128,4 +128,17 @@
 // "reachable again" lines are replaced by these. Fallback.OnStateChange is
 // told both, in order, from the probe goroutine. Store.Stats returns the
 // counters.
+//
+// # Metrics and traces
+//
+// WithObserver hands every call's Event to an Observer (CONTRACT §1.5):
+// its op, duration, outcome, the kinds that denied it, its error's class
+// (ClassOf), its claims and whether the degraded mode decided it locally;
+// never a tenant, key or hook id. A StoreObserver is also given the
+// Store's Stats at Open. Package fleetotel, a module of its own
+// (github.com/fleetstore/fleetstore/fleetotel), implements it with
+// OpenTelemetry metrics and spans:
+//
+//	obs, err := fleetotel.New() // the global meter and tracer providers
+//	store, err := fleetstore.Open(url, fleetstore.WithObserver(obs))
 package fleetstore

@@ -150,25 +150,28 @@ func (l Limit) Charge(tenant string, cost int64) Charge {
 
 // Remaining turns b, the state of a bucket of this limit after a Hit
 // (Result.Quota, G10), into the units left: hooks, or bytes for a byte
-// limit, rounded down, so that it never over-states what is left: a
-// charge of Remaining(b) units conforms now, one more unit does not.
+// limit, rounded down and at most the burst, so that it never over-states
+// what is left: a charge of Remaining(b) units conforms now, one more unit
+// does not. (A byte limit's capacity is rounded up to the µs, so a full
+// bucket's headroom holds a little more than the burst; a charge over the
+// burst never conforms, G6, so the burst is what is left.)
 func (l Limit) Remaining(b Bucket) int64 {
 	h := uint64(max(b.Headroom, 0) / time.Microsecond)
 	if !l.bytes {
 		if l.unit <= 0 {
 			return 0
 		}
-		return int64(h / uint64(l.unit/time.Microsecond))
+		return min(int64(h/uint64(l.unit/time.Microsecond)), l.burst)
 	}
 	// floor(h × bytes/s / 1e6): c × 1e6 / rate ≤ h for c ≤ that, and the
 	// increment, its ceiling, still fits h (whole µs).
 	hi, lo := bits.Mul64(h, uint64(l.n))
 	const usPerSecond = uint64(time.Second / time.Microsecond)
 	if hi >= usPerSecond {
-		return math.MaxInt64
+		return l.burst
 	}
 	q, _ := bits.Div64(hi, lo, usPerSecond)
-	return int64(min(q, math.MaxInt64))
+	return int64(min(q, uint64(l.burst)))
 }
 
 // String describes the limit: "hooks: 100 per 1s, burst 200", "bytes:

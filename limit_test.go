@@ -80,6 +80,9 @@ func TestLimitRemaining(t *testing.T) {
 		}
 		capUS := l.Capacity().Microseconds()
 		h := rng.Int64N(capUS + 1)
+		if i%4 < 2 {
+			h = capUS // a full bucket: where a capacity rounded up to the µs holds more than the burst
+		}
 		b := fleetstore.Bucket{Kind: l.Kind(), Headroom: time.Duration(h) * us, ResetAfter: time.Duration(capUS-h) * us}
 		r := l.Remaining(b)
 		tat := now + capUS - h // the bucket that has h left
@@ -102,6 +105,7 @@ func TestLimitRemainingGolden(t *testing.T) {
 	t.Parallel()
 	five := fleetstore.MustLimit(fleetstore.PerSecond(fleetstore.Hooks, 1, 5))
 	body := fleetstore.MustLimit(fleetstore.NewByteLimit(fleetstore.Bytes, 1<<20, 8<<20))
+	body3 := fleetstore.MustLimit(fleetstore.NewByteLimit(fleetstore.Bytes, 3<<20, 8<<20))
 	for _, tt := range []struct {
 		l        fleetstore.Limit
 		headroom time.Duration
@@ -119,6 +123,11 @@ func TestLimitRemainingGolden(t *testing.T) {
 		{body, 976 * us, 1023},  // 1023.41
 		{body, us, 1},           // 1.05
 		{body, -time.Second, 0}, // never negative
+		// 3 MiB/s, burst 8 MiB: the capacity rounds up to 2 666 667µs,
+		// which holds 8 388 609.05 bytes; a full bucket has the burst.
+		{body3, body3.Capacity(), 8 << 20},
+		{body3, 2 * body3.Capacity(), 8 << 20}, // no more than the burst, whatever the headroom
+		{five, 6 * time.Second, 5},
 	} {
 		if got := tt.l.Remaining(fleetstore.Bucket{Headroom: tt.headroom}); got != tt.want {
 			t.Errorf("%s: Remaining(headroom %v) = %d, want %d", tt.l, tt.headroom, got, tt.want)

@@ -49,6 +49,9 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 	if o.timeoutSet && o.timeout <= 0 {
 		return nil, openErr(driver.Invalid("timeout", fmt.Sprintf("WithTimeout must be positive, got %v", o.timeout)))
 	}
+	if err := checkUserinfo(rawURL); err != nil {
+		return nil, openErr(err)
+	}
 	u, err := parseURL(rawURL)
 	if err != nil {
 		// url.Error quotes the whole URL, password included: say only why.
@@ -120,6 +123,16 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 			return nil, openErr(err)
 		}
 	}
+	if o.observer != nil {
+		s.obs = o.observer
+		if so, ok := o.observer.(StoreObserver); ok {
+			if err := so.Attach(StoreInfo{Scheme: u.Scheme, Fallback: s.fb != nil, Stats: s.Stats}); err != nil {
+				_ = s.Close()
+				return nil, openErr(driver.Invalid("observer", err.Error()))
+			}
+			s.sobs = so
+		}
+	}
 	o.logger.Debug("store opened", zap.String("scheme", u.Scheme), zap.String("url", u.Redacted()),
 		zap.Duration("timeout", cfg.Timeout), zap.String("key_prefix", cfg.KeyPrefix), zap.Bool("fallback", fbCfg != nil))
 	return s, nil
@@ -144,7 +157,7 @@ func urlReason(err error) string {
 	msg := ue.Err.Error()
 	for _, r := range []struct{ has, say string }{
 		{"invalid port", "malformed: invalid port after host"},
-		{"invalid URL escape", "malformed: invalid %-escape"},
+		{"invalid URL escape", "malformed: invalid %-escape (a '%' in a password is %25)"},
 		{"missing protocol scheme", "malformed: missing scheme"},
 		{"first path segment in URL cannot contain colon", "malformed: missing scheme (or a space before it)"},
 		{"invalid character", "malformed: invalid character in host"},
@@ -156,6 +169,24 @@ func urlReason(err error) string {
 		}
 	}
 	return "malformed"
+}
+
+// checkUserinfo refuses a URL with an '@' after its host: a user or
+// password holding an unescaped '/', '?' or '#'. url.Parse ends the host
+// at the first of those, so the rest of the password would become the
+// path, query or fragment, and every later error that names a path, a
+// parameter or a value would quote a piece of it. The message quotes
+// nothing of the URL.
+func checkUserinfo(raw string) error {
+	_, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return nil
+	}
+	if end := strings.IndexAny(rest, "/?#"); end >= 0 && strings.Contains(rest[end:], "@") {
+		return driver.Invalid("url", "'@' after the host: percent-encode a '/', '?', '#' or '%' in the user or password "+
+			"(%2F, %3F, %23, %25); a parameter takes no user or password")
+	}
+	return nil
 }
 
 // baseScheme maps "rediss" and "redis+cluster" to the driver package name.

@@ -3,6 +3,7 @@ package fleetstore_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -143,6 +144,39 @@ func TestOpenErrorRedacts(t *testing.T) {
 		if strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("Open(%q): error %q contains the password", give, err)
 		}
+	}
+}
+
+// TestOpenUnescapedPassword: a password holding an unescaped '/', '?' or
+// '#' is cut by url.Parse, and its tail becomes the path, query or
+// fragment, which a driver's errors quote. Open refuses an '@' after the
+// host instead, naming the URL and quoting none of it; the same password
+// percent-encoded opens.
+func TestOpenUnescapedPassword(t *testing.T) {
+	t.Parallel()
+	scheme, _ := registerFake(&fakeConn{})
+	for _, pw := range []string{"sec@ret/tail", "sec@ret?tail=1", "sec@ret?x", "sec@ret#tail", "sec/ret", "sec?ret", "sec#ret"} {
+		give := scheme + "://u:" + pw + "@host:1"
+		st, err := fleetstore.Open(give)
+		if err == nil {
+			st.Close()
+			t.Errorf("Open(%q) opened, want ErrInvalid", give)
+			continue
+		}
+		if !errors.Is(err, fleetstore.ErrInvalid) {
+			t.Errorf("Open(%q): %v, want ErrInvalid", give, err)
+		}
+		for _, piece := range []string{"sec", "ret", "tail"} {
+			if strings.Contains(err.Error(), piece) {
+				t.Errorf("Open(%q): error %q holds %q, a piece of the password", give, err, piece)
+			}
+		}
+		st, err = fleetstore.Open(scheme + "://" + url.UserPassword("u", pw).String() + "@host:1")
+		if err != nil {
+			t.Errorf("Open with %q percent-encoded: %v", pw, err)
+			continue
+		}
+		st.Close()
 	}
 }
 

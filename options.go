@@ -17,6 +17,7 @@ type options struct {
 	timeoutSet bool
 	fallback   *Fallback    // WithFallback
 	localClock memory.Clock // the fallback's local store's clock (tests); nil: monotonic
+	observer   Observer     // WithObserver
 }
 
 // DefaultTimeout is the per-call budget when neither WithTimeout nor the

@@ -184,9 +184,13 @@ func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []que
 	}
 	cctx, cancel := context.WithTimeout(ctx, fb.s.timeout)
 	defer cancel()
+	start := time.Now()
 	errs, err := fb.s.conn.Commit(cctx, claims)
 	if err == nil && len(errs) != len(claims) {
 		err = driver.Reply(errResultCount(len(errs), len(claims)))
+	}
+	if fb.s.obs != nil {
+		fb.observeReplay(cctx, start, len(claims), errs, err)
 	}
 	if err != nil {
 		for _, i := range sent {
@@ -286,4 +290,27 @@ func cut(s string) string {
 		return s[:64]
 	}
 	return s
+}
+
+// observeReplay reports a replayed batch of n commits to the observer:
+// failed as errs and err say, classed as the Store would return them.
+func (fb *fallback) observeReplay(ctx context.Context, start time.Time, n int, errs []error, err error) {
+	e := Event{Op: OpReplay, Start: start, Duration: time.Since(start), Claims: n}
+	first := err
+	if err != nil {
+		e.Failed = n
+	} else {
+		for _, err := range errs {
+			if err != nil {
+				if e.Failed++; first == nil {
+					first = err
+				}
+			}
+		}
+	}
+	if first != nil {
+		_, kind := classify(ctx, first)
+		e.Err = ClassOf(opErr("replay", kind, first))
+	}
+	fb.s.obs.Observe(ctx, e)
 }

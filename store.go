@@ -41,6 +41,11 @@ type Store struct {
 	// fb is the degraded mode (WithFallback, CONTRACT §8); nil without.
 	fb *fallback
 
+	// obs is told of every call (WithObserver); nil without. sobs is obs
+	// as a StoreObserver, detached at Close; nil when it is not one.
+	obs  Observer
+	sobs StoreObserver
+
 	// Every call counts itself in calls while it runs; Close sets closed,
 	// then waits for calls to drain. No lock is shared by calls, and a call
 	// that meets a closing Store returns ErrClosed at once instead of
@@ -75,7 +80,8 @@ func (s *Store) Driver() driver.Driver { return s.drv }
 // Whatever the outcome, res.Quota() holds one Bucket per charge, in the
 // charges' order: its reset-after and headroom after the decision (whole
 // µs), and for RateLimited whether it denied the Hit (G10). Turn them into
-// units with Limit.Remaining, into headers with WriteHeaders.
+// units with Limit.Remaining, into response fields with headers.Write
+// (package headers).
 //
 // Every charge and the claim share one tenant; a Hit takes at most
 // MaxCharges charges. A Hit with no charges and no claim returns OK without
@@ -91,7 +97,18 @@ func (s *Store) Driver() driver.Driver { return s.drv }
 //
 // Errors: ErrInvalid (naming the field), ErrOverCapacity, ErrTimeout,
 // ErrUnavailable, ErrClosed.
-func (s *Store) Hit(ctx context.Context, charges []Charge, claim *Claim) (res Result, err error) {
+func (s *Store) Hit(ctx context.Context, charges []Charge, claim *Claim) (Result, error) {
+	if s.obs == nil {
+		return s.hit(ctx, charges, claim)
+	}
+	start := time.Now()
+	res, err := s.hit(ctx, charges, claim)
+	s.observeHit(ctx, start, len(charges), claim != nil, &res, err)
+	return res, err
+}
+
+// hit is Hit without the observer.
+func (s *Store) hit(ctx context.Context, charges []Charge, claim *Claim) (res Result, err error) {
 	tenant, fractional, err := checkCharges(charges)
 	if err == nil && claim != nil {
 		err = checkClaim(-1, claim, true, true)
@@ -152,7 +169,7 @@ func (s *Store) Hit(ctx context.Context, charges []Charge, claim *Claim) (res Re
 // Errors: ErrInvalid (nothing is sent), ErrClaimLost, ErrTimeout,
 // ErrUnavailable, ErrClosed.
 func (s *Store) Commit(ctx context.Context, claims ...Claim) error {
-	return s.settle(ctx, "commit", claims, s.conn.Commit)
+	return s.observedSettle(ctx, OpCommit, claims, s.conn.Commit)
 }
 
 // Release gives up pending claims after the hook failed to become durable
@@ -170,38 +187,52 @@ func (s *Store) Commit(ctx context.Context, claims ...Claim) error {
 // in the local store only, with the local store's result: a pending claim
 // in the shared store then expires by its PendingTTL.
 func (s *Store) Release(ctx context.Context, claims ...Claim) error {
-	return s.settle(ctx, "release", claims, s.conn.Release)
+	return s.observedSettle(ctx, OpRelease, claims, s.conn.Release)
 }
 
-func (s *Store) settle(ctx context.Context, op string, claims []Claim, call func(context.Context, []Claim) ([]error, error)) error {
+// observedSettle is settle, reported to the observer.
+func (s *Store) observedSettle(ctx context.Context, op Op, claims []Claim, call func(context.Context, []Claim) ([]error, error)) error {
+	if s.obs == nil {
+		_, err := s.settle(ctx, op.String(), claims, call)
+		return err
+	}
+	start := time.Now()
+	local, err := s.settle(ctx, op.String(), claims, call)
+	s.observeSettle(ctx, op, start, len(claims), local, err)
+	return err
+}
+
+// settle is Commit or Release; local reports claims the fallback settled
+// in the local store.
+func (s *Store) settle(ctx context.Context, op string, claims []Claim, call func(context.Context, []Claim) ([]error, error)) (local bool, err error) {
 	for i := range claims {
 		if err := checkSettle(op, i, &claims[i]); err != nil {
-			return &opError{op: op, err: err}
+			return false, &opError{op: op, err: err}
 		}
 	}
 	if !s.enter() {
-		return &opError{op: op, err: ErrClosed}
+		return false, &opError{op: op, err: ErrClosed}
 	}
 	defer s.leave()
 	if len(claims) == 0 {
-		return nil
+		return false, nil
 	}
 	if s.fb != nil {
 		return s.fb.settle(ctx, op, claims, call)
 	}
 	ctx, cancel, err := s.budget(ctx)
 	if err != nil {
-		return &opError{op: op, err: err}
+		return false, &opError{op: op, err: err}
 	}
 	defer cancel()
 	errs, err := call(ctx, claims)
 	if err != nil {
-		return s.failed(ctx, op, err)
+		return false, s.failed(ctx, op, err)
 	}
 	if len(errs) != len(claims) {
-		return &opError{op: op, kind: ErrUnavailable, err: errResultCount(len(errs), len(claims))}
+		return false, &opError{op: op, kind: ErrUnavailable, err: errResultCount(len(errs), len(claims))}
 	}
-	return errors.Join(s.settled(ctx, op, claims, errs, nil)...)
+	return false, errors.Join(s.settled(ctx, op, claims, errs, nil)...)
 }
 
 // settled turns a batch settle's results into one *ClaimError per failed
@@ -243,6 +274,16 @@ func (s *Store) settled(ctx context.Context, op string, claims []Claim, errs []e
 // forgotten too; while the breaker is open the shared store is not tried
 // and Reset returns ErrUnavailable at once.
 func (s *Store) Reset(ctx context.Context, tenant string) error {
+	if s.obs == nil {
+		return s.reset(ctx, tenant)
+	}
+	start := time.Now()
+	err := s.reset(ctx, tenant)
+	s.observe(ctx, OpReset, start, err)
+	return err
+}
+
+func (s *Store) reset(ctx context.Context, tenant string) error {
 	if err := checkPart("tenant", tenant, maxPartLen); err != nil {
 		return &opError{op: "reset", err: err}
 	}
@@ -258,7 +299,13 @@ func (s *Store) Reset(ctx context.Context, tenant string) error {
 //
 // Errors: ErrTimeout, ErrUnavailable, ErrClosed.
 func (s *Store) Ping(ctx context.Context) error {
-	return s.call(ctx, "ping", s.conn.Ping)
+	if s.obs == nil {
+		return s.call(ctx, "ping", s.conn.Ping)
+	}
+	start := time.Now()
+	err := s.call(ctx, "ping", s.conn.Ping)
+	s.observe(ctx, OpPing, start, err)
+	return err
 }
 
 // call runs f, one driver call: counted in against Close (T6), within the
@@ -367,6 +414,9 @@ func (s *Store) Close() error {
 		s.fb.close()
 	}
 	err := s.conn.Close()
+	if s.sobs != nil {
+		s.sobs.Detach()
+	}
 	s.log.Debug("store closed", zap.String("scheme", s.scheme))
 	if err != nil {
 		return &opError{op: "close", err: err}

@@ -12,10 +12,20 @@ func init() {
 	register("G10", "every Hit reports each charged bucket's reset-after and headroom, in order; RateLimited names the kinds that denied it", testG10)
 }
 
-// stallLimit is how late a row of G10's timed table may be called on the
-// wall clock before the attempt is abandoned for a fresh one: a remaining
-// count is exact only while the calls keep to the table's times.
-const stallLimit = 300 * time.Millisecond
+// throttledScales are the increments of the attempts at G10's timed
+// table, one after another: the table is throttled's in units of its
+// increment (GCRA is the same at any scale: every remaining count, and
+// every time over the increment, is the table's), run first at 250ms an
+// increment (2.4s of the store's time instead of 9.5s) and, when a
+// stalled machine spoils that attempt, at throttled's own 1s. A row may
+// be called at most 0.3 increment late (75ms, then 300ms) before its
+// attempt is abandoned: a remaining count is exact only while the calls
+// keep to the table's times (row 8's headroom is 0.9 increment short of
+// one more, row 11 needs row 10 no more than 0.5 later than itself).
+var throttledScales = []time.Duration{250 * time.Millisecond, time.Second, time.Second}
+
+// stallLimit is how late a row may be called at increment inc.
+func stallLimit(inc time.Duration) time.Duration { return inc * 3 / 10 }
 
 func testG10(t *clauseT) {
 	t.throttledTable()
@@ -36,7 +46,9 @@ type quotaRow struct {
 
 // throttledRows is the golden table of throttled's GCRA
 // (github.com/throttled/throttled/v2, rate_test.go, TestRateLimit): limit
-// 5 = burst 4 + 1 at 1 per second, increment 1s and capacity 5s here.
+// 5 = burst 4 + 1 at 1 per second, increment 1s and capacity 5s, as
+// throttled publishes it; throttledAttempt scales its times to the
+// attempt's increment.
 // Row 0 (a request over the burst) is G6's ErrOverCapacity and row 12 (a
 // zero-cost peek) has no counterpart (increments are ≥ 1µs); the others
 // are kept with their numbers. package gcra's TestQuotaThrottledTable
@@ -57,30 +69,30 @@ var throttledRows = []quotaRow{
 	{14, 9500 * time.Millisecond, 5, 2, 3 * time.Second, 3 * time.Second},
 }
 
-// throttledTable runs throttledRows on one bucket. Remaining (the headroom
-// in whole increments, rounded down) must be the table's exactly; on the
+// throttledTable runs throttledRows on one bucket, at each of
+// throttledScales until an attempt completes. Remaining (the headroom in
+// whole increments, rounded down) must be the table's exactly; on the
 // wall clock the reset-after may be short of the table's, and the
 // headroom over it, by how late the rows were called. A row called more
-// than stallLimit late abandons the attempt for a fresh bucket, three
-// times at most.
+// than stallLimit late abandons the attempt for a fresh bucket.
 func (t *clauseT) throttledTable() {
 	st := t.open()
-	const inc, capacity = time.Second, 5 * time.Second
-	for attempt := 1; ; attempt++ {
-		late, ok := t.throttledAttempt(st, inc, capacity)
-		if ok {
-			return
-		}
-		if attempt == 3 {
-			t.Logf("throttled's table: every attempt was called up to %v late (a stalled machine): checked rows 1–6 only", late)
+	var late time.Duration
+	for _, inc := range throttledScales {
+		var ok bool
+		if late, ok = t.throttledAttempt(st, inc); ok {
 			return
 		}
 	}
+	t.Logf("throttled's table: every attempt was called up to %v late (a stalled machine): checked rows 1–6 only", late)
 }
 
-// throttledAttempt runs the table once; ok is false when it was abandoned,
-// late how late its latest row was.
-func (t *clauseT) throttledAttempt(st *fleetstore.Store, inc, capacity time.Duration) (late time.Duration, ok bool) {
+// throttledAttempt runs the table once at increment inc (capacity 5 ×
+// inc); ok is false when it was abandoned, late how late its latest row
+// was.
+func (t *clauseT) throttledAttempt(st *fleetstore.Store, inc time.Duration) (late time.Duration, ok bool) {
+	scale := func(d time.Duration) time.Duration { return d * inc / time.Second }
+	capacity := 5 * inc
 	tenant := t.tenant()
 	// The store's now of row 1 is between before and start: a row slept
 	// to start + at is never early, and is at most since(before) − at
@@ -88,8 +100,9 @@ func (t *clauseT) throttledAttempt(st *fleetstore.Store, inc, capacity time.Dura
 	before := t.now()
 	var start time.Time
 	for _, r := range throttledRows {
+		at, reset, retry := scale(r.at), scale(r.reset), scale(r.retry)
 		if r.row > 1 {
-			if wait := r.at - t.since(start); wait > 0 {
+			if wait := at - t.since(start); wait > 0 {
 				t.sleep(wait)
 			}
 		}
@@ -98,16 +111,16 @@ func (t *clauseT) throttledAttempt(st *fleetstore.Store, inc, capacity time.Dura
 		if r.row == 1 {
 			start = t.now()
 		}
-		late = max(late, t.since(before)-r.at)
-		if late > stallLimit {
+		late = max(late, t.since(before)-at)
+		if late > stallLimit(inc) {
 			return late, false
 		}
-		what := fmt.Sprintf("throttled's row %d (cost %d at +%v)", r.row, r.cost, r.at)
-		if r.retry == 0 {
+		what := fmt.Sprintf("throttled's row %d (cost %d at +%v, increment %v)", r.row, r.cost, at, inc)
+		if retry == 0 {
 			t.want(what, res, fleetstore.OK)
 		} else {
 			t.want(what, res, fleetstore.RateLimited)
-			t.within(what+": retry-after", res.RetryAfter, gcra.RetryAfter((r.retry - late).Microseconds()), r.retry)
+			t.within(what+": retry-after", res.RetryAfter, gcra.RetryAfter((retry - late).Microseconds()), gcra.RetryAfter(retry.Microseconds()))
 		}
 		q := t.quota(what, res, c)
 		if len(q) == 0 {
@@ -117,10 +130,10 @@ func (t *clauseT) throttledAttempt(st *fleetstore.Store, inc, capacity time.Dura
 		if got := int64(b.Headroom / inc); got != r.remaining {
 			t.Errorf("%s: remaining %d (headroom %v of capacity %v), want %d", what, got, b.Headroom, capacity, r.remaining)
 		}
-		t.within(what+": reset-after", b.ResetAfter, r.reset-late, r.reset)
-		t.within(what+": headroom", b.Headroom, capacity-r.reset, capacity-r.reset+late)
-		if b.Denied != (r.retry != 0) {
-			t.Errorf("%s: denied %v, want %v", what, b.Denied, r.retry != 0)
+		t.within(what+": reset-after", b.ResetAfter, reset-late, reset)
+		t.within(what+": headroom", b.Headroom, capacity-reset, capacity-reset+late)
+		if b.Denied != (retry != 0) {
+			t.Errorf("%s: denied %v, want %v", what, b.Denied, retry != 0)
 		}
 		if t.hasFailed() {
 			return late, true // the later rows follow from this one: one row's report is enough

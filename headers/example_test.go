@@ -11,7 +11,8 @@ import (
 )
 
 // A tenant's burst, as its sender sees it: the RateLimit fields count
-// down, and the hook over the burst is told when to come back.
+// down, t says when one more hook will fit, and the hook over the burst is
+// told to come back then.
 func ExampleWrite() {
 	store, err := fleetstore.Open("memory://")
 	if err != nil {
@@ -31,6 +32,6 @@ func ExampleWrite() {
 	}
 	// Output:
 	// ok: RateLimit: "hooks";r=1;t=3600; Retry-After: ""
-	// ok: RateLimit: "hooks";r=0;t=7200; Retry-After: ""
-	// rate_limited: RateLimit: "hooks";r=0;t=7200; Retry-After: "3600"
+	// ok: RateLimit: "hooks";r=0;t=3600; Retry-After: ""
+	// rate_limited: RateLimit: "hooks";r=0;t=3600; Retry-After: "3600"
 }

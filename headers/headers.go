@@ -1,8 +1,8 @@
 // Package headers writes a Hit's answer into HTTP response fields for the
 // sender: Retry-After, the RateLimit-Policy and RateLimit fields of the
-// IETF's draft-ietf-httpapi-ratelimit-headers, one named policy per
-// charged kind, and, on request, the legacy X-RateLimit-Limit,
-// X-RateLimit-Remaining and X-RateLimit-Reset.
+// IETF's draft-ietf-httpapi-ratelimit-headers-10 (27 September 2025), one
+// named policy per charged kind, and, on request, the legacy
+// X-RateLimit-Limit, X-RateLimit-Remaining and X-RateLimit-Reset.
 //
 // For a Hit that charged 100 hooks/s burst 200 and 1 MiB/s burst 8 MiB,
 // after three hooks of 1 KiB:
@@ -10,15 +10,31 @@
 //	RateLimit-Policy: "hooks";q=200;w=2, "bytes";q=8388608;qu="content-bytes";w=8
 //	RateLimit: "hooks";r=197;t=1, "bytes";r=8385534;t=1
 //
-// A policy's q is the limit's burst in its units (hooks, or content bytes:
+// Both fields are Structured Field Lists (RFC 9651) of Items: the Item is
+// the policy's name, a String (the draft's §3: "The Item value MUST be a
+// String"; the limit's kind, [a-z][a-z0-9_]*, so it needs no escape), and
+// its Parameters are Integers. A policy's q is the limit's burst in its
+// units (hooks, "requests", the draft's default unit; or content bytes,
 // qu="content-bytes") and w the seconds an empty bucket takes to fill
 // again (its capacity, rounded up, at least 1): a sender that keeps to q
 // units every w seconds is never refused. r is what the bucket has left
-// after the Hit, rounded down (Limit.Remaining: it never over-states), t
-// the seconds until it is full again (its reset-after, rounded up), both
-// from the Result's bucket states (CONTRACT G10). A Result decided in the
-// degraded mode (Result.Local) reports this node's bucket at its share of
-// the limit, so r and t are this node's, while q and w stay the fleet's.
+// after the Hit, rounded down (Limit.Remaining: it never over-states), and
+// t, as the draft's §4.1.2 has it since its -10, "the number of seconds
+// until additional quota ... is made available": the wait until r grows by
+// one unit, rounded up — which, for a bucket the Hit left at r=0, is the
+// Retry-After of one more unit, so that Retry-After is never earlier than
+// t (§6, "Retry-After ... SHOULD NOT reference a point in time earlier
+// than the reset parameter") — and 0 for a full bucket, with nothing more
+// to come. Integers are capped at the 15 digits an sf-integer holds. No
+// partition key (pk, an optional Byte Sequence) is sent: the partition is
+// the tenant, whom the sender already knows as its own endpoint. The
+// legacy X-RateLimit-Reset is, as throttled and redis_rate report it, the
+// seconds until the bucket is full again (its reset-after, CONTRACT G10).
+//
+// A Result decided in the degraded mode (Result.Local) reports this node's
+// bucket at its share of the limit, so r and t are this node's (t then
+// counted in the fleet's units: it may under-state this node's wait),
+// while q and w stay the fleet's.
 package headers
 
 import (
@@ -50,10 +66,16 @@ type Options struct {
 //     state would be another bucket's);
 //   - with opts.Legacy, X-RateLimit-*.
 //
-// It replaces those fields of h and writes nothing else. A Result without
-// bucket states (a Hit without charges, or one that failed) gets none of
-// the RateLimit fields.
+// It replaces those fields of h: it first deletes every one of them
+// (Retry-After, RateLimit-Policy, RateLimit, X-RateLimit-Limit,
+// -Remaining, -Reset), so that what an earlier Write left does not
+// outlive a Result that does not call for it, and writes nothing else. A
+// Result without bucket states (a Hit without charges, or one that
+// failed) gets none of the RateLimit fields.
 func Write(h http.Header, res *fleetstore.Result, limits []fleetstore.Limit, opts Options) {
+	for _, k := range fields {
+		h.Del(k)
+	}
 	if res.Outcome == fleetstore.Pending || res.Outcome == fleetstore.RateLimited {
 		h.Set("Retry-After", strconv.FormatInt(RetryAfterSeconds(res.RetryAfter), 10))
 	}
@@ -73,17 +95,17 @@ func Write(h http.Header, res *fleetstore.Result, limits []fleetstore.Limit, opt
 		name := strconv.Quote(string(l.Kind())) // a Kind is [a-z][a-z0-9_]*: a valid sf-string
 		policy.WriteString(name)
 		policy.WriteString(";q=")
-		policy.WriteString(strconv.FormatInt(l.Burst(), 10))
+		policy.WriteString(sfInteger(l.Burst()))
 		if l.Bytes() {
 			policy.WriteString(`;qu="content-bytes"`)
 		}
 		policy.WriteString(";w=")
-		policy.WriteString(strconv.FormatInt(ceilSeconds(l.Capacity()), 10))
+		policy.WriteString(sfInteger(ceilSeconds(l.Capacity())))
 		state.WriteString(name)
 		state.WriteString(";r=")
-		state.WriteString(strconv.FormatInt(r, 10))
+		state.WriteString(sfInteger(r))
 		state.WriteString(";t=")
-		state.WriteString(strconv.FormatInt(ceilSeconds(b.ResetAfter), 10))
+		state.WriteString(sfInteger(ceilSeconds(nextUnit(l, b, r))))
 
 		share := float64(r) / float64(l.Burst())
 		if b.Denied && !pickDenied || b.Denied == pickDenied && share < pickShare {
@@ -103,14 +125,42 @@ func Write(h http.Header, res *fleetstore.Result, limits []fleetstore.Limit, opt
 	}
 }
 
+// fields are the fields Write writes, all deleted first.
+var fields = [...]string{"Retry-After", "RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"}
+
+// nextUnit is how long until a bucket b of l, with r units left, holds
+// one more: until its headroom fits the increment of r+1 units (a charge
+// conforms exactly when its increment fits the headroom, G10), at most
+// until it is full (its reset-after); 0 for a full bucket.
+func nextUnit(l fleetstore.Limit, b fleetstore.Bucket, r int64) time.Duration {
+	if r >= l.Burst() || b.ResetAfter <= 0 {
+		return 0
+	}
+	return min(max(l.Charge("", r+1).Increment-b.Headroom, 0), b.ResetAfter)
+}
+
+// maxSFInteger is the largest Integer of a Structured Field (RFC 9651
+// §3.3.1: at most 15 decimal digits).
+const maxSFInteger = 999_999_999_999_999
+
+// sfInteger is n as a non-negative sf-integer, capped at maxSFInteger (a
+// byte limit's burst or remaining can be larger).
+func sfInteger(n int64) string { return strconv.FormatInt(min(max(n, 0), maxSFInteger), 10) }
+
 // RetryAfterSeconds is d as Retry-After's delay-seconds: whole seconds,
-// rounded up, at least 1 (a sender told 0 would come straight back).
+// rounded up, at least 1 (a sender told 0 would come straight back); the
+// largest Duration is 9 223 372 037, not an overflow.
 func RetryAfterSeconds(d time.Duration) int64 { return max(ceilSeconds(d), 1) }
 
-// ceilSeconds is d in whole seconds, rounded up; 0 for d ≤ 0.
+// ceilSeconds is d in whole seconds, rounded up; 0 for d ≤ 0. It does not
+// overflow: the largest Duration is 9 223 372 037 seconds.
 func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	return int64((d + time.Second - 1) / time.Second)
+	s := int64(d / time.Second)
+	if d%time.Second != 0 {
+		s++
+	}
+	return s
 }

@@ -3,7 +3,10 @@
 // tenant and claims the event in one round trip, hands the hook to a
 // durable Sink, settles the claim, and answers as the provider expects.
 //
-//	store, _ := fleetstore.Open(os.Getenv("FLEETSTORE_URL"), fleetstore.WithFallback(fleetstore.Fallback{Nodes: 8}))
+//	store, err := fleetstore.Open(os.Getenv("FLEETSTORE_URL"), fleetstore.WithFallback(fleetstore.Fallback{Nodes: 8}))
+//	if err != nil {
+//		return err
+//	}
 //	h, err := webhook.New(webhook.Config{
 //		Store:    store,
 //		Provider: webhook.GitHub(),
@@ -12,26 +15,39 @@
 //		Sink:     queue, // a webhook.Sink: Store(ctx, hook) makes it durable
 //		Limits:   []fleetstore.Limit{hooksPerSecond, bodyBytes},
 //	})
+//	if err != nil {
+//		return err
+//	}
 //	mux.Handle("POST /hooks/github/{tenant}", h)
 //
 // # A delivery, in order
 //
 //  1. The body is read, at most Config.MaxBody bytes: 413 over it, 400
 //     when the read fails (never a truncated body).
-//  2. Config.Tenant names the tenant (404 when it cannot).
+//  2. Config.Tenant names the tenant (404 when it cannot, or when
+//     Config.Secrets says ErrUnknownTenant).
 //  3. The provider verifies the signature with the tenant's secrets
 //     (Config.Secrets), crypto/hmac with a constant-time comparison: 401
-//     when it fails, and nothing is charged or claimed — a forged POST
-//     with a real event id spends no quota and holds no claim.
+//     when it fails, and nothing is charged or claimed — a POST whose
+//     signature fails, whatever event id it names, spends no quota and
+//     holds no claim. A signature that verifies is another matter for
+//     GitHub and Shopify (see "Replay").
 //  4. The provider names the event (400 without one).
 //  5. One Store.Hit charges every Config.Limits (a byte limit the body's
 //     length, any other one unit) and claims (tenant, provider, event id)
-//     for a fresh hook id.
+//     for a fresh hook id. A denial (RateLimited, or ErrOverCapacity for
+//     GitHub) costs a second round trip, the claim alone (see "Statuses").
 //  6. OK: the Sink stores the hook, within Config.SinkTimeout, on a
 //     context detached from the request; then Commit (stored: 202) or
 //     Release (not stored: 503, so that the provider's retry is taken),
 //     within Config.SettleTimeout, detached too. A hook answered 202 is
-//     stored once and its claim committed.
+//     stored; its claim is committed unless the Commit fails, which is
+//     logged once: with a fallback an outage does not fail it (the commit
+//     is queued in the outbox, to be replayed) but a full outbox does;
+//     without one, an outage or ErrClosed leaves the claim pending until
+//     Config.PendingTTL, and a redelivery after that is stored again (the
+//     Sink sees the event twice: give it the hook's event id to dedupe
+//     on, or give the Store a fallback).
 //
 // Every answer after a Hit carries the RateLimit-Policy and RateLimit
 // fields of the tenant's buckets (package headers; Config.LegacyHeaders
@@ -44,25 +60,73 @@
 //	OK, the Sink failed       503, Retry-After; released     503, Retry-After; released
 //	Duplicate                 200 OK (already stored)        200 OK
 //	Pending                   409 Conflict, Retry-After      409 Conflict, Retry-After
-//	RateLimited               429, Retry-After               202 Accepted, stored with Hook.Deferred
-//	ErrOverCapacity           413 (a body over the byte burst never conforms)
-//	ErrInvalid                400 (an event id over 1024 bytes, a bad tenant)
+//	RateLimited, then the claim alone:
+//	  Duplicate               200 OK                         200 OK
+//	  Pending                 409 Conflict, Retry-After      409 Conflict, Retry-After
+//	  OK                      429, Retry-After; released     202 Accepted, stored with Hook.Deferred
+//	ErrOverCapacity           413 (a body over the byte      as RateLimited: the claim alone, 202
+//	                          burst never conforms)          with Hook.Deferred (or 200, 409)
+//	ErrInvalid                400 (an event id over 1024 bytes, a bad tenant);
+//	                          500 for a bad hook id or Node (the handler's, logged once)
 //	ErrTimeout/ErrUnavailable 503, Retry-After (Config.RetryAfter)
 //	ErrClosed, cancelled      503, Retry-After
 //
+// A Hit decides its charges before its claim (CONTRACT §4): a denied one
+// does not say whether the delivery is new. So on a denial the handler
+// makes one more Hit, the claim alone, charging nothing — a second round
+// trip, only then — so that a redelivery of a stored hook is 200 and one
+// of a hook being stored 409 whatever the tenant's limit, never 429.
+//
 // Stripe (up to 3 days), Standard Webhooks senders such as Svix (about a
 // day and a half) and Shopify (8 times in 4 hours) redeliver a delivery
-// not answered 2xx on their own: a delivery over the tenant's limit is
-// refused with 429 and comes back after Retry-After or on the provider's
-// own schedule. GitHub does not redeliver a failed delivery by itself, so
-// a 429 would lose it: for GitHub (Provider.Retries false) the handler
-// takes the claim alone, charging nothing, and stores the hook with
-// Hook.Deferred set, for the application to process when the tenant's
-// quota allows; the RateLimit fields still say remaining 0. Deferring
+// not answered 2xx on their own: a new delivery over the tenant's limit
+// has its claim released and is refused with 429, and comes back after
+// Retry-After or on the provider's own schedule; a body over the byte
+// burst is 413 (it can never conform). GitHub does not redeliver a failed
+// delivery by itself, so a 429 or a 413 would lose it: for GitHub
+// (Provider.Retries false) the handler keeps the claim alone, charging
+// nothing, and stores the hook with Hook.Deferred set, for the
+// application to process when the tenant's quota allows; the RateLimit
+// fields still say remaining 0 (none for a body over the byte burst, whose
+// Hit reported no bucket). A body over Config.MaxBody is 413 for every
+// provider: it is never read. Deferring
 // gives any provider that policy (Shopify removes a subscription that
 // fails for long). A Pending delivery is another delivery of the same
 // event being stored right now: answering 2xx would lose the event if
 // that one fails, so it is 409 with the claim's remaining time.
+//
+// # Replay
+//
+// GitHub and Shopify sign the body only: neither the event id
+// (X-GitHub-Delivery, X-Shopify-Event-Id) nor a timestamp. A delivery
+// captured on the way (its body and signature) verifies again, at any
+// time, under any event id the sender puts in the header: the handler
+// takes it as a new event — charged, stored again, and holding the claim
+// of that id, so that the real delivery of an id yet to come would be a
+// Duplicate. The handler cannot tell: the signature binds the body, and
+// the claim's key is the provider's event id, the one a redelivery
+// repeats, and the claim key is not changed to hide that. Serve the
+// endpoint over TLS only; a Sink that must not see one body twice can
+// dedupe on the body's hash (a replay's body is the captured one, byte
+// for byte). Stripe and Standard
+// Webhooks sign a timestamp (refused outside the tolerance), and Standard
+// Webhooks the id too; Stripe's event id is in the signed body.
+//
+// # Verification
+//
+// Every built-in provider is HMAC-SHA256 through crypto/hmac, compared
+// with hmac.Equal, and is tested against a signed delivery of the
+// provider's own: GitHub's docs' ("Validating webhook deliveries"), the
+// Standard Webhooks reference library's (libraries/go/webhook_test.go),
+// the official stripe-dotnet library's (EventUtilityTest.cs) and the
+// official shopify-api-php library's (tests/Webhooks/RegistryTest.php);
+// Stripe's and Shopify's docs give their example signatures without the
+// secret and body. No official library is used instead: stripe-go is the
+// whole Stripe API client (its ConstructEvent also refuses an event of
+// another API version, and its checks read time.Now), GitHub and Shopify
+// have no official Go verifier, and the Standard Webhooks one reads
+// time.Now (no tolerance but its fixed 5 minutes, no injected clock) and
+// not Svix's svix-* headers — and each scheme is one HMAC.
 //
 // # Store outage
 //
@@ -77,6 +141,16 @@
 //
 // Config.Logger (default none) gets one line when a condition starts and
 // one when it ends — the Sink failing, a settle failing, deliveries
-// failing verification, unusable secrets — never one per delivery. No
-// line and no error holds a secret, a signature or a body.
+// failing verification, unusable secrets, unclaimable deliveries (a bad
+// hook id or Node) — never one per delivery. Two of them an
+// unauthenticated sender can start: deliveries failing verification, and
+// unusable secrets (a tenant whose Secrets fails). Each ends only on a
+// delivery that verifies a minute or more after the last failure, so a
+// sender who keeps starting one between real deliveries gets one line, not
+// two per real delivery; an unknown tenant (ErrUnknownTenant) starts
+// none. No
+// line and no error of the handler holds a secret, a signature or a body;
+// the errors of the Sink, of Config.Secrets and of a Provider are logged
+// as they are (their text tells the operator what failed), so they must
+// hold none either. A panic of the Sink is logged by its type only.
 package webhook

@@ -48,8 +48,14 @@ type Config struct {
 	// Provider verifies deliveries and names their events.
 	Provider Provider
 	// Secrets returns tenant's signing secrets for Provider: one, or
-	// several while rotating (any one verifies). An error is answered
-	// 500 (it is the handler's configuration, not the sender's fault).
+	// several while rotating (any one verifies). It is called before the
+	// delivery is verified, for whatever tenant the sender names: return
+	// an error matching ErrUnknownTenant for a tenant it does not know
+	// (404, nothing logged). No secrets and no error (nil, nil) verify
+	// nothing: 401. An empty secret is ErrSecret (500): the empty key is
+	// anyone's. Any other error is answered 500 (the handler's
+	// configuration or its vault, not the sender's fault) and logged once,
+	// its text as it is: it must hold no secret (it may name the tenant).
 	Secrets func(tenant string) ([]string, error)
 	// Tenant names the tenant a delivery is for, from the request (its
 	// path, a header) and its body as received, before verification: the
@@ -82,11 +88,12 @@ type Config struct {
 	// RetryAfter is told, in whole seconds, to a sender answered 503 (0:
 	// DefaultRetryAfter).
 	RetryAfter time.Duration
-	// Node names this node in its claims (informational; "": the host
-	// name, cut to 256 bytes).
+	// Node names this node in its claims (informational; at most 256
+	// bytes; "": the host name, cut to 256 bytes).
 	Node string
 	// NewHookID returns a fresh hook id per delivery, 1–256 bytes (nil:
-	// 128 random bits in hex).
+	// 128 random bits in hex). A delivery given a bad one is answered 500
+	// (the handler's fault, not the sender's) and logged once.
 	NewHookID func() string
 	// Logger logs the handler's state changes, once each (nil: none).
 	Logger *zap.Logger
@@ -104,7 +111,8 @@ type Handler struct {
 	cfg Config
 	log *zap.Logger
 
-	verifying, secrets, sinking, settling state
+	verifying, secrets          senderState // a sender can start them
+	claiming, sinking, settling state
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -133,6 +141,8 @@ func New(cfg Config) (*Handler, error) {
 		return nil, invalid("limits", fmt.Sprintf("at most %d, got %d", fleetstore.MaxCharges, len(cfg.Limits)))
 	case cfg.MaxBody < 0:
 		return nil, invalid("max_body", "must not be negative")
+	case len(cfg.Node) > maxNode:
+		return nil, invalid("node", fmt.Sprintf("must be at most %d bytes, got %d", maxNode, len(cfg.Node)))
 	}
 	for i, l := range cfg.Limits {
 		if l == (fleetstore.Limit{}) {
@@ -172,7 +182,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.Node == "" {
 		cfg.Node, _ = os.Hostname()
-		cfg.Node = cfg.Node[:min(len(cfg.Node), 256)]
+		cfg.Node = cfg.Node[:min(len(cfg.Node), maxNode)]
 	}
 	if cfg.NewHookID == nil {
 		cfg.NewHookID = randomID
@@ -186,6 +196,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	return &Handler{cfg: cfg, log: log.With(zap.String("provider", cfg.Provider.Name()))}, nil
 }
+
+// maxNode is the longest Node a claim takes (fleetstore.Claim.Node).
+const maxNode = 256
 
 func randomID() string {
 	var b [16]byte
@@ -241,38 +254,62 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	res, err := h.cfg.Store.Hit(r.Context(), charges, &claim)
+	if err == nil && res.Outcome == fleetstore.RateLimited || errors.Is(err, fleetstore.ErrOverCapacity) && !h.cfg.Provider.Retries() {
+		h.refused(w, r, res, hook, claim)
+		return
+	}
 	if err != nil {
 		h.hitFailed(w, r, err)
 		return
 	}
+	h.answer(w, r, res, hook, claim)
+}
+
+// answer answers a Hit's decision res: Duplicate 200, Pending 409, OK the
+// Sink then 202 (or 503), each with the fields of package headers.
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, res fleetstore.Result, hook *Hook, claim fleetstore.Claim) {
+	h.claiming.clear(h.log, "webhook: deliveries are claimed again")
 	headers.Write(w.Header(), &res, h.cfg.Limits, headers.Options{Legacy: h.cfg.LegacyHeaders})
-	if res.Outcome == fleetstore.RateLimited && !h.cfg.Provider.Retries() {
-		// The provider will not come back: take the claim alone, charging
-		// nothing, and store the hook deferred (the package doc's
-		// "Statuses").
-		limited := res
-		res, err = h.cfg.Store.Hit(r.Context(), nil, &claim)
-		if err != nil {
-			h.hitFailed(w, r, err)
-			return
-		}
-		hook.Deferred = res.Outcome == fleetstore.OK
-		res.NBuckets, res.Buckets = limited.NBuckets, limited.Buckets // the RateLimit fields stay the charge's
-		w.Header().Del("Retry-After")
-		headers.Write(w.Header(), &res, h.cfg.Limits, headers.Options{Legacy: h.cfg.LegacyHeaders})
-	}
 	switch res.Outcome {
 	case fleetstore.Duplicate:
 		w.WriteHeader(http.StatusOK)
 		io.WriteString(w, "duplicate: already stored\n")
 	case fleetstore.Pending:
 		http.Error(w, "another delivery of this event is being stored: retry", http.StatusConflict)
-	case fleetstore.RateLimited:
+	case fleetstore.RateLimited: // from refused: a new event of a provider that retries, its claim released
 		http.Error(w, "rate limited: retry after Retry-After", http.StatusTooManyRequests)
 	case fleetstore.OK:
 		hook.Local = res.Local
 		h.store(w, r, hook, claim)
 	}
+}
+
+// refused answers a delivery its charges refused: RateLimited (limited),
+// or ErrOverCapacity (a body over the byte burst) for a provider that does
+// not retry. Charges are decided before the claim (CONTRACT §4), so a
+// second Hit, the claim alone, charging nothing, says what the delivery
+// is: a redelivery of a stored hook (Duplicate: 200, never 429), of one
+// being stored (Pending: 409), or new (OK): then, for a provider that
+// retries, the claim is released and the answer is 429; for one that does
+// not, the hook is stored with Hook.Deferred (the package doc's
+// "Statuses"). The extra round trip is only made on a denial. The
+// RateLimit fields stay the charges' (none for ErrOverCapacity).
+func (h *Handler) refused(w http.ResponseWriter, r *http.Request, limited fleetstore.Result, hook *Hook, claim fleetstore.Claim) {
+	res, err := h.cfg.Store.Hit(r.Context(), nil, &claim)
+	if err != nil {
+		h.hitFailed(w, r, err)
+		return
+	}
+	if res.Outcome == fleetstore.OK {
+		if h.cfg.Provider.Retries() {
+			h.release(context.WithoutCancel(r.Context()), claim)
+			h.answer(w, r, limited, hook, claim)
+			return
+		}
+		hook.Deferred = true
+	}
+	res.NBuckets, res.Buckets = limited.NBuckets, limited.Buckets
+	h.answer(w, r, res, hook, claim)
 }
 
 // read reads the body, at most MaxBody bytes: a larger one is 413, a
@@ -292,25 +329,36 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request) ([]byte, int, str
 	return body, 0, ""
 }
 
-// verify checks the delivery's signature under tenant's secrets: 401
-// when it fails, 500 when the secrets cannot be had or used.
+// verify checks the delivery's signature under tenant's secrets: 404 for
+// a tenant Secrets does not know, 401 when the signature fails, 500 when
+// the secrets cannot be had or used. The secrets state is logged when
+// Secrets fails (not for an unknown tenant) or a secret is unusable, and
+// cleared only by a delivery that verifies a minute or more after the last
+// failure (senderState): a sender can name a tenant, not sign for it, and
+// cannot turn the line on and off between real deliveries.
 func (h *Handler) verify(hd http.Header, body []byte, tenant string, now time.Time) (int, string) {
 	secrets, err := h.cfg.Secrets(tenant)
+	if errors.Is(err, ErrUnknownTenant) {
+		return http.StatusNotFound, "unknown tenant"
+	}
+	if err == nil {
+		err = checkSecrets(h.cfg.Provider.Name(), secrets)
+	}
 	if err == nil {
 		err = h.cfg.Provider.Verify(hd, body, secrets, now)
+		if err != nil && !errors.Is(err, ErrSecret) {
+			// ErrSignature, or any error of a custom Provider but ErrSecret.
+			h.verifying.set(h.log, now, "webhook: a delivery failed signature verification (logged once until one verifies, a minute after the last failure)", zap.Error(err))
+			return http.StatusUnauthorized, "signature verification failed"
+		}
 	}
-	switch {
-	case err == nil:
-		h.secrets.clear(h.log, "webhook: secrets usable again")
-		h.verifying.clear(h.log, "webhook: deliveries verify again")
-		return 0, ""
-	case errors.Is(err, ErrSignature):
-		h.verifying.set(h.log, "webhook: a delivery failed signature verification (logged once until one verifies)", zap.Error(err))
-		return http.StatusUnauthorized, "signature verification failed"
-	default: // Secrets failed, or a secret is unusable: ours to fix
-		h.secrets.set(h.log, "webhook: cannot verify deliveries: secrets unusable (logged once until they are)", zap.Error(err))
+	if err != nil { // Secrets failed, or a secret is unusable: ours to fix
+		h.secrets.set(h.log, now, "webhook: cannot verify deliveries: secrets unusable (logged once until a delivery verifies, a minute after the last failure)", zap.Error(err))
 		return http.StatusInternalServerError, "cannot verify deliveries"
 	}
+	h.secrets.clear(h.log, now, "webhook: secrets usable again")
+	h.verifying.clear(h.log, now, "webhook: deliveries verify again")
+	return 0, ""
 }
 
 // hitFailed answers a Hit that returned no decision.
@@ -319,6 +367,9 @@ func (h *Handler) hitFailed(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, fleetstore.ErrOverCapacity):
 		// A body over the byte limit's burst can never conform.
 		http.Error(w, "body over the tenant's byte burst", http.StatusRequestEntityTooLarge)
+	case errors.Is(err, fleetstore.ErrInvalid) && ours(err):
+		h.claiming.set(h.log, "webhook: deliveries cannot be claimed: a bad hook id or node, the handler's configuration (logged once until one is claimed)", zap.Error(err))
+		http.Error(w, "cannot claim deliveries", http.StatusInternalServerError)
 	case errors.Is(err, fleetstore.ErrInvalid):
 		http.Error(w, "invalid delivery (tenant or event id)", http.StatusBadRequest)
 	default:
@@ -329,6 +380,14 @@ func (h *Handler) hitFailed(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
+// ours reports whether an ErrInvalid of a Hit is about what the handler
+// put in the claim itself (NewHookID's hook id, Config.Node), not about
+// what the sender sent (the tenant, the event id).
+func ours(err error) bool {
+	var inv *fleetstore.InvalidError
+	return errors.As(err, &inv) && (inv.Field == "claim.hook_id" || inv.Field == "claim.node")
+}
+
 func (h *Handler) unavailable(w http.ResponseWriter, why string) {
 	w.Header().Set("Retry-After", strconv.FormatInt(headers.RetryAfterSeconds(h.cfg.RetryAfter), 10))
 	http.Error(w, why+": retry", http.StatusServiceUnavailable)
@@ -337,33 +396,48 @@ func (h *Handler) unavailable(w http.ResponseWriter, why string) {
 // store hands hook to the Sink, then commits its claim (202) or releases
 // it (503), both on contexts detached from the request with their own
 // budgets: a sender that hangs up cancels neither.
+//
+// A commit that fails after the Sink stored the hook is still 202 (the
+// hook is durable) and is logged once: with a fallback an outage cannot
+// fail it (the commit is queued in the outbox) but a full outbox can;
+// without one, an outage or ErrClosed leaves the claim pending, to free
+// after PendingTTL, and a redelivery after that is stored again;
+// ErrClaimLost means another delivery took the claim after this one's
+// expired: the event may be stored twice.
 func (h *Handler) store(w http.ResponseWriter, r *http.Request, hook *Hook, claim fleetstore.Claim) {
 	detached := context.WithoutCancel(r.Context())
-	err := h.sink(detached, hook)
-	ctx, cancel := context.WithTimeout(detached, h.cfg.SettleTimeout)
-	defer cancel()
-	if err != nil {
+	if err := h.sink(detached, hook); err != nil {
+		// The Sink's error is logged as it is: it must not hold the body.
 		h.sinking.set(h.log, "webhook: the sink fails; deliveries are answered 503 (logged once until it stores again)", zap.Error(err))
-		if err := h.cfg.Store.Release(ctx, claim); err != nil {
-			h.settling.set(h.log, "webhook: a release failed; its claim frees after pending_ttl (logged once until a settle succeeds)", zap.Error(err))
-		} else {
-			h.settling.clear(h.log, "webhook: settles succeed again")
-		}
+		h.release(detached, claim)
 		h.unavailable(w, "not stored")
 		return
 	}
 	h.sinking.clear(h.log, "webhook: the sink stores again")
-	if err := h.cfg.Store.Commit(ctx, claim); err != nil {
-		// The hook is stored: answer 202 whatever the commit says. A
-		// claim lost to another hook (its pending claim expired) may
-		// mean the event is stored twice.
-		h.settling.set(h.log, "webhook: a commit failed after the hook was stored (logged once until a settle succeeds)", zap.Error(err))
-	} else {
-		h.settling.clear(h.log, "webhook: settles succeed again")
-	}
-	w.Header().Del("Retry-After")
+	ctx, cancel := context.WithTimeout(detached, h.cfg.SettleTimeout)
+	defer cancel()
+	h.settled(h.cfg.Store.Commit(ctx, claim), "webhook: a commit failed after the hook was stored: answered 202; without a commit the claim frees after pending_ttl and a redelivery is stored again (logged once until a settle succeeds)")
 	w.WriteHeader(http.StatusAccepted)
 	io.WriteString(w, "accepted\n")
+}
+
+// release releases claim within SettleTimeout, on detached: a failure
+// leaves the claim pending until PendingTTL (the provider's retry is then
+// 409 until it frees), logged once.
+func (h *Handler) release(detached context.Context, claim fleetstore.Claim) {
+	ctx, cancel := context.WithTimeout(detached, h.cfg.SettleTimeout)
+	defer cancel()
+	h.settled(h.cfg.Store.Release(ctx, claim), "webhook: a release failed; its claim frees after pending_ttl (logged once until a settle succeeds)")
+}
+
+// settled starts the settling state with msg when err is not nil, and
+// ends it when it is.
+func (h *Handler) settled(err error, msg string) {
+	if err != nil {
+		h.settling.set(h.log, msg, zap.Error(err))
+		return
+	}
+	h.settling.clear(h.log, "webhook: settles succeed again")
 }
 
 // sink runs the Sink within its budget; a panic is its failure.

@@ -19,9 +19,10 @@ type Hook struct {
 	Body   []byte
 	// Received is when the request arrived (the handler's clock).
 	Received time.Time
-	// Deferred is set on a delivery accepted over the tenant's limit,
-	// from a provider that does not retry (Provider.Retries false): it
-	// charged nothing; process it when the tenant's quota allows.
+	// Deferred is set on a delivery accepted over the tenant's limit (or
+	// with a body over its byte burst), from a provider that does not
+	// retry (Provider.Retries false): it charged nothing; process it when
+	// the tenant's quota allows.
 	Deferred bool
 	// Local is set when the Store decided the delivery from this node's
 	// own state, the shared store being out (fleetstore's degraded mode).
@@ -35,6 +36,8 @@ type Sink interface {
 	// it). nil means durable: the handler commits the claim and answers
 	// 202. An error (or a panic) means not stored: the handler releases
 	// the claim, so that the provider's retry is taken, and answers 503.
+	// The error is logged as it is (once, when the Sink starts failing):
+	// it must not quote the body.
 	// h.Body is not retained by the handler: the Sink may keep it.
 	Store(ctx context.Context, h *Hook) error
 }

@@ -21,15 +21,20 @@ type Provider interface {
 	// "stripe", … (1–1024 bytes).
 	Name() string
 	// Retries reports whether the provider redelivers, on its own, a
-	// delivery that was not answered 2xx. The handler answers a
-	// RateLimited delivery of one that does 429 Too Many Requests, and
-	// accepts that of one that does not, deferred (the package doc's
-	// "Statuses").
+	// delivery that was not answered 2xx. The handler answers a new
+	// RateLimited delivery of one that does 429 Too Many Requests (and a
+	// body over the byte burst 413), and accepts that of one that does
+	// not, deferred (the package doc's "Statuses").
 	Retries() bool
 	// Verify checks that body, with the request's header h, was signed
 	// by the sender with one of secrets (the tenant's, oldest last when
-	// rotating), at now: the handler calls it before any charge or claim,
-	// and answers an error 401 Unauthorized. Its errors match ErrSignature.
+	// rotating), at now: the handler calls it before any charge or claim.
+	// Its errors: ErrSignature, the delivery is not the sender's (401
+	// Unauthorized); ErrSecret, a secret cannot be used — an empty one
+	// (the empty key is a valid HMAC key: anyone can sign with it), one of
+	// the wrong form — which is the handler's configuration (500, logged
+	// once). Any other error is answered as ErrSignature, 401. The
+	// handler refuses an empty secret (ErrSecret) before it calls Verify.
 	Verify(h http.Header, body []byte, secrets []string, now time.Time) error
 	// EventID returns the provider's id of the event a verified delivery
 	// carries, which a redelivery of the event repeats: the dedupe key.
@@ -72,9 +77,10 @@ func within(ts int64, now time.Time, tolerance time.Duration) bool {
 }
 
 // ErrSecret: a secret the handler was given cannot be used by the provider
-// (a Standard Webhooks secret that is not whsec_ and base64), or Secrets
-// failed: the handler's configuration is wrong, and the delivery is
-// answered 500, not 401.
+// — an empty one, for every provider (an HMAC under the empty key is
+// anyone's signature), or a Standard Webhooks secret that is not whsec_
+// and base64: the handler's configuration is wrong, and the delivery is
+// answered 500, not 401, whatever its signature.
 var ErrSecret = errors.New("webhook: unusable secret")
 
 type secretError struct{ provider, why string }
@@ -82,9 +88,52 @@ type secretError struct{ provider, why string }
 func (e *secretError) Error() string        { return "webhook: unusable secret: " + e.provider + ": " + e.why }
 func (e *secretError) Is(target error) bool { return target == ErrSecret }
 
-// Deferring returns p with Retries false: the handler then accepts a
-// delivery of p over the tenant's limit, deferred, instead of answering
-// 429 (for a provider that gives up on an endpoint that refuses too long).
+// checkSecrets refuses an empty secret (ErrSecret): the one place the
+// rule is, for the handler (any Provider) and the built-in providers
+// (through verifyHMAC).
+func checkSecrets(provider string, secrets []string) error {
+	for _, s := range secrets {
+		if s == "" {
+			return &secretError{provider: provider, why: "an empty secret (anyone can sign with the empty key)"}
+		}
+	}
+	return nil
+}
+
+// raw is a secret used as it is, as the HMAC key (GitHub, Stripe, Shopify).
+func raw(s string) ([]byte, bool) { return []byte(s), true }
+
+// verifyHMAC is every built-in provider's check: nil when one of sigs is
+// the HMAC-SHA256, under the key of one of secrets (decode turns a secret
+// into its key), of parts concatenated, compared in constant time
+// (hmac.Equal); ErrSecret when a secret is empty, does not decode or
+// decodes to no key — checked for every secret before any signature, so
+// that the answer does not depend on what the sender sent; else
+// ErrSignature naming header.
+func verifyHMAC(provider, header string, secrets []string, decode func(string) ([]byte, bool), sigs [][]byte, parts ...[]byte) error {
+	if err := checkSecrets(provider, secrets); err != nil {
+		return err
+	}
+	keys := make([][]byte, len(secrets))
+	for i, s := range secrets {
+		k, ok := decode(s)
+		if !ok || len(k) == 0 {
+			return &secretError{provider: provider, why: "a secret is not of the provider's form"}
+		}
+		keys[i] = k
+	}
+	for _, k := range keys {
+		if signedBy(k, sigs, parts...) {
+			return nil
+		}
+	}
+	return sigErr(provider, header+" matches no secret")
+}
+
+// Deferring returns p with Retries false: the handler then accepts a new
+// delivery of p over the tenant's limit (or with a body over its byte
+// burst), deferred, instead of answering 429 (or 413), for a provider that
+// gives up on an endpoint that refuses too long.
 func Deferring(p Provider) Provider { return deferring{p} }
 
 type deferring struct{ Provider }
@@ -107,3 +156,9 @@ func signedBy(key []byte, sigs [][]byte, parts ...[]byte) bool {
 	}
 	return false
 }
+
+// ErrUnknownTenant: Config.Secrets returns an error matching it for a
+// tenant it does not know. The delivery is answered 404 Not Found, as
+// Config.Tenant's errors are, and nothing is logged: a sender can name any
+// tenant.
+var ErrUnknownTenant = errors.New("webhook: unknown tenant")

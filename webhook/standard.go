@@ -16,7 +16,7 @@ import (
 // webhook-signature, a space-separated list of "v1,BASE64", each the
 // HMAC-SHA256 of "ID.TIMESTAMP.BODY" under a secret "whsec_BASE64" (the
 // key is the decoded base64). A timestamp further than tolerance from now
-// is refused, 0 meaning DefaultTolerance. The event id is webhook-id,
+// is refused; a tolerance of 0 or less means DefaultTolerance. The event id is webhook-id,
 // which every attempt of one message repeats. Svix's own header names
 // (svix-id, svix-timestamp, svix-signature) are read when the webhook-*
 // ones are absent.
@@ -34,6 +34,13 @@ func Svix(tolerance time.Duration) Provider {
 	return standard{name: "svix", tolerance: orDefault(tolerance)}
 }
 
+// whsec is a Standard Webhooks secret's key: the base64 after whsec_.
+func whsec(s string) ([]byte, bool) {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, "whsec_"))
+	return key, err == nil
+}
+
+// orDefault is a tolerance of 0 or less as DefaultTolerance.
 func orDefault(tolerance time.Duration) time.Duration {
 	if tolerance <= 0 {
 		return DefaultTolerance
@@ -82,16 +89,7 @@ func (p standard) Verify(h http.Header, body []byte, secrets []string, now time.
 	if len(sigs) == 0 {
 		return sigErr(p.name, "webhook-signature has no v1 signature")
 	}
-	for _, s := range secrets {
-		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, "whsec_"))
-		if err != nil || len(key) == 0 {
-			return &secretError{provider: p.name, why: "a secret is not whsec_ and base64"}
-		}
-		if signedBy(key, sigs, []byte(id), []byte{'.'}, []byte(ts), []byte{'.'}, body) {
-			return nil
-		}
-	}
-	return sigErr(p.name, "webhook-signature matches no secret")
+	return verifyHMAC(p.name, "webhook-signature", secrets, whsec, sigs, []byte(id), []byte{'.'}, []byte(ts), []byte{'.'}, body)
 }
 
 func (p standard) EventID(h http.Header, _ []byte) (string, error) {

@@ -20,17 +20,15 @@ const DefaultTolerance = 5 * time.Minute
 // t=TIMESTAMP and one v1=HEX per signing secret in use, each the
 // HMAC-SHA256 of "TIMESTAMP.BODY" under an endpoint secret (whsec_…, used
 // as it is); a timestamp further than tolerance from now is refused (a
-// replay), 0 meaning DefaultTolerance. The event id is the body's "id"
+// replay); a tolerance of 0 or less means DefaultTolerance (there is no
+// "no tolerance": a signature is never good for ever). The event id is the body's "id"
 // (evt_…), which a retry repeats.
 //
 // Stripe retries a delivery not answered 2xx for up to 3 days, backing
 // off: Retries is true, so a delivery over the tenant's limit is answered
 // 429 with Retry-After.
 func Stripe(tolerance time.Duration) Provider {
-	if tolerance <= 0 {
-		tolerance = DefaultTolerance
-	}
-	return stripe{tolerance: tolerance}
+	return stripe{tolerance: orDefault(tolerance)}
 }
 
 type stripe struct{ tolerance time.Duration }
@@ -69,12 +67,7 @@ func (p stripe) Verify(h http.Header, body []byte, secrets []string, now time.Ti
 	if !within(t, now, p.tolerance) {
 		return sigErr("stripe", "timestamp outside the tolerance of "+p.tolerance.String())
 	}
-	for _, s := range secrets {
-		if signedBy([]byte(s), sigs, []byte(ts), []byte{'.'}, body) {
-			return nil
-		}
-	}
-	return sigErr("stripe", "Stripe-Signature matches no secret")
+	return verifyHMAC("stripe", "Stripe-Signature", secrets, raw, sigs, []byte(ts), []byte{'.'}, body)
 }
 
 func (stripe) EventID(_ http.Header, body []byte) (string, error) {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -32,9 +31,12 @@ type benchReport struct {
 	Body        int64    `json:"body_bytes"`
 	Hold        float64  `json:"hold_s"`
 
-	Hooks        uint64            `json:"hooks"` // Hit calls, errors included
-	Throughput   float64           `json:"hooks_per_s"`
-	Outcomes     map[string]uint64 `json:"outcomes"` // ok, duplicate, pending, rate_limited
+	Hooks        uint64            `json:"hooks"`        // Hit calls, errors included
+	Decided      uint64            `json:"decided"`      // Hits that returned an outcome (locally decided ones included)
+	Throughput   float64           `json:"hooks_per_s"`  // decided Hits per second: a failed Hit is no throughput
+	FailedCalls  uint64            `json:"failed_calls"` // Hit and Commit calls that returned an error
+	ErrorShare   float64           `json:"error_share"`  // failed_calls over all Hit and Commit calls, 0–1
+	Outcomes     map[string]uint64 `json:"outcomes"`     // ok, duplicate, pending, rate_limited
 	HitErrors    map[string]uint64 `json:"hit_errors"`
 	Commits      uint64            `json:"commits"` // without error
 	CommitErrors map[string]uint64 `json:"commit_errors"`
@@ -43,12 +45,13 @@ type benchReport struct {
 	Hit    latency `json:"hit_latency_us"`
 	Commit latency `json:"commit_latency_us"`
 
-	Ping        *pingReport `json:"ping,omitempty"`
-	HitOverPing float64     `json:"hit_p50_over_ping_p50,omitempty"`
+	Ping *pingReport `json:"ping,omitempty"`
 
 	Fallback *fallbackReport `json:"fallback,omitempty"` // with -fallback or fallback_* in the URL
 
-	local uint64 // measured Hits decided locally
+	local     uint64 // measured Hits decided locally
+	calls     uint64 // measured Hit and Commit calls
+	topSample string // the first error of the most frequent class
 }
 
 // fallbackReport is what the degraded mode did during the run: Hits
@@ -120,7 +123,7 @@ type pingReport struct {
 
 func newReport(cfg *benchConfig, limits []kindLimit) *benchReport {
 	r := &benchReport{
-		URL:         redact(cfg.url),
+		URL:         redactURL(cfg.url),
 		Concurrency: cfg.concurrency,
 		Warmup:      cfg.warmup.Seconds(),
 		Tenants:     cfg.tenants,
@@ -161,20 +164,34 @@ func (r *benchReport) add(l *load, measureFrom, end time.Time) {
 		r.Commits += w.n.commits.Load()
 		r.local += w.n.local.Load()
 	}
-	r.Duration = max(end.Sub(measureFrom), 0).Seconds()
-	if r.Duration > 0 {
-		r.Throughput = float64(r.Hooks) / r.Duration
-	}
 	r.Outcomes = make(map[string]uint64)
 	for o := fleetstore.OK; o <= fleetstore.RateLimited; o++ {
 		r.Outcomes[o.String()] = outcomes[o]
+		r.Decided += outcomes[o]
+	}
+	r.calls = r.Hooks + r.Commits
+	for c := range numClasses {
+		r.FailedCalls += hitErrs[c] + commitErrs[c]
+		r.calls += commitErrs[c]
+	}
+	if r.calls > 0 {
+		r.ErrorShare = float64(r.FailedCalls) / float64(r.calls)
+	}
+	r.Duration = max(end.Sub(measureFrom), 0).Seconds()
+	if r.Duration > 0 {
+		r.Throughput = float64(r.Decided) / r.Duration
 	}
 	r.HitErrors, r.CommitErrors = classMap(hitErrs, false), classMap(commitErrs, true)
+	top := classOther
 	for c := range numClasses {
 		if s := samples[c]; s != "" {
 			r.ErrorSamples = append(r.ErrorSamples, s)
 		}
+		if hitErrs[c]+commitErrs[c] > hitErrs[top]+commitErrs[top] {
+			top = c
+		}
 	}
+	r.topSample = samples[top]
 	r.Hit, r.Commit = summary(hit), summary(commit)
 	if p := r.Ping; p != nil {
 		p.Latency = summary(p.hist)
@@ -182,10 +199,30 @@ func (r *benchReport) add(l *load, measureFrom, end time.Time) {
 		if p.sample != "" {
 			r.ErrorSamples = append(r.ErrorSamples, p.sample)
 		}
-		if p.Latency.P50 > 0 && r.Hit.Count > 0 {
-			r.HitOverPing = r.Hit.P50 / p.Latency.P50
-		}
 	}
+}
+
+// verdict is the run's exit status and, unless it is exitOK, the one line
+// that says why: interrupted; nothing measured; every call failed (the
+// store did not answer); or an error share above maxErrors.
+func (r *benchReport) verdict(maxErrors float64) (int, string) {
+	first := ""
+	if r.topSample != "" {
+		first = "; first " + r.topSample
+	}
+	switch {
+	case r.Interrupted:
+		return exitInterrupted, "interrupted: the report covers the run until then"
+	case r.calls == 0:
+		return exitFail, "no Hit ended within the measured duration: nothing measured"
+	case r.FailedCalls == r.calls:
+		return exitUnreachable, fmt.Sprintf("every call failed (%s Hits, %s Commits): no hook decided, nothing measured%s",
+			count(r.Hooks), count(r.calls-r.Hooks), first)
+	case r.ErrorShare > maxErrors:
+		return exitFail, fmt.Sprintf("%s of calls failed (%s of %s), above -max-errors %g%s",
+			percent(r.FailedCalls, r.calls), count(r.FailedCalls), count(r.calls), maxErrors, first)
+	}
+	return exitOK, ""
 }
 
 // classMap names the counts of each error class; claim_lost only where
@@ -237,10 +274,8 @@ func (r *benchReport) writeText(out io.Writer) error {
 	tw.Flush()
 	b.WriteString("\n")
 
-	fmt.Fprintf(&b, "throughput   %s hooks/s (%s hooks in %s)\n", count(uint64(r.Throughput+0.5)), count(r.Hooks), seconds(r.Duration))
-	if r.HitOverPing > 0 {
-		fmt.Fprintf(&b, "hit/ping     p50 %.1f× (%s / %s)\n", r.HitOverPing, micros(r.Hit.P50), micros(r.Ping.Latency.P50))
-	}
+	fmt.Fprintf(&b, "throughput   %s hooks/s decided (%s of %s Hits in %s; %s of calls failed)\n",
+		count(uint64(r.Throughput+0.5)), count(r.Decided), count(r.Hooks), seconds(r.Duration), percent(r.FailedCalls, r.calls))
 	b.WriteString("outcomes   ")
 	for o := fleetstore.OK; o <= fleetstore.RateLimited; o++ {
 		n := r.Outcomes[o.String()]
@@ -334,19 +369,6 @@ func percent(n, of uint64) string {
 		return "-"
 	}
 	return strconv.FormatFloat(100*float64(n)/float64(of), 'f', 1, 64) + "%"
-}
-
-// redact hides a password in u, as url.URL.Redacted does, and otherwise
-// keeps u as given ("memory://" stays "memory://").
-func redact(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return "(malformed URL)"
-	}
-	if _, has := p.User.Password(); !has {
-		return u
-	}
-	return p.Redacted()
 }
 
 // progress rewrites one line on w every second until done: elapsed time,

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -16,22 +18,52 @@ import (
 const checkUsage = `usage: fleetstore check [flags] [URL]
 
 Runs every clause of the contract (G1–G10, C1–C10, T1–T6, V1–V4) against the
-store and prints PASS, FAIL or SKIP for each, with the reason. Exit status 0
-when nothing failed, 1 when a clause failed, 2 for a bad URL or flag.
+store and prints PASS, FAIL or SKIP for each, with the reason.
+
+It first pings the store (Store.Ping, up to 3 tries within the store's
+timeout each; no Hit, nothing written): a store that does not answer is
+one line, "store unreachable", and exit status 3, not 20-odd FAILs.
+
+exit status: 0 nothing failed; 1 a clause failed; 2 a bad URL or flag;
+3 the store did not answer the ping; 130 interrupted (Ctrl-C).
+
+-json prints JSON lines on stdout: one object per clause, in document
+order, as each verdict is in:
+  {"clause":"G1","title":"…","status":"PASS","reason":"","elapsed_ms":12}
+status is PASS, FAIL or SKIP; reason is why it failed or was skipped (the
+clause's messages, newline-separated; with -v, a pass's too). A store
+that does not answer is the one line
+  {"clause":"ping","status":"UNREACHABLE","reason":"…"}
+Errors (bad URL or flag, interrupted) go to stderr as in text mode.
 
 It writes only under a random key_prefix and random tenants; it never
 flushes the store. The clauses that need another address (T1–T4, V4) point
-the driver at listeners of their own on 127.0.0.1.
+the driver at listeners of their own on 127.0.0.1. Clause ids in -only
+are case-insensitive.
 
 flags:
 `
 
+// pingTries is how many Pings check makes before it calls the store
+// unreachable: the first may pay for a cold dial (TLS) within the budget.
+const pingTries = 3
+
+// clauseLine is one line of check -json.
+type clauseLine struct {
+	Clause    string `json:"clause"`
+	Title     string `json:"title,omitempty"`
+	Status    string `json:"status"`
+	Reason    string `json:"reason"`
+	ElapsedMS int64  `json:"elapsed_ms"`
+}
+
 // runCheck runs "fleetstore check [flags] [URL]" and returns the exit
 // status.
-func runCheck(args []string, stdout, stderr io.Writer) int {
+func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	only := fs.String("only", "", "comma-separated clause ids to run, e.g. G1,C10 (default all)")
+	only := fs.String("only", "", "comma-separated clause ids to run, e.g. G1,c10 (default all)")
 	verbose := fs.Bool("v", false, "print every clause's messages, not only those of failures and skips")
+	jsonOut := fs.Bool("json", false, "print JSON lines, one object per clause (see above)")
 	granularity := fs.Duration("granularity", 0, "override the store's expiry granularity (default: what the driver declares, else 1ms)")
 	positional, err := parseArgs(fs, args)
 	if err == flag.ErrHelp {
@@ -41,7 +73,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "fleetstore check: %v\n", err)
+		fmt.Fprintf(stderr, "fleetstore check: %v (fleetstore help check lists the flags)\n", err)
 		return exitUsage
 	}
 	raw, err := storeURL(positional)
@@ -52,91 +84,157 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	// The URL as given must open: the suite rewrites it (key_prefix).
 	st, err := fleetstore.Open(raw)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintln(stderr, err) // "fleetstore: open: …", naming the field, no credentials
 		return exitUsage
 	}
-	st.Close()
-	cfg, shown, err := checkConfig(raw)
-	if err != nil {
-		fmt.Fprintf(stderr, "fleetstore check: %v\n", err)
-		return exitUsage
-	}
+	cfg, shown := checkConfig(raw)
 	if *granularity < 0 || *granularity > conformance.MaxGranularity {
+		st.Close()
 		fmt.Fprintf(stderr, "fleetstore check: -granularity: want 0 (the driver's) up to %v, got %v\n", conformance.MaxGranularity, *granularity)
 		return exitUsage
 	}
 	if *granularity > 0 {
 		cfg.Granularity = *granularity
 	}
-	var ids []string
-	if *only != "" {
-		ids = strings.Split(*only, ",")
-		for _, id := range ids {
-			if !slices.Contains(conformance.Clauses(), id) {
-				fmt.Fprintf(stderr, "fleetstore check: -only: no clause %q (have %s)\n", id, strings.Join(conformance.Clauses(), ","))
-				return exitUsage
-			}
+	ids, err := clauseIDs(*only)
+	if err != nil {
+		st.Close()
+		fmt.Fprintf(stderr, "fleetstore check: -only: %v\n", err)
+		return exitUsage
+	}
+	err = ping(ctx, st)
+	st.Close() // before the suite: T4 counts the goroutines left after Close
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "fleetstore check: interrupted")
+		return exitInterrupted
+	}
+	if err != nil {
+		if *jsonOut {
+			writeJSONLine(stdout, clauseLine{Clause: "ping", Status: "UNREACHABLE", Reason: err.Error()})
+		} else {
+			fmt.Fprintf(stderr, "fleetstore check %s: store unreachable, nothing checked: %v\n", shown, err)
 		}
+		return exitUnreachable
 	}
 
-	fmt.Fprintf(stdout, "fleetstore check %s\n", shown)
+	if !*jsonOut {
+		fmt.Fprintf(stdout, "fleetstore check %s\n", shown)
+	}
 	counts := map[conformance.Status]int{}
 	start := time.Now()
-	_, err = conformance.Check(cfg, ids, func(r conformance.Report) {
+	each := func(r conformance.Report) {
 		counts[r.Status]++
+		if *jsonOut {
+			line := clauseLine{Clause: r.ID, Title: r.Title, Status: string(r.Status), ElapsedMS: r.Elapsed.Milliseconds()}
+			if r.Status != conformance.Pass || *verbose {
+				line.Reason = strings.Join(r.Messages, "\n")
+			}
+			writeJSONLine(stdout, line)
+			return
+		}
 		fmt.Fprintf(stdout, "%-4s  %-3s  %7v  %s\n", r.Status, r.ID, r.Elapsed.Round(time.Millisecond), r.Title)
 		if r.Status != conformance.Pass || *verbose {
 			for _, m := range r.Messages {
 				fmt.Fprintf(stdout, "                    %s\n", strings.ReplaceAll(m, "\n", "\n                    "))
 			}
 		}
-	})
+	}
+	// The suite takes no context: at Ctrl-C the command returns without
+	// waiting for it, and the process exits with it.
+	done := make(chan error, 1)
+	reports := make(chan conformance.Report)
+	go func() {
+		_, err := conformance.Check(cfg, ids, func(r conformance.Report) {
+			select {
+			case reports <- r:
+			case <-ctx.Done():
+			}
+		})
+		done <- err
+	}()
+wait:
+	for {
+		select {
+		case r := <-reports:
+			each(r)
+		case err = <-done:
+			break wait
+		case <-ctx.Done():
+			fmt.Fprintf(stderr, "fleetstore check: interrupted after %d passed, %d failed, %d skipped\n",
+				counts[conformance.Pass], counts[conformance.Fail], counts[conformance.Skip])
+			return exitInterrupted
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "fleetstore check: %v\n", err)
 		return exitUsage
 	}
-	fmt.Fprintf(stdout, "%d passed, %d failed, %d skipped in %v\n",
-		counts[conformance.Pass], counts[conformance.Fail], counts[conformance.Skip], time.Since(start).Round(time.Millisecond))
+	if !*jsonOut {
+		fmt.Fprintf(stdout, "%d passed, %d failed, %d skipped in %v\n",
+			counts[conformance.Pass], counts[conformance.Fail], counts[conformance.Skip], time.Since(start).Round(time.Millisecond))
+	}
 	if counts[conformance.Fail] > 0 {
 		return exitFail
 	}
 	return exitOK
 }
 
+// ping reports whether the store answers Store.Ping within pingTries
+// tries, each within the store's timeout: the error of the last try, or
+// nil. Ping writes nothing and takes no claim.
+func ping(ctx context.Context, st *fleetstore.Store) error {
+	var err error
+	for range pingTries {
+		if err = st.Ping(ctx); err == nil || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// clauseIDs splits -only into clause ids, upper-cased ("g1" is G1).
+// Empty means every clause (nil). The error names an id that is none.
+func clauseIDs(only string) ([]string, error) {
+	if only == "" {
+		return nil, nil
+	}
+	ids := strings.Split(only, ",")
+	for i, id := range ids {
+		ids[i] = strings.ToUpper(strings.TrimSpace(id))
+		if !slices.Contains(conformance.Clauses(), ids[i]) {
+			return nil, fmt.Errorf("no clause %q (have %s)", id, strings.Join(conformance.Clauses(), ","))
+		}
+	}
+	return ids, nil
+}
+
+// writeJSONLine writes v as one line of JSON, '<' and '>' as they are.
+func writeJSONLine(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // strings and ints: never fails; a write error shows as a short stdout
+}
+
 // checkConfig builds the suite's config for a URL given on the command
 // line (already opened once, so well formed), and the URL as it may be
-// shown (password masked).
+// shown (password redacted).
 //
 // A bare memory:// is private to each Open, so the suite gets a named one
 // that its Stores share, and the memory driver's records for G7. Any
 // other URL is the suite's as it is: the suite aims a copy of it, its
 // host swapped, at addresses of its own (T1–T4, V4), and the driver
-// declares its expiry granularity. The URL is read as text: url.Parse
-// refuses host lists (memcached://h1,h2).
-func checkConfig(raw string) (conformance.Config, string, error) {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		return conformance.Config{}, "", fmt.Errorf("invalid url: want scheme://host")
-	}
-	end := strings.IndexAny(rest, "/?#")
-	if end < 0 {
-		end = len(rest)
-	}
-	auth, tail := rest[:end], rest[end:]
-	userinfo, host := "", auth
-	if at := strings.LastIndexByte(auth, '@'); at >= 0 {
-		userinfo, host = auth[:at+1], auth[at+1:]
-	}
-	shown := raw
-	if user, _, hasPassword := strings.Cut(userinfo, ":"); hasPassword {
-		shown = scheme + "://" + user + ":xxxxx@" + host + tail
-	}
-	if scheme == "memory" {
-		name := host
+// declares its expiry granularity.
+func checkConfig(raw string) (conformance.Config, string) {
+	shown := redactURL(raw)
+	if scheme, rest, _ := strings.Cut(raw, "://"); strings.EqualFold(scheme, "memory") {
+		name, tail, _ := strings.Cut(rest, "?")
 		if name == "" {
 			name = "check"
 		}
-		return conformance.Config{URL: scheme + "://" + name + tail, Records: memory.Default.Records}, shown, nil
+		if tail != "" {
+			tail = "?" + tail
+		}
+		return conformance.Config{URL: "memory://" + name + tail, Records: memory.Default.Records}, shown
 	}
-	return conformance.Config{URL: raw}, shown, nil
+	return conformance.Config{URL: raw}, shown
 }

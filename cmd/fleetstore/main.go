@@ -3,24 +3,43 @@
 //
 //	fleetstore check [flags] [URL]   run every clause of CONTRACT.md
 //	fleetstore bench [flags] [URL]   drive Hit → Commit and print latencies
+//	fleetstore version               the build's module version and commit
+//	fleetstore help [command]        the usage, or a command's flags
 //
 // The URL is the argument, else $FLEETSTORE_URL, else memory:// (the
-// in-process driver). A malformed URL, an unknown scheme or an unknown
-// parameter is one line on stderr and exit status 2.
+// in-process driver). No output ever holds the URL's password: it is
+// shown redacted, and errors name the field, never quote the URL.
+//
+// Exit statuses: 0 success; 1 the command ran and found a failure (a
+// clause failed, bench's error share above -max-errors); 2 bad flags,
+// arguments or URL; 3 the store could not be reached (check's Ping
+// failed, every call of a bench run failed); 130 interrupted (Ctrl-C).
 package main
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
+	"os/signal"
+	"regexp"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
 )
 
 // Exit statuses.
 const (
-	exitOK    = 0
-	exitFail  = 1 // the command ran and found a failure
-	exitUsage = 2 // bad flags, arguments or URL
+	exitOK          = 0
+	exitFail        = 1   // the command ran and found a failure
+	exitUsage       = 2   // bad flags, arguments or URL
+	exitUnreachable = 3   // the store did not answer: nothing was checked or measured
+	exitInterrupted = 130 // Ctrl-C (SIGINT) or SIGTERM, as a shell reports 128+2
 )
 
 // defaultURL is the store used when neither an argument nor
@@ -30,40 +49,99 @@ const defaultURL = "memory://"
 const usage = `usage: fleetstore <command> [flags] [URL]
 
 commands:
-  check   run every clause of the contract against the store
-  bench   drive a webhook-edge load (Hit → Commit) and print latencies
+  check     run every clause of the contract against the store
+  bench     drive a webhook-edge load (Hit → Commit) and print latencies
+  version   print the build's module version, commit and Go version
+  help      print this, or "fleetstore help <command>" for its flags
 
-URL is the argument, else $FLEETSTORE_URL, else memory://.
-Run "fleetstore <command> -h" for the command's flags.
+URL is the argument, else $FLEETSTORE_URL, else memory://. Its password
+never appears in any output.
+
+exit status:
+  0    success
+  1    the command ran and found a failure (a clause failed; bench's
+       error share above -max-errors)
+  2    bad flags, arguments or URL
+  3    the store could not be reached (check's Ping failed; every call of
+       a bench run failed)
+  130  interrupted (Ctrl-C)
 `
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-// run dispatches to a subcommand and returns the exit status.
-func run(args []string, stdout, stderr io.Writer) int {
+// run dispatches to a subcommand and returns the exit status. ctx is done
+// at Ctrl-C: the command stops, prints what it has and returns
+// exitInterrupted.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "check":
-		return runCheck(rest, stdout, stderr)
+		return runCheck(ctx, rest, stdout, stderr)
 	case "bench":
-		return runBench(rest, stdout, stderr)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
+		return runBench(ctx, rest, stdout, stderr)
+	case "version":
+		if len(rest) > 0 {
+			fmt.Fprintf(stderr, "fleetstore version: takes no arguments, got %d\n", len(rest))
+			return exitUsage
+		}
+		fmt.Fprintln(stdout, version())
 		return exitOK
+	case "help", "-h", "-help", "--help":
+		switch {
+		case len(rest) == 0:
+			fmt.Fprint(stdout, usage)
+			return exitOK
+		case len(rest) == 1 && (rest[0] == "check" || rest[0] == "bench"):
+			return run(ctx, []string{rest[0], "-h"}, stdout, stderr)
+		case len(rest) == 1 && rest[0] == "version":
+			fmt.Fprintln(stdout, "usage: fleetstore version\n\nPrints the module version, VCS commit and time, and Go version the binary was built with.")
+			return exitOK
+		}
+		fmt.Fprintln(stderr, "fleetstore help: want one of check, bench, version")
+		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "fleetstore: unknown command %q (want check or bench)\n", cmd)
+		// The command is not echoed: a URL given first would be.
+		fmt.Fprintln(stderr, "fleetstore: unknown command (want check, bench, version or help)")
 		return exitUsage
 	}
 }
 
+// version describes the build from its build info: the main module's
+// version, the VCS commit and time when stamped, and the Go version.
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "fleetstore (no build info) " + runtime.Version()
+	}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	v := "fleetstore " + info.Main.Version
+	if rev := settings["vcs.revision"]; rev != "" {
+		v += " commit " + rev[:min(len(rev), 12)]
+		if settings["vcs.modified"] == "true" {
+			v += "+dirty"
+		}
+		if t := settings["vcs.time"]; t != "" {
+			v += " " + t
+		}
+	}
+	return v + " " + info.GoVersion + " " + runtime.GOOS + "/" + runtime.GOARCH
+}
+
 // storeURL returns the store URL of a subcommand from its positional
 // arguments (after flag parsing): the one argument, else $FLEETSTORE_URL,
-// else memory://.
+// else memory://. Its error never quotes an argument: one may be a URL
+// with a password.
 func storeURL(positional []string) (string, error) {
 	switch len(positional) {
 	case 0:
@@ -74,20 +152,51 @@ func storeURL(positional []string) (string, error) {
 	case 1:
 		return positional[0], nil
 	}
-	return "", fmt.Errorf("want at most one URL, got %d arguments: %q", len(positional), positional)
+	return "", fmt.Errorf("want at most one URL, got %d arguments (flags go before or after the URL)", len(positional))
+}
+
+// redactURL is raw with its password replaced by "xxxxx", as
+// url.URL.Redacted does, for display. raw has opened, so it is well
+// formed; url.Parse still refuses a host list (memcached://h1,h2), which
+// is cut by hand at the last '@' of its authority.
+func redactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		if _, has := u.User.Password(); !has {
+			return raw
+		}
+		return u.Redacted()
+	}
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return "(malformed URL)"
+	}
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	at := strings.LastIndexByte(rest[:end], '@')
+	if at < 0 {
+		return raw
+	}
+	user, _, hasPassword := strings.Cut(rest[:at], ":")
+	if !hasPassword {
+		return raw
+	}
+	return scheme + "://" + user + ":xxxxx@" + rest[at+1:]
 }
 
 // parseArgs parses flags that may come before or after the positional
 // arguments ("bench -d 5s redis://h" and "bench redis://h -d 5s") and
 // returns the positional ones. It prints nothing: the caller reports a
-// flag error in one line, and prints the usage on flag.ErrHelp.
+// flag error in one line, and prints the usage on flag.ErrHelp. Its
+// errors never quote a flag's value (see flagError).
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			return nil, flagError(fs, err)
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -96,4 +205,41 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 		positional = append(positional, args[0])
 		args = args[1:]
 	}
+}
+
+var (
+	flagBadValue = regexp.MustCompile(`^invalid (?:boolean )?value .* for (?:flag )?-([\w-]+): `)
+	flagName     = regexp.MustCompile(`^(flag provided but not defined|flag needs an argument): -([\w-]+)$`)
+)
+
+// flagError rewrites a flag package error so that it names the flag but
+// quotes no value: "invalid value "redis://:pw@h" for flag -d" would
+// print a URL given in a flag's place, password and all.
+func flagError(fs *flag.FlagSet, err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	msg := err.Error()
+	if m := flagBadValue.FindStringSubmatch(msg); m != nil {
+		want := "invalid value"
+		if f := fs.Lookup(m[1]); f != nil {
+			if g, ok := f.Value.(flag.Getter); ok {
+				switch g.Get().(type) {
+				case time.Duration:
+					want = "want a Go duration such as 10s"
+				case int, int64, uint, uint64:
+					want = "want an integer"
+				case float64:
+					want = "want a number"
+				case bool:
+					want = "want true or false"
+				}
+			}
+		}
+		return fmt.Errorf("-%s: %s", m[1], want)
+	}
+	if m := flagName.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("%s: -%s", m[1], m[2])
+	}
+	return errors.New("bad flag syntax")
 }

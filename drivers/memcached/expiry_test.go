@@ -65,14 +65,14 @@ func TestThirtyDays(t *testing.T) {
 		if min := ttl - 5*time.Second; res.RetryAfter < min || res.RetryAfter > ttl {
 			t.Errorf("PendingTTL %ds: retry-after %v", secs, res.RetryAfter)
 		}
-		wantTTL(t, srv, tenant, ":"+token("evt-"+strconv.FormatInt(secs, 10))+":", ttl)
+		wantTTL(t, srv, tenant, keys{prefix: testPrefix(t)}.claim(tenant, cl.SourceID, cl.Key), ttl)
 		if err := st.Commit(ctx, cl); err != nil {
 			t.Fatalf("TTL %ds: commit: %v", secs, err)
 		}
 		if res, err := st.Hit(ctx, nil, &other); err != nil || res.Outcome != fleetstore.Duplicate {
 			t.Fatalf("TTL %ds: hit after commit = %v, %v, want duplicate", secs, res, err)
 		}
-		wantTTL(t, srv, tenant, ":"+token("evt-"+strconv.FormatInt(secs, 10))+":", ttl)
+		wantTTL(t, srv, tenant, keys{prefix: testPrefix(t)}.claim(tenant, cl.SourceID, cl.Key), ttl)
 	}
 
 	// A bucket whose TAT is 31 days ahead.

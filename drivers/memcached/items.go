@@ -2,6 +2,7 @@ package memcached
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -78,27 +79,32 @@ func encodeBucket(tats []kindTAT, now int64) []byte {
 	return b
 }
 
-// A claim item is a header line and the raw hook_id and node bytes:
+// A claim item is binary, 10 bytes and the raw hook_id and node bytes:
 //
-//	1 p 1790000000123456 6\nhook-anode-7
+//	byte 0     the state: 'p' pending, 'c' committed (the format too: the
+//	           text format before it began with '1')
+//	bytes 1–8  when the claim expires: µs, client wall clock, big-endian
+//	uvarint    len(hook_id), 1–256: one byte below 128, else two
+//	the rest   hook_id, then node
 //
-// the format version, the state (p pending, c committed), when the claim
-// expires (µs, client wall clock) and len(hook_id). A zero-length value is
-// the tombstone a release leaves (it is written already expired).
+// A zero-length value is the tombstone a release leaves (it is written
+// already expired).
+
+// claimHead is the bytes of a claim item before its hook_id when the
+// hook_id is shorter than 128 bytes.
+const claimHead = 1 + 8 + 1
 
 func encodeClaim(r claim.State) []byte {
-	b := make([]byte, 0, 32+len(r.HookID)+len(r.Node))
-	b = append(b, "1 p "...)
+	b := make([]byte, 0, claimHead+1+len(r.HookID)+len(r.Node))
+	state := byte('p')
 	if r.Phase == claim.Committed {
-		b[2] = 'c'
+		state = 'c'
 	}
-	b = strconv.AppendInt(b, r.Expires, 10)
-	b = append(b, ' ')
-	b = strconv.AppendInt(b, int64(len(r.HookID)), 10)
-	b = append(b, '\n')
+	b = append(b, state)
+	b = binary.BigEndian.AppendUint64(b, uint64(r.Expires))
+	b = binary.AppendUvarint(b, uint64(len(r.HookID)))
 	b = append(b, r.HookID...)
-	b = append(b, r.Node...)
-	return b
+	return append(b, r.Node...)
 }
 
 // parseClaim decodes a claim item; the tombstone is absent.
@@ -106,25 +112,24 @@ func parseClaim(v []byte) (r claim.State, err error) {
 	if len(v) == 0 {
 		return r, nil
 	}
-	head, rest, found := bytes.Cut(v, []byte{'\n'})
-	fields := bytes.Fields(head)
-	if !found || len(fields) != 4 || string(fields[0]) != "1" {
+	if len(v) < claimHead {
 		return r, errors.New("claim item: unknown format")
 	}
-	switch string(fields[1]) {
-	case "p":
+	switch v[0] {
+	case 'p':
 		r.Phase = claim.Pending
-	case "c":
+	case 'c':
 		r.Phase = claim.Committed
 	default:
 		return claim.State{}, errors.New("claim item: unknown state")
 	}
-	r.Expires, err = strconv.ParseInt(string(fields[2]), 10, 64)
-	if err != nil {
+	r.Expires = int64(binary.BigEndian.Uint64(v[1:9]))
+	if r.Expires < 0 {
 		return claim.State{}, errors.New("claim item: malformed expiry")
 	}
-	n, err := strconv.Atoi(string(fields[3]))
-	if err != nil || n < 1 || n > len(rest) {
+	n, w := binary.Uvarint(v[9:])
+	rest := v[9+max(w, 0):]
+	if w <= 0 || n < 1 || n > uint64(len(rest)) {
 		return claim.State{}, errors.New("claim item: malformed hook_id length")
 	}
 	r.HookID, r.Node = string(rest[:n]), string(rest[n:])

@@ -34,15 +34,27 @@ func TestItemsRoundTrip(t *testing.T) {
 	}
 }
 
-// malformedValues are item values this driver never writes.
-var malformedValues = []string{
-	" ", "2", "1 hooks", "1 hooks:", "1 hooks:x", "1 :5", "1 Hooks:5", "1 hooks:-1", "1 hooks:5 hooks:6",
-	"1 hooks:99999999999999999999", "\x00\xff", "1 p", "1 p 5 1", "1 p 5 1\n", "1 x 5 1\nh", "1 p x 1\nh",
-	"1 p 5 0\nh", "1 p 5 -1\nh", "1 p 5 9\nh", "1 p 5 99999999999999999999\nh", "2 p 5 1\nh",
-}
+// malformedBuckets and malformedClaims are item values this driver never
+// writes.
+var (
+	malformedBuckets = []string{
+		" ", "2", "1 hooks", "1 hooks:", "1 hooks:x", "1 :5", "1 Hooks:5", "1 hooks:-1", "1 hooks:5 hooks:6",
+		"1 hooks:99999999999999999999", "\x00\xff",
+	}
+	malformedClaims = []string{
+		"p", "\x00\xff", "p\x00\x00\x00\x00\x00\x00\x00\x05", // too short
+		"x\x00\x00\x00\x00\x00\x00\x00\x05\x01h",                                         // unknown state
+		"1 p 1790000000123456 1\nh",                                                      // the text format
+		"p\x80\x00\x00\x00\x00\x00\x00\x05\x01h",                                         // negative expiry
+		"c\x00\x00\x00\x00\x00\x00\x00\x05\x00h",                                         // empty hook_id
+		"c\x00\x00\x00\x00\x00\x00\x00\x05\x02h",                                         // hook_id past the end
+		"c\x00\x00\x00\x00\x00\x00\x00\x05\x80",                                          // truncated length
+		"c\x00\x00\x00\x00\x00\x00\x00\x05\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01h", // length overflows
+	}
+)
 
 func FuzzParse(f *testing.F) {
-	for _, v := range malformedValues {
+	for _, v := range append(malformedBuckets, malformedClaims...) {
 		f.Add([]byte(v))
 	}
 	f.Add(encodeBucket([]kindTAT{{"hooks", 10}}, 0))
@@ -66,22 +78,23 @@ func TestMalformedItems(t *testing.T) {
 	defer mc.Close()
 	k := keys{prefix: testPrefix(t)}
 	ctx := context.Background()
-	for i, v := range malformedValues {
+	fresh := func() (fleetstore.Charge, fleetstore.Claim) {
 		tenant := "tenant-" + randName()
-		c := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: tenant, Increment: time.Second, Capacity: time.Second}
-		cl := fleetstore.Claim{Tenant: tenant, SourceID: "s", Key: "k", HookID: "h", TTL: time.Hour, PendingTTL: time.Hour}
-		if !strings.HasPrefix(v, "1 p") { // a bucket value
-			if err := mc.Set(&memcache.Item{Key: k.bucket(tenant), Value: []byte(v), Expiration: 60}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := st.Hit(ctx, []fleetstore.Charge{c}, nil); !errors.Is(err, fleetstore.ErrUnavailable) {
-				t.Errorf("value %d %q in the bucket item: hit error %v, want ErrUnavailable", i, v, err)
-			}
+		return fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: tenant, Increment: time.Second, Capacity: time.Second},
+			fleetstore.Claim{Tenant: tenant, SourceID: "s", Key: "k", HookID: "h", TTL: time.Hour, PendingTTL: time.Hour}
+	}
+	for i, v := range malformedBuckets {
+		c, _ := fresh()
+		if err := mc.Set(&memcache.Item{Key: k.bucket(c.Tenant), Value: []byte(v), Expiration: 60}); err != nil {
+			t.Fatal(err)
 		}
-		if v == " " { // not a claim value: an empty one is the tombstone
-			continue
+		if _, err := st.Hit(ctx, []fleetstore.Charge{c}, nil); !errors.Is(err, fleetstore.ErrUnavailable) {
+			t.Errorf("value %d %q in the bucket item: hit error %v, want ErrUnavailable", i, v, err)
 		}
-		if err := mc.Set(&memcache.Item{Key: k.claim(tenant, "s", "k"), Value: []byte(v), Expiration: 60}); err != nil {
+	}
+	for i, v := range malformedClaims {
+		_, cl := fresh()
+		if err := mc.Set(&memcache.Item{Key: k.claim(cl.Tenant, cl.SourceID, cl.Key), Value: []byte(v), Expiration: 60}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := st.Hit(ctx, nil, &cl); !errors.Is(err, fleetstore.ErrUnavailable) {

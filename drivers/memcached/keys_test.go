@@ -17,7 +17,7 @@ func parts() []string {
 		all[i] = byte(i)
 	}
 	return []string{
-		"a", "b", "a:b", "b:c", "c", ":", "::", "a b", " ", "\n", "\r\n", "\x00", "a\x00b", "\x7f",
+		"a", "b", "ab", "bc", "a:b", "b:c", "c", ":", "::", "a b", " ", "\n", "\r\n", "\x00", "a\x00b", "\x7f",
 		"{tag}", "%3A", "rabc", "habc", "abc", "r", "h", "é", "日本",
 		strings.Repeat("x", 40), strings.Repeat("x", 41), // the plain/hashed boundary
 		strings.Repeat("é", 512),     // 1 KB of UTF-8
@@ -42,10 +42,17 @@ func legal(key string) bool {
 
 // TestKeysLegalAndInjective checks every bucket and claim key built from
 // parts: legal for memcached (V3), and distinct inputs give distinct keys
-// (V2), with the longest key_prefix.
+// (V2: bucket keys always, claim keys but for a 128-bit digest collision;
+// "ab"+"c" and "a"+"bc" are distinct parts), with the longest key_prefix,
+// and one ending like a claim key's tag.
 func TestKeysLegalAndInjective(t *testing.T) {
 	t.Parallel()
-	k := keys{prefix: strings.Repeat("p", 60) + ":/.-"}
+	for _, prefix := range []string{strings.Repeat("p", 60) + ":/.-", "x:c"} {
+		keysInjective(t, keys{prefix: prefix})
+	}
+}
+
+func keysInjective(t *testing.T, k keys) {
 	ps := parts()
 	seen := make(map[string]string)
 	add := func(key, what string) {
@@ -66,8 +73,15 @@ func TestKeysLegalAndInjective(t *testing.T) {
 			}
 		}
 	}
-	// Every key of a tenant lands on one server.
+	// Every key of a tenant lands on one server: a claim key carries the
+	// tenant's server hash, a bucket key is never read as a claim key.
 	for _, tenant := range ps {
+		if h, ok := claimHash(k.bucket(tenant)); ok {
+			t.Fatalf("bucket key %q read as a claim key of hash %x", k.bucket(tenant), h)
+		}
+		if h, ok := claimHash(k.claim(tenant, "s", "k")); !ok || h != tenantHash(tenant) {
+			t.Fatalf("tenant %q: claim key carries hash %x, %v, want %x", tenant, h, ok, tenantHash(tenant))
+		}
 		b := shard(k.bucket(tenant), 7)
 		for _, source := range ps[:5] {
 			if s := shard(k.claim(tenant, source, "evt"), 7); s != b {

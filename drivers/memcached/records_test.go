@@ -16,14 +16,16 @@ import (
 )
 
 // mcRecords lists the live items of tenant under prefix on every server
-// in addrs: lru_crawler metadump lists the claim keys (a fresh item can be
-// missing from one dump: the union of three is taken), the bucket key is
-// known, then "mg KEY t" asks each one's liveness and TTL from memcached
-// itself.
+// in addrs: lru_crawler metadump lists the claim keys, those that carry
+// the tenant's server hash (a fresh item can be missing from one dump: the
+// union of three is taken), the bucket key is known, then "mg KEY t" asks
+// each one's liveness and TTL from memcached itself. A claim key carries a
+// 32-bit hash of its tenant, not the tenant: a claim of another tenant
+// whose hash is the same (2^-32 a pair) is listed too.
 func mcRecords(ctx context.Context, addrs []string, prefix, tenant string) ([]driver.Record, error) {
 	k := keys{prefix: prefix}
 	bucket := k.bucket(tenant)
-	claimPrefix, claimSuffix := prefix+":c:", ":"+token(tenant)
+	claimPrefix, hash := prefix+":c:", tenantHash(tenant)
 	var out []driver.Record
 	for _, a := range addrs {
 		err := func() error {
@@ -48,7 +50,8 @@ func mcRecords(ctx context.Context, addrs []string, prefix, tenant string) ([]dr
 				// one) has the crawler; it is done in milliseconds.
 				for busy := 0; ; busy++ {
 					keys, err = mcDump(nc, r, func(key string) bool {
-						return strings.HasPrefix(key, claimPrefix) && strings.HasSuffix(key, claimSuffix)
+						h, ok := claimHash(key)
+						return ok && h == hash && strings.HasPrefix(key, claimPrefix) && len(key) == len(claimPrefix)+claimIDLen
 					})
 					if err == nil || !errors.Is(err, errBusy) || busy == 100 || ctx.Err() != nil {
 						break

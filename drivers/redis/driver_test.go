@@ -338,7 +338,9 @@ func TestMalformedClaimRecord(t *testing.T) {
 	srv := testserver.StartRedis(t)
 	st, prefix := openStore(t, srv.URL())
 	c := claim("t", "s", "k", "h")
-	for _, v := range []string{"garbage", "p999h", "x003abc", "", "c1e1hookAhookAhookA", "c000", "c-01hookA", "c0.5hookA", "p 05hookA", "p257" + strings.Repeat("h", 257)} {
+	for _, v := range []string{"garbage", "", "c", "q", "x003abc", "p003abc", "c" + strings.Repeat("h", 257),
+		"q1234567890123456", "q123456789012345xhook", "q 234567890123456hook", "q0x34567890123456hook",
+		"q1e15000000000000hook", "q-234567890123456hook", "q1234567890123456" + strings.Repeat("h", 257)} {
 		if _, err := srv.Do("SET", scripts.ClaimKey(prefix, c.Tenant, c.SourceID, c.Key), v, "EX", "60"); err != nil {
 			t.Fatal(err)
 		}

@@ -171,6 +171,17 @@
 // Hits per second of pipeline=off, at 0.74× its p50 and 0.40× its p99,
 // with 0.70× the server CPU and 0.46× the client CPU per Hit; at
 // concurrency 1 the same p50.
+// A Store opened with FromClient on the application's own client (see
+// Your own client) is not pipelined: the driver adds neither the
+// pipeliner nor its hook to a client it does not own.
+//
+// # Your own client
+//
+// FromClient opens a Store on a go-redis client the application built
+// (its hooks, credentials provider and TLS kept), with a URL of common
+// parameters only; instead of setting what the contract needs it checks
+// the client's settings and refuses one that would break it, naming the
+// setting. Dialer gives such a client the driver's connection defences.
 //
 // # Keys and scripts
 //
@@ -195,13 +206,21 @@
 // since the last snapshot) — read once, in the background, after the
 // first answered call.
 //
-// go-redis itself writes a line to stderr for each failed dial ("failed to
-// dial after 1 attempts") through its process-wide logger, outside
-// WithLogger. The driver does not replace that logger: it is one per
-// process, and setting it from a library would undo the choice of the
-// application or of another library that uses go-redis. An application
-// that wants it quiet, or in its own log, sets it once at start-up with
-// goredis.SetLogger (the fleetstore command silences it so).
+// go-redis itself would write a line to stderr for each failed dial
+// ("failed to dial after 1 attempts", 20 in a one-second outage at 10
+// calls): its logger is one per process (goredis.SetLogger), with no
+// logger per client, and the line is logged on a context of go-redis's
+// own, so neither WithLogger nor the call's context can reach it. The
+// driver's clients never make it print that line: their dialer hands
+// go-redis a failed dial as a connection whose first write fails with the
+// dial's error, so the call fails as before (same error, same time) and
+// go-redis logs nothing; the Store logs the outage once. The driver never
+// calls goredis.SetLogger: setting a process-wide logger from a library
+// would undo the choice of the application or of another library that
+// uses go-redis, and whichever set it last would win. What go-redis still
+// logs through that logger is not per call: a Sentinel's master discovery
+// and +switch-master (one line per event). A client brought with
+// FromClient logs as its owner set go-redis up.
 package redis
 
 import (
@@ -267,7 +286,7 @@ func open(cfg driver.Config, dial dialFunc) (*rediscore.Conn, error) {
 	if dial == nil {
 		dial = goRedisDialer(o)
 	}
-	dial = replyguard.RESP(dial)
+	dial = quiet(replyguard.RESP(dial))
 	switch {
 	case o.single != nil:
 		o.single.Dialer = dial
@@ -319,6 +338,12 @@ func goRedisDialer(o *options) dialFunc {
 	default:
 		base = &goredis.Options{DialTimeout: o.failover.DialTimeout, TLSConfig: o.failover.TLSConfig}
 	}
+	return checkableDialer(base)
+}
+
+// checkableDialer is goredis.NewDialer(base), each connection made
+// checkable by go-redis's pool.
+func checkableDialer(base *goredis.Options) dialFunc {
 	dial := goredis.NewDialer(base)
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)

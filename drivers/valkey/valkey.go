@@ -103,6 +103,14 @@
 // more with EVAL only when the server answers NOSCRIPT (after a restart or
 // SCRIPT FLUSH): that reply proves it did not run.
 //
+// # Your own client
+//
+// FromOption opens a Store on a client built from the application's
+// valkey.ClientOption by its own builder (valkeyotel.NewClient, a hook),
+// with a URL of common parameters only; instead of setting what the
+// contract needs it checks the option and refuses one that would break
+// it, naming the setting.
+//
 // # Keys and scripts
 //
 // The key layout and the Lua scripts are package internal/scripts, and the

@@ -22,7 +22,7 @@ func HitCall(keyPrefix string, charges []driver.Charge, claim *driver.Claim) (ke
 	}
 	keys = make([]string, 1, 2)
 	keys[0] = BucketKey(keyPrefix, tenant)
-	args = make([]string, 0, 1+3*len(charges)+4)
+	args = make([]string, 0, 1+3*len(charges)+3)
 	args = append(args, strconv.Itoa(len(charges)))
 	for i := range charges {
 		c := &charges[i]
@@ -32,7 +32,7 @@ func HitCall(keyPrefix string, charges []driver.Charge, claim *driver.Claim) (ke
 	}
 	if claim != nil {
 		keys = append(keys, ClaimKey(keyPrefix, claim.Tenant, claim.SourceID, claim.Key))
-		args = append(args, claim.HookID, claim.Node, Millis(claim.PendingTTL),
+		args = append(args, claim.HookID, Millis(claim.PendingTTL),
 			strconv.FormatInt(claim.PendingTTL.Microseconds(), 10))
 	}
 	return keys, args
@@ -43,7 +43,7 @@ func HitCall(keyPrefix string, charges []driver.Charge, claim *driver.Claim) (ke
 // claim of one call must hash to one slot (one tenant does).
 func SettleCall(keyPrefix string, commit bool, claims []driver.Claim) (keys, args []string) {
 	keys = make([]string, len(claims))
-	args = make([]string, 1, 1+3*len(claims))
+	args = make([]string, 1, 1+2*len(claims))
 	args[0] = "r"
 	if commit {
 		args[0] = "c"
@@ -51,7 +51,7 @@ func SettleCall(keyPrefix string, commit bool, claims []driver.Claim) (keys, arg
 	for i := range claims {
 		c := &claims[i]
 		keys[i] = ClaimKey(keyPrefix, c.Tenant, c.SourceID, c.Key)
-		args = append(args, c.HookID, c.Node, Millis(c.TTL))
+		args = append(args, c.HookID, Millis(c.TTL))
 	}
 	return keys, args
 }

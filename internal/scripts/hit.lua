@@ -10,9 +10,8 @@
 --   ARGV[3i+1]  capacity, µs (integer ≥ increment, ≤ 366 days)
 -- when KEYS[2] is given:
 --   ARGV[3n+2]  hook_id
---   ARGV[3n+3]  node
---   ARGV[3n+4]  pending TTL, ms (rounded up by the caller: the key's PX)
---   ARGV[3n+5]  pending TTL, µs (exact: the claim's own expiry)
+--   ARGV[3n+3]  pending TTL, ms (rounded up by the caller: the key's PX)
+--   ARGV[3n+4]  pending TTL, µs (exact: the claim's own expiry)
 --
 -- Returns {code, value, r_1, ..., r_n}: code 1 OK (value 0), 2 Duplicate
 -- (value the committer's hook_id), 3 Pending or 4 RateLimited (value the
@@ -24,8 +23,10 @@
 -- Lua numbers are doubles: integers are exact below 2^53 µs (≈ 285 years
 -- past 1970). Every value here is at most now + 2 × 366 days (≈ 1.9e15 µs
 -- today), so the arithmetic below is exact integer arithmetic. Numbers
--- are handed back to Redis through string.format('%d'): tostring() and
--- Redis's own conversion would write 1.78e+15 and lose digits.
+-- go to redis.call as Lua numbers, which Redis (and Valkey) write with
+-- %.17g: every integer below 2^53 in full digits, with no string.format
+-- on the hot path. tostring() would write %.14g (1.78e+15) and lose
+-- digits: it is never used on a number.
 
 -- Redis < 5 replicates scripts verbatim and refuses writes after TIME
 -- unless told to replicate effects; later versions always do (no-op).
@@ -39,29 +40,35 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local n = tonumber(ARGV[1])
 local c = 3 * n + 2
 
--- The buckets as they stand. One HMGET reads every charged kind's TAT;
--- tats[i] is charge i's stored TAT (0: absent, a full bucket). out is the
--- reply, {code, value, r_1, ..., r_n}: r_i starts as the stored TAT's
+-- The buckets as they stand. One HGETALL reads every kind's TAT, the
+-- charged ones and the others: top, the latest TAT of all, is what the
+-- hash's expiry already covers (every write below keeps the expiry at or
+-- past its latest TAT), so no PTTL is needed to know whether to lengthen
+-- it. tats[i] is charge i's stored TAT (0: absent, a full bucket). out is
+-- the reply, {code, value, r_1, ..., r_n}: r_i starts as the stored TAT's
 -- lead over now, what every answer but a charged OK reports (G10), and
 -- each return sets the code and value.
 local tats = {}
 local out = {0, 0}
+local top = 0
 if n > 0 then
-  local kinds = {}
-  for i = 1, n do
-    kinds[i] = ARGV[3 * i - 1]
-  end
-  local stored = redis.call('HMGET', KEYS[1], unpack(kinds))
-  for i = 1, n do
-    local tat = 0
-    if stored[i] then
-      -- Anything but the decimal digits this script writes is some other
-      -- program's value under our prefix: refuse rather than guess (V4).
-      if not string.match(stored[i], '^%d+$') then
-        error('fleetstore: malformed bucket TAT')
-      end
-      tat = tonumber(stored[i])
+  local all = redis.call('HGETALL', KEYS[1])
+  local stored = {}
+  for j = 1, #all, 2 do
+    local v = all[j + 1]
+    -- Anything but the decimal digits this script writes is some other
+    -- program's value under our prefix: refuse rather than guess (V4).
+    if not string.match(v, '^%d+$') then
+      error('fleetstore: malformed bucket TAT')
     end
+    v = tonumber(v)
+    stored[all[j]] = v
+    if v > top then
+      top = v
+    end
+  end
+  for i = 1, n do
+    local tat = stored[ARGV[3 * i - 1]] or 0
     tats[i] = tat
     out[i + 2] = math.max(tat - now, 0)
   end
@@ -121,14 +128,8 @@ if held == 'c' then
   return out
 end
 if held == 'p' then
-  -- The claim's exact expiry, rounded up to whole ms; a record without
-  -- one: PTTL, whole ms to the key's ms expiry, already a ceiling.
-  local ms
-  if expires then
-    ms = math.floor((expires - now + 999) / 1000)
-  else
-    ms = redis.call('PTTL', KEYS[2])
-  end
+  -- The claim's exact expiry, rounded up to whole ms.
+  local ms = math.floor((expires - now + 999) / 1000)
   if ms < 1 then
     ms = 1
   end
@@ -143,27 +144,28 @@ if n > 0 then
   local last = 0
   for i = 1, n do
     fields[2 * i - 1] = ARGV[3 * i - 1]
-    fields[2 * i] = string.format('%d', news[i])
+    fields[2 * i] = news[i]
     last = math.max(last, news[i])
     -- The reset-after of a charge taken: the new TAT's lead (≥ I).
     out[i + 2] = news[i] - now
   end
   redis.call('HSET', KEYS[1], unpack(fields))
   -- The hash may expire once its latest TAT has passed (a passed TAT is a
-  -- full bucket, G7): ms from now to that TAT, rounded up. Other kinds of
-  -- the hash may have later TATs, so only ever lengthen the expiry (PTTL
-  -- is -1 for the hash HSET just created).
-  -- Plus one: Redis expires at its truncated ms clock + PX (see Millis).
-  local ms = math.floor((last - now + 999) / 1000) + 1
-  if redis.call('PTTL', KEYS[1]) < ms then
-    redis.call('PEXPIRE', KEYS[1], string.format('%d', ms))
+  -- full bucket, G7): at that TAT's ms on the server's clock, rounded up
+  -- (PEXPIREAT). Redis drops a key once its ms clock is past the expiry,
+  -- so the hash lives until at least its latest TAT and lingers less than
+  -- 2ms. The expiry is a function of the latest TAT alone, so the one the
+  -- hash has is top's: lengthen it only when last's is later (a hash that
+  -- did not exist has top 0).
+  local at = math.floor((last + 999) / 1000)
+  if at > math.floor((top + 999) / 1000) then
+    redis.call('PEXPIREAT', KEYS[1], at)
   end
 end
 if KEYS[2] then
   -- The claim becomes pending for this hook, for the pending TTL (C1).
   -- The key lingers up to 2ms past the record's own expiry (see Millis).
-  local record = encode_pending(ARGV[c], ARGV[c + 1], now + tonumber(ARGV[c + 3]))
-  redis.call('SET', KEYS[2], record, 'PX', ARGV[c + 2])
+  redis.call('SET', KEYS[2], encode_pending(ARGV[c], now + tonumber(ARGV[c + 2])), 'PX', ARGV[c + 1])
 end
 out[1] = 1
 return out

@@ -13,12 +13,14 @@
 // tenant encoded by [Encode], so that a Hit's keys share one slot:
 //
 //	PREFIX:{T}:b          hash: kind → TAT (µs), one per tenant (Reset = DEL)
-//	PREFIX:{T}:c:S:K      string: a claim on key K of source S
+//	PREFIX:{T}D           string: a claim, D its 16-byte ClaimDigest of
+//	                      (source, key), raw; the value is claim.lua's record
 //
 // Encode escapes every byte outside [A-Za-z0-9._~-] as %XX, so an encoded
-// part never holds ':', '{', '}' or '%' unescaped and the layout is
-// injective (CONTRACT V2): tenant "a:b" + source "c" and tenant "a" +
-// source "b:c" are different keys.
+// tenant never holds ':', '{', '}' or '%' unescaped and tenants never share
+// a key (CONTRACT V2): tenant "a:b" and tenant "a" are different tags. The
+// claims of one tenant are told apart by a 128-bit digest, not exactly:
+// see [ClaimDigest] for the probability that two share a key.
 package scripts
 
 import (

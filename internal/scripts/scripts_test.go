@@ -45,20 +45,42 @@ func TestHitCall(t *testing.T) {
 	}
 	cl := &driver.Claim{Tenant: "t", SourceID: "s", Key: "k", HookID: "h", Node: "n", TTL: time.Hour, PendingTTL: 1500 * time.Microsecond}
 	keys, args := HitCall("p", charges, cl)
-	if want := []string{"p:{t}:b", "p:{t}:c:s:k"}; strings.Join(keys, " ") != strings.Join(want, " ") {
+	d := ClaimDigest("s", "k")
+	if want := []string{"p:{t}:b", "p:{t}" + string(d[:])}; strings.Join(keys, " ") != strings.Join(want, " ") {
 		t.Errorf("keys %q, want %q", keys, want)
 	}
-	want := []string{"2", "hooks", "125", "1000000", "bytes", "1900000", "31622400000000", "h", "n", "3", "1500"}
+	want := []string{"2", "hooks", "125", "1000000", "bytes", "1900000", "31622400000000", "h", "3", "1500"}
 	if strings.Join(args, " ") != strings.Join(want, " ") {
 		t.Errorf("args %q, want %q", args, want)
 	}
 	keys, args = HitCall("p", nil, cl)
-	if len(keys) != 2 || strings.Join(args, " ") != "0 h n 3 1500" {
+	if len(keys) != 2 || strings.Join(args, " ") != "0 h 3 1500" {
 		t.Errorf("claim only: %q %q", keys, args)
 	}
 	keys, args = HitCall("p", charges[:1], nil)
 	if len(keys) != 1 || len(args) != 4 {
 		t.Errorf("charge only: %q %q", keys, args)
+	}
+}
+
+// TestClaimDigest: the digest of (source, key) tells apart every split of
+// the same bytes between source and key (the length prefix), and a claim
+// key is the tenant's tag and 16 bytes, however long source and key.
+func TestClaimDigest(t *testing.T) {
+	t.Parallel()
+	pairs := [][2]string{{"ab", "c"}, {"a", "bc"}, {"", "abc"}, {"abc", ""}, {"a\x00", "b"}, {"a", "\x00b"},
+		{"\x01a", ""}, {"", "\x01a"}, {strings.Repeat("s", 200), "k"}, {strings.Repeat("s", 199), "sk"}}
+	seen := map[[DigestSize]byte][2]string{}
+	for _, p := range pairs {
+		d := ClaimDigest(p[0], p[1])
+		if other, ok := seen[d]; ok {
+			t.Errorf("ClaimDigest%q = ClaimDigest%q", p, other)
+		}
+		seen[d] = p
+	}
+	long := ClaimKey("p", "t", strings.Repeat("s", 256), strings.Repeat("k", 1024))
+	if want := len("p:{t}") + DigestSize; len(long) != want || !strings.HasPrefix(long, TenantTag("p", "t")) {
+		t.Errorf("claim key of %d bytes, want %d under the tenant's tag", len(long), want)
 	}
 }
 

@@ -4,9 +4,8 @@
 -- KEYS[i]     claim i's key (i = 1..#KEYS)
 -- ARGV[1]     'c' to commit, 'r' to release
 -- for claim i:
---   ARGV[3i-1]  hook_id
---   ARGV[3i]    node
---   ARGV[3i+1]  TTL, ms (rounded up by the caller; used by commit)
+--   ARGV[2i]    hook_id
+--   ARGV[2i+1]  TTL, ms (rounded up by the caller; used by commit)
 --
 -- Returns a flat array of two entries per claim, in order: a code and the
 -- holder's hook_id ('' unless the code is 1).
@@ -16,7 +15,7 @@
 local commit = ARGV[1] == 'c'
 local out = {}
 for i = 1, #KEYS do
-  local hook = ARGV[3 * i - 1]
+  local hook = ARGV[2 * i]
   local code, who = 0, ''
   -- false when absent or expired (Redis has already dropped it).
   local v = redis.call('GET', KEYS[i])
@@ -32,7 +31,7 @@ for i = 1, #KEYS do
     -- (ours pending, or absent: the hook is durable, record it) commit
     -- for TTL from now (C5, C7).
     if st ~= 'c' then
-      redis.call('SET', KEYS[i], encode_claim('c', hook, ARGV[3 * i]), 'PX', ARGV[3 * i + 1])
+      redis.call('SET', KEYS[i], encode_committed(hook), 'PX', ARGV[2 * i + 1])
     end
   elseif st == 'c' then
     -- Release of our committed claim: no change (C6).
