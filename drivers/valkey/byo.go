@@ -41,10 +41,10 @@ import (
 //     refused server until the budget ran out, a timeout instead of
 //     ErrUnavailable (T2). valkey-go never retries a script.
 //   - Dialer.Timeout (and Sentinel.Dialer.Timeout with a Sentinel) of 0
-//     (valkey-go's 5s) or longer than the Store's timeout: the dial and
-//     handshake would outlive the call (T1, T4).
-//   - ConnWriteTimeout of 0 (valkey-go's 10s) or longer than the Store's
-//     timeout: a connection that stops answering, and the cluster's
+//     (valkey-go's 5s), negative, or longer than the Store's timeout: the
+//     dial and handshake would outlive the call (T1, T4).
+//   - ConnWriteTimeout of 0 (valkey-go's 10s), negative, or longer than
+//     the Store's timeout: a connection that stops answering, and the cluster's
 //     slot-map refresh, which runs without a context, would outlive the
 //     budget (T4).
 //   - AlwaysPipelining false or DisableAutoPipelining true: a connection
@@ -99,8 +99,11 @@ func (d optionDriver) Open(cfg driver.Config) (driver.Conn, error) {
 // for a Store of the given budget (see FromOption).
 func checkOption(opt valkey.ClientOption, budget time.Duration) error {
 	timeout := func(field string, d, zero time.Duration) error {
-		if d == 0 {
+		switch {
+		case d == 0:
 			return ownclient.Refuse(field, fmt.Sprintf("is 0, valkey-go's %v, longer than the Store's timeout (%v) (CONTRACT T1, T4); set it at most the timeout", zero, budget))
+		case d < 0:
+			return ownclient.Refuse(field, fmt.Sprintf("is %v: negative, no usable deadline (CONTRACT T1, T4); set it above 0 and at most the Store's timeout (%v)", d, budget))
 		}
 		return ownclient.Timeout(field, d, budget)
 	}

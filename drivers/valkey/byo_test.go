@@ -76,6 +76,12 @@ func TestFromOptionRefuses(t *testing.T) {
 		{"sentinel dial timeout", func(o *valkey.ClientOption) { o.Sentinel.MasterSet = "m" }, "client: Sentinel.Dialer.Timeout: is 0"},
 		{"write timeout by default", func(o *valkey.ClientOption) { o.ConnWriteTimeout = 0 }, "client: ConnWriteTimeout: is 0, valkey-go's 10s"},
 		{"write timeout", func(o *valkey.ClientOption) { o.ConnWriteTimeout = time.Minute }, "client: ConnWriteTimeout: is 1m0s"},
+		{"negative dial timeout", func(o *valkey.ClientOption) { o.Dialer.Timeout = -1 }, "client: Dialer.Timeout: is -1ns: negative"},
+		{"negative sentinel dial timeout", func(o *valkey.ClientOption) {
+			o.Sentinel.MasterSet = "m"
+			o.Sentinel.Dialer.Timeout = -time.Second
+		}, "client: Sentinel.Dialer.Timeout: is -1s: negative"},
+		{"negative write timeout", func(o *valkey.ClientOption) { o.ConnWriteTimeout = -1 }, "client: ConnWriteTimeout: is -1ns: negative"},
 		{"pipelining", func(o *valkey.ClientOption) { o.AlwaysPipelining = false }, "client: AlwaysPipelining: is false"},
 		{"auto-pipelining", func(o *valkey.ClientOption) { o.DisableAutoPipelining = true }, "client: DisableAutoPipelining: is true"},
 		{"replicas", func(o *valkey.ClientOption) { o.ReplicaOnly = true }, "client: ReplicaOnly"},
