@@ -17,7 +17,9 @@ import (
 // Sentinel), and build makes the client from it, as valkey-go's own
 // valkeylock takes a ClientOption and a ClientBuilder: a function that
 // calls valkeyotel.NewClient for traces and metrics, or wraps
-// valkey.NewClient with valkeyhook.WithHook. A nil build is valkey.NewClient. Hand the driver
+// valkey.NewClient with valkeyhook.WithHook. A nil build is valkey.NewClient;
+// a build that returns a nil client and no error fails the call as a
+// failed build does (ErrUnavailable). Hand the driver
 // to fleetstore.OpenDriver with a URL that holds only the scheme and the
 // common parameters:
 //

@@ -113,3 +113,27 @@ func TestFromOptionRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestFromOptionNilClient: a builder that returns neither a client nor an
+// error fails the call as a failed build (ErrUnavailable, saying so),
+// instead of storing a nil client that panics at the first command.
+func TestFromOptionNilClient(t *testing.T) {
+	t.Parallel()
+	const budget = 100 * time.Millisecond
+	st, err := fleetstore.OpenDriver(FromOption(userOption([]string{"127.0.0.1:1"}, budget), func(valkey.ClientOption) (valkey.Client, error) {
+		return nil, nil
+	}), "valkey://?timeout="+budget.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for range 2 { // the first builds, the second meets the backoff
+		_, err := st.Hit(t.Context(), []fleetstore.Charge{{Tenant: "t", Kind: "hooks", Increment: time.Millisecond, Capacity: time.Second}}, nil)
+		if !errors.Is(err, fleetstore.ErrUnavailable) || !strings.Contains(err.Error(), "nil valkey.Client") {
+			t.Fatalf("hit: got %v, want ErrUnavailable naming the nil client", err)
+		}
+	}
+	if err := st.Ping(t.Context()); !errors.Is(err, fleetstore.ErrUnavailable) {
+		t.Fatalf("ping: got %v, want ErrUnavailable", err)
+	}
+}
