@@ -403,6 +403,18 @@ func TestOneStore(t *testing.T) {
 	again.Close()
 }
 
+// TestNilObserver: a nil *Observer fails Open with ErrInvalid naming the
+// observer instead of panicking, and its methods do nothing.
+func TestNilObserver(t *testing.T) {
+	var o *fleetotel.Observer
+	var ie *fleetstore.InvalidError
+	if st, err := fleetstore.Open("memory://fleetotel-nil", fleetstore.WithObserver(o)); st != nil || !errors.As(err, &ie) || ie.Field != "observer" {
+		t.Fatalf("Open: %v, want ErrInvalid naming observer", err)
+	}
+	o.Observe(context.Background(), fleetstore.Event{Op: fleetstore.OpHit})
+	o.Detach()
+}
+
 // TestNoIdentityInTelemetry: no tenant, key, source id, hook id or node
 // appears anywhere in what is exported, metrics or spans, for calls that
 // succeed, fail naming their claims (ClaimLost), and are decided locally.
