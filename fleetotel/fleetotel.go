@@ -142,15 +142,21 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 }
 
 // WithAttributes adds attrs to every metric and span (a deployment's
-// name, a region). They are the caller's choice: put no tenant, key or
-// hook id in them.
+// name, a region, which Store it is). They are the caller's choice: put
+// no tenant, key or hook id in them. Two Stores in one process whose
+// Observers share a MeterProvider need attributes that tell them apart
+// (attribute.String("fleetstore.store", "edge-limits")), or a provider
+// each: otherwise their points, the degraded and outbox gauges among
+// them, carry one attribute set and overwrite each other.
 func WithAttributes(attrs ...attribute.KeyValue) Option {
 	return func(c *config) { c.attrs = append(c.attrs, attrs...) }
 }
 
 // Observer is a fleetstore.StoreObserver reporting to OpenTelemetry. Give
 // it to one Store (fleetstore.WithObserver); New makes one per Store. It
-// is safe for concurrent use.
+// is safe for concurrent use. Observers of several Stores on one
+// MeterProvider need distinguishing WithAttributes (see there): the
+// metrics carry no attribute of the Store's own beyond db.system.name.
 type Observer struct {
 	tracer trace.Tracer // nil: no spans (a no-op tracer)
 	meter  metric.Meter
