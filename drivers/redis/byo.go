@@ -61,6 +61,13 @@ import (
 //   - a *goredis.Ring, or any other UniversalClient: a Ring moves a
 //     down shard's keys to the others, forgetting its claims.
 //
+// Not detected: a NewFailoverClient built with ReplicaOnly (or
+// RouteRandomly / RouteByLatency, on NewFailoverClusterClient) sends the
+// scripts to a replica, which refuses writes or, being read-only, would
+// hold no claim; the *Client it returns shows neither in Options(), so
+// Open cannot refuse it. Build a failover client for a Store without
+// them, as a Ring is refused.
+//
 // The URL takes timeout, key_prefix and fallback_*; a host, a password or
 // a client parameter is ErrInvalid (they are the client's). Open does no
 // network I/O (T3). Several Stores may share c.
