@@ -63,8 +63,8 @@ import (
 //
 // Not detected: a NewFailoverClient built with ReplicaOnly (or
 // RouteRandomly / RouteByLatency, on NewFailoverClusterClient) sends the
-// scripts to a replica, which refuses writes or, being read-only, would
-// hold no claim; the *Client it returns shows neither in Options(), so
+// scripts to a replica, which refuses their writes (READONLY), or with
+// replica-read-only off keeps claims the master never sees; the *Client it returns shows neither in Options(), so
 // Open cannot refuse it. Build a failover client for a Store without
 // them, as a Ring is refused.
 //
