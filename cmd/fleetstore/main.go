@@ -12,8 +12,9 @@
 //
 // Exit statuses: 0 success; 1 the command ran and found a failure (a
 // clause failed, bench's error share above -max-errors); 2 bad flags,
-// arguments or URL; 3 the store could not be reached (check's Ping
-// failed, every call of a bench run failed); 130 interrupted (Ctrl-C).
+// arguments or URL; 3 the store could not be reached or refused the ping
+// (check's or bench's Ping failed, every call of a bench run failed); 130
+// interrupted (Ctrl-C).
 package main
 
 import (
@@ -62,8 +63,8 @@ exit status:
   1    the command ran and found a failure (a clause failed; bench's
        error share above -max-errors)
   2    bad flags, arguments or URL
-  3    the store could not be reached (check's Ping failed; every call of
-       a bench run failed)
+  3    the store could not be reached or refused the ping (check's and
+       bench's Ping failed; every call of a bench run failed)
   130  interrupted (Ctrl-C)
 `
 
