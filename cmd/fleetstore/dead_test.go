@@ -236,8 +236,13 @@ func TestVersionAndHelp(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, "130") || !strings.Contains(stdout, "version") {
 		t.Errorf("help: exit %d, %q: want the commands and exit statuses", code, stdout)
 	}
-	if code, _, _ := runArgs(t, "help", "nosuch"); code != exitUsage {
-		t.Errorf("help nosuch: exit %d", code)
+	if code, _, stderr := runArgs(t, "help", "nosuch"); code != exitUsage || !strings.Contains(stderr, "no command of that name") {
+		t.Errorf("help nosuch: exit %d, %q", code, stderr)
+	}
+	// Two arguments: said as such, not "want one of", and neither echoed.
+	if code, _, stderr := runArgs(t, "help", "bench", "redis://:s3cret@h"); code != exitUsage ||
+		!strings.Contains(stderr, "takes at most one command, got 2 arguments") || strings.Contains(stderr, "s3cret") {
+		t.Errorf("help bench extra: exit %d, %q", code, stderr)
 	}
 }
 

@@ -106,7 +106,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, "usage: fleetstore version\n\nPrints the module version, VCS commit and time, and Go version the binary was built with.")
 			return exitOK
 		}
-		fmt.Fprintln(stderr, "fleetstore help: want one of check, bench, version")
+		if len(rest) > 1 {
+			// The arguments are not echoed: one may be a URL.
+			fmt.Fprintf(stderr, "fleetstore help: takes at most one command, got %d arguments (fleetstore help bench)\n", len(rest))
+		} else {
+			fmt.Fprintln(stderr, "fleetstore help: no command of that name (want check, bench or version)")
+		}
 		return exitUsage
 	default:
 		// The command is not echoed: a URL given first would be.
