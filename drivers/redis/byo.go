@@ -68,8 +68,11 @@ import (
 // Open cannot refuse it. Build a failover client for a Store without
 // them, as a Ring is refused.
 //
-// The URL takes timeout, key_prefix and fallback_*; a host, a password or
-// a client parameter is ErrInvalid (they are the client's). Open does no
+// The URL's scheme is redis, rediss or redis+cluster (any other, memory://
+// among them, is ErrInvalid naming "url: scheme": the Store would report
+// it as its StoreInfo.Scheme). The URL takes timeout, key_prefix and
+// fallback_*; a host, a password or a client parameter is ErrInvalid
+// (they are the client's). Open does no
 // network I/O (T3). Several Stores may share c.
 //
 // Store.Close does not close c: the application that built it closes it,
@@ -127,7 +130,7 @@ func (ownDriver) ExpiryGranularity() time.Duration { return Driver{}.ExpiryGranu
 // Open implements driver.Driver: it checks the URL and the client's
 // settings, and dials nothing.
 func (d ownDriver) Open(cfg driver.Config) (driver.Conn, error) {
-	if err := ownclient.CheckURL(cfg.URL); err != nil {
+	if err := ownclient.CheckURL(cfg.URL, "redis", "rediss", "redis+cluster"); err != nil {
 		return nil, err
 	}
 	cl := &client{c: d.c}

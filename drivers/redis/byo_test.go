@@ -229,6 +229,10 @@ func TestFromClientRefuses(t *testing.T) {
 			"redis://cache:6379", `url: a Store on your own client takes its servers from the client`},
 		{"password in the URL", func() goredis.UniversalClient { return goredis.NewClient(userOptions(addr, budget)) },
 			"redis://:s3cret@", `url: a Store on your own client`},
+		{"memory scheme", func() goredis.UniversalClient { return goredis.NewClient(userOptions(addr, budget)) },
+			"memory://", `url: scheme: "memory" is not this client's: want redis, rediss, redis+cluster`},
+		{"valkey scheme", func() goredis.UniversalClient { return goredis.NewClient(userOptions(addr, budget)) },
+			"valkey://", `url: scheme`},
 		{"client parameter in the URL", func() goredis.UniversalClient { return goredis.NewClient(userOptions(addr, budget)) },
 			"redis://?pool_size=3", `url: pool_size: unknown parameter`},
 	} {

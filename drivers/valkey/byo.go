@@ -20,7 +20,8 @@ import (
 // valkey.NewClient with valkeyhook.WithHook. A nil build is valkey.NewClient;
 // a build that returns a nil client and no error fails the call as a
 // failed build does (ErrUnavailable). Hand the driver
-// to fleetstore.OpenDriver with a URL that holds only the scheme and the
+// to fleetstore.OpenDriver with a URL that holds only the scheme (valkey
+// or valkeys; any other is ErrInvalid naming "url: scheme") and the
 // common parameters:
 //
 //	opt := valkey.ClientOption{
@@ -86,7 +87,7 @@ func (optionDriver) ExpiryGranularity() time.Duration { return Driver{}.ExpiryGr
 // Open implements driver.Driver: it checks the URL and the option, and
 // dials nothing (the client is built at the first call).
 func (d optionDriver) Open(cfg driver.Config) (driver.Conn, error) {
-	if err := ownclient.CheckURL(cfg.URL); err != nil {
+	if err := ownclient.CheckURL(cfg.URL, "valkey", "valkeys"); err != nil {
 		return nil, err
 	}
 	if err := checkOption(d.opt, cfg.Timeout); err != nil {

@@ -106,7 +106,7 @@ func TestFromOptionRefuses(t *testing.T) {
 			}
 		})
 	}
-	for _, raw := range []string{"valkey://cache:6379", "valkey://:s3cret@", "valkey://?db=2"} {
+	for _, raw := range []string{"valkey://cache:6379", "valkey://:s3cret@", "valkey://?db=2", "memory://", "redis://"} {
 		_, err := fleetstore.OpenDriver(FromOption(userOption(addrs, budget), nil), raw)
 		if !errors.Is(err, fleetstore.ErrInvalid) || !strings.Contains(err.Error(), "url") || strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("open %s: got %v, want ErrInvalid naming the url, without the password", strings.ReplaceAll(raw, "s3cret", "xxx"), err)
