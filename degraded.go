@@ -36,6 +36,7 @@ type fallback struct {
 	// Read by every call; written once an outage (or a count). Kept off
 	// the cache line of localDecisions, which every local Hit writes.
 	degraded       atomic.Bool // the breaker: calls go local
+	obsPanicked    atomic.Bool // the observer panicked on a replay event: logged once
 	claimsFull     atomic.Bool // the local store holds cfg.LocalClaims claims
 	checkEvery     uint64      // local decisions between two counts of the local store's claims
 	_              [64]byte

@@ -11,7 +11,11 @@ import (
 // per batch the degraded mode replays. Observe runs on the caller's
 // goroutine after the call, before it returns, with the caller's context
 // (its span is the parent of a span the observer makes, its values reach
-// exemplars); it must be safe for concurrent use and must not block. The
+// exemplars); it must be safe for concurrent use, must not block and must
+// not panic: on a caller's call (Hit, Commit, …) a panic reaches the
+// caller, on a replay event (the probe goroutine) the Store recovers it,
+// drops the event and logs the first such panic (its value's type only).
+// The
 // Event is a value: keeping it costs the call nothing, and the memory Hit
 // stays without allocation (BenchmarkHit). An Event never holds a tenant, a
 // key, a hook id or a node: what the observer does not get it cannot label

@@ -3,8 +3,10 @@ package fleetstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -282,5 +284,53 @@ func TestClassOf(t *testing.T) {
 		if op.String() != name {
 			t.Errorf("Op(%d) = %q, want %q", op, op.String(), name)
 		}
+	}
+}
+
+// panicOnReplay is an observer that panics on every replay event.
+type panicOnReplay struct{ replays atomic.Int64 }
+
+func (p *panicOnReplay) Observe(_ context.Context, e fleetstore.Event) {
+	if e.Op == fleetstore.OpReplay {
+		p.replays.Add(1)
+		panic("observer bug: s3cret")
+	}
+}
+
+// TestObserverPanicOnReplay: an observer that panics on the probe
+// goroutine's replay events does not end the process: the commits are
+// replayed all the same, the event is dropped, and the Store logs it once
+// (the panic value's type, never the value), over two outages.
+func TestObserverPanicOnReplay(t *testing.T) {
+	t.Parallel()
+	p := &panicOnReplay{}
+	st := openFlaky(t, fleetstore.Fallback{}, fleetstore.WithObserver(p))
+	ctx := context.Background()
+	for i := range 2 {
+		st.d.set(refused)
+		c := hookClaim("panic-"+string(rune('a'+i)), "hook-1")
+		if _, err := st.Hit(ctx, []fleetstore.Charge{bigCharge}, &c); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Commit(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		st.d.set(healthy)
+		if !waitFor(10*time.Second, func() bool { s := st.Stats(); return !s.Degraded && s.Outbox == 0 }) {
+			t.Fatalf("outage %d: not replayed 10s after the store is back: %+v", i, st.Stats())
+		}
+	}
+	if s := st.Stats(); s.Replayed != 2 || p.replays.Load() < 2 {
+		t.Fatalf("replayed %d commits, observer told %d times; want 2 and at least 2", s.Replayed, p.replays.Load())
+	}
+	logged := st.logs.FilterMessageSnippet("observer panicked").All()
+	if len(logged) != 1 {
+		t.Fatalf("logged the panic %d times, want once", len(logged))
+	}
+	if got := logged[0].ContextMap()["panic_type"]; got != "string" {
+		t.Errorf("panic_type %v, want string", got)
+	}
+	if strings.Contains(fmt.Sprint(logged[0].ContextMap()), "s3cret") {
+		t.Errorf("the log line holds the panic value: %v", logged[0].ContextMap())
 	}
 }

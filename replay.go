@@ -3,6 +3,7 @@ package fleetstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -294,7 +295,16 @@ func cut(s string) string {
 
 // observeReplay reports a replayed batch of n commits to the observer:
 // failed as errs and err say, classed as the Store would return them.
+// It runs on the probe goroutine, where an observer's panic would end the
+// process: it is recovered, the event dropped, and the first one logged
+// (its value's type only: the value may hold anything).
 func (fb *fallback) observeReplay(ctx context.Context, start time.Time, n int, errs []error, err error) {
+	defer func() {
+		if r := recover(); r != nil && fb.obsPanicked.CompareAndSwap(false, true) {
+			fb.s.log.Error("fleetstore: the observer panicked on a replay event; the event is dropped, further panics are not logged",
+				zap.String("scheme", fb.s.scheme), zap.String("panic_type", fmt.Sprintf("%T", r)))
+		}
+	}()
 	e := Event{Op: OpReplay, Start: start, Duration: time.Since(start), Claims: n}
 	first := err
 	if err != nil {

@@ -142,15 +142,21 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 }
 
 // WithAttributes adds attrs to every metric and span (a deployment's
-// name, a region). They are the caller's choice: put no tenant, key or
-// hook id in them.
+// name, a region, which Store it is). They are the caller's choice: put
+// no tenant, key or hook id in them. Two Stores in one process whose
+// Observers share a MeterProvider need attributes that tell them apart
+// (attribute.String("fleetstore.store", "edge-limits")), or a provider
+// each: otherwise their points, the degraded and outbox gauges among
+// them, carry one attribute set and overwrite each other.
 func WithAttributes(attrs ...attribute.KeyValue) Option {
 	return func(c *config) { c.attrs = append(c.attrs, attrs...) }
 }
 
 // Observer is a fleetstore.StoreObserver reporting to OpenTelemetry. Give
 // it to one Store (fleetstore.WithObserver); New makes one per Store. It
-// is safe for concurrent use.
+// is safe for concurrent use. Observers of several Stores on one
+// MeterProvider need distinguishing WithAttributes (see there): the
+// metrics carry no attribute of the Store's own beyond db.system.name.
 type Observer struct {
 	tracer trace.Tracer // nil: no spans (a no-op tracer)
 	meter  metric.Meter
@@ -250,6 +256,9 @@ func New(opts ...Option) (*Observer, error) {
 	return o, nil
 }
 
+// errNil is Attach's error for a nil *Observer.
+var errNil = errors.New("fleetotel: a nil *Observer (make one with fleetotel.New)")
+
 // errAttached is Attach's error for a second Store.
 var errAttached = errors.New("fleetotel: this Observer already observes a Store (make one with fleetotel.New for each)")
 
@@ -257,9 +266,13 @@ var errAttached = errors.New("fleetotel: this Observer already observes a Store 
 // has the degraded mode, registers the callback that reads its Stats. It
 // is called by fleetstore.Open.
 //
-// Errors: the Observer already observes a Store; the meter's, registering
-// the callback.
+// Errors: the Observer is nil (not made by New: fleetstore.Open then
+// fails with ErrInvalid naming "observer"); the Observer already observes
+// a Store; the meter's, registering the callback.
 func (o *Observer) Attach(info fleetstore.StoreInfo) error {
+	if o == nil {
+		return errNil
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.busy {
@@ -303,6 +316,9 @@ func (o *Observer) Attach(info fleetstore.StoreInfo) error {
 // another Store. The closed Store's calls (ErrClosed) are still recorded
 // until then. It is called by Store.Close.
 func (o *Observer) Detach() {
+	if o == nil {
+		return
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if a := o.store.Load(); o.busy && a.reg != nil {
@@ -359,7 +375,11 @@ func System(scheme string) attribute.KeyValue {
 
 // Observe records e: its duration, its outcome or error class, its
 // denied kinds, and a span. It is called by the Store after every call.
+// A nil Observer records nothing.
 func (o *Observer) Observe(ctx context.Context, e fleetstore.Event) {
+	if o == nil {
+		return
+	}
 	a := o.store.Load()
 	op, class := int(e.Op), int(e.Err)
 	if a == nil || op <= 0 || op >= nOps || class < 0 || class >= nClasses {

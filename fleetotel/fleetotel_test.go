@@ -403,6 +403,59 @@ func TestOneStore(t *testing.T) {
 	again.Close()
 }
 
+// TestTwoStoresOneProvider: two Stores, each with its own Observer on one
+// MeterProvider, keep their degraded gauges apart when WithAttributes
+// tells them apart (the Observer's doc: without it their points share
+// one attribute set and overwrite each other).
+func TestTwoStoresOneProvider(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	ctx := context.Background()
+	hooks := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: "acme", Increment: time.Millisecond, Capacity: time.Second}
+	for i, name := range []string{"a", "b"} {
+		o, err := fleetotel.New(fleetotel.WithMeterProvider(mp), fleetotel.WithAttributes(attribute.String("fleetstore.store", name)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := fleetstore.Open(deadRedis(t, "fallback_nodes=2"), fleetstore.WithObserver(o))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		for j := range i + 1 { // a queues 1 commit, b 2
+			c := claim(fmt.Sprintf("two-%s-%d", name, j), "hook-1")
+			if _, err := st.Hit(ctx, []fleetstore.Charge{hooks}, &c); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Commit(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int64{"a": 1, "b": 2} {
+		if n := sum(t, rm, "fleetstore.client.outbox", attribute.String("fleetstore.store", name)); n != want {
+			t.Errorf("store %s: outbox gauge %d, want %d", name, n, want)
+		}
+	}
+}
+
+// TestNilObserver: a nil *Observer fails Open with ErrInvalid naming the
+// observer instead of panicking, and its methods do nothing.
+func TestNilObserver(t *testing.T) {
+	var o *fleetotel.Observer
+	var ie *fleetstore.InvalidError
+	if st, err := fleetstore.Open("memory://fleetotel-nil", fleetstore.WithObserver(o)); st != nil || !errors.As(err, &ie) || ie.Field != "observer" {
+		t.Fatalf("Open: %v, want ErrInvalid naming observer", err)
+	}
+	o.Observe(context.Background(), fleetstore.Event{Op: fleetstore.OpHit})
+	o.Detach()
+}
+
 // TestNoIdentityInTelemetry: no tenant, key, source id, hook id or node
 // appears anywhere in what is exported, metrics or spans, for calls that
 // succeed, fail naming their claims (ClaimLost), and are decided locally.

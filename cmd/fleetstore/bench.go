@@ -45,12 +45,16 @@ aside).
 
 It first pings the store (Store.Ping, up to 3 tries; skipped with the
 degraded mode on): a store that does not answer is one line, "store
-unreachable", and exit status 3, with no load run.
+unreachable", and exit status 3, with no load run; one that answers the
+ping with an error (a wrong password, an ACL) is one line, "store refused
+the ping", and exit status 3 too. With -json that line is instead one
+JSON object on stdout:
+  {"status":"UNREACHABLE","reason":"…"}   (or "status":"REFUSED")
 
 exit status: 0 the error share is at most -max-errors; 1 it is above; 2 a
-bad URL or flag; 3 the store did not answer the ping, or every Hit and
-Commit of the run failed (nothing was measured); 130 interrupted (Ctrl-C;
-the report of what ran is printed first).
+bad URL or flag; 3 the store did not answer the ping or refused it, or
+every Hit and Commit of the run failed (nothing was measured); 130
+interrupted (Ctrl-C; the report of what ran is printed first).
 
 -fallback N opens the store with its degraded mode on, as one node of N
 (fleetstore.WithFallback; fallback_nodes=N in the URL does the same): point
@@ -60,6 +64,13 @@ the Hits decided locally and the commits queued for replay.
 
 flags:
 `
+
+// pingFailure is bench -json's one object when the ping before the load
+// failed: status UNREACHABLE or REFUSED, as check -json's ping line.
+type pingFailure struct {
+	Status string `json:"status"`
+	Reason string `json:"reason"`
+}
 
 // benchConfig is the load of one bench run.
 type benchConfig struct {
@@ -136,7 +147,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	store, err := fleetstore.Open(cfg.url, opts...)
 	if err != nil {
-		fmt.Fprintln(stderr, err) // "fleetstore: open: …", one line, no credentials
+		fmt.Fprintln(stderr, oneLine(err)) // "fleetstore: open: …", one line, no credentials
 		return exitUsage
 	}
 	defer store.Close()
@@ -150,7 +161,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return exitInterrupted
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "fleetstore bench %s: store unreachable, nothing measured: %v\n", redactURL(cfg.url), err)
+			status, phrase := pingVerdict(err)
+			if cfg.json {
+				writeJSONLine(stdout, pingFailure{Status: status, Reason: oneLine(err)})
+			} else {
+				fmt.Fprintf(stderr, "fleetstore bench %s: %s, nothing measured: %s\n", redactURL(cfg.url), phrase, oneLine(err))
+			}
 			return exitUnreachable
 		}
 	}

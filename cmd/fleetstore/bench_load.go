@@ -262,7 +262,7 @@ func (w *worker) fail(counts *[numClasses]atomic.Uint64, op string, err error) {
 	class := classify(err)
 	counts[class].Add(1)
 	if _, ok := w.samples[class]; !ok {
-		w.samples[class] = op + ": " + err.Error()
+		w.samples[class] = op + ": " + oneLine(err)
 	}
 }
 
@@ -297,7 +297,7 @@ func pingBaseline(ctx context.Context, store *fleetstore.Store, d time.Duration)
 		if err != nil {
 			errs[classify(err)]++
 			if sample == "" {
-				sample = "ping: " + err.Error()
+				sample = "ping: " + oneLine(err)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/conformance"
+	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/drivers/memory"
 )
 
@@ -22,10 +24,13 @@ store and prints PASS, FAIL or SKIP for each, with the reason.
 
 It first pings the store (Store.Ping, up to 3 tries within the store's
 timeout each; no Hit, nothing written): a store that does not answer is
-one line, "store unreachable", and exit status 3, not 20-odd FAILs.
+one line, "store unreachable", and exit status 3, not 20-odd FAILs; one
+that answers the ping with an error (a wrong password, an ACL) is one
+line, "store refused the ping", and exit status 3 too.
 
 exit status: 0 nothing failed; 1 a clause failed; 2 a bad URL or flag;
-3 the store did not answer the ping; 130 interrupted (Ctrl-C).
+3 the store did not answer the ping, or refused it; 130 interrupted
+(Ctrl-C).
 
 -json prints JSON lines on stdout: one object per clause, in document
 order, as each verdict is in:
@@ -34,6 +39,7 @@ status is PASS, FAIL or SKIP; reason is why it failed or was skipped (the
 clause's messages, newline-separated; with -v, a pass's too). A store
 that does not answer is the one line
   {"clause":"ping","status":"UNREACHABLE","reason":"…"}
+and one that refuses the ping the same line with status REFUSED.
 Errors (bad URL or flag, interrupted) go to stderr as in text mode.
 
 It writes only under a random key_prefix and random tenants; it never
@@ -84,7 +90,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	// The URL as given must open: the suite rewrites it (key_prefix).
 	st, err := fleetstore.Open(raw)
 	if err != nil {
-		fmt.Fprintln(stderr, err) // "fleetstore: open: …", naming the field, no credentials
+		fmt.Fprintln(stderr, oneLine(err)) // "fleetstore: open: …", naming the field, no credentials
 		return exitUsage
 	}
 	cfg, shown := checkConfig(raw)
@@ -109,10 +115,11 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitInterrupted
 	}
 	if err != nil {
+		status, phrase := pingVerdict(err)
 		if *jsonOut {
-			writeJSONLine(stdout, clauseLine{Clause: "ping", Status: "UNREACHABLE", Reason: err.Error()})
+			writeJSONLine(stdout, clauseLine{Clause: "ping", Status: status, Reason: oneLine(err)})
 		} else {
-			fmt.Fprintf(stderr, "fleetstore check %s: store unreachable, nothing checked: %v\n", shown, err)
+			fmt.Fprintf(stderr, "fleetstore check %s: %s, nothing checked: %s\n", shown, phrase, oneLine(err))
 		}
 		return exitUnreachable
 	}
@@ -190,6 +197,26 @@ func ping(ctx context.Context, st *fleetstore.Store) error {
 		}
 	}
 	return err
+}
+
+// pingVerdict names a failed ping: "UNREACHABLE", "store unreachable"
+// when the store did not answer (ErrUnavailable, ErrTimeout); else
+// "REFUSED", "store refused the ping" — it answered with an error (a wrong
+// password, an ACL that forbids PING). A server's error reply
+// (driver.ReplyError) matches ErrUnavailable too, so it is looked for
+// first. Both exit with exitUnreachable.
+func pingVerdict(err error) (status, phrase string) {
+	var reply *driver.ReplyError
+	if !errors.As(err, &reply) && (errors.Is(err, fleetstore.ErrUnavailable) || errors.Is(err, fleetstore.ErrTimeout)) {
+		return "UNREACHABLE", "store unreachable"
+	}
+	return "REFUSED", "store refused the ping"
+}
+
+// oneLine is err's text on one line: a client library's joined errors
+// (go-redis joins a Sentinel's dial errors with newlines) folded with "; ".
+func oneLine(err error) string {
+	return strings.Join(strings.FieldsFunc(err.Error(), func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
 }
 
 // clauseIDs splits -only into clause ids, upper-cased ("g1" is G1).

@@ -14,13 +14,18 @@ import (
 	"github.com/fleetstore/fleetstore/nettest"
 )
 
-// deadURLs are a refused address and a killed redis-server.
+// deadURLs are a refused address, a killed redis-server, and two refused
+// Sentinels (go-redis joins their dial errors with a newline).
 func deadURLs(t *testing.T) map[string]string {
 	killed := testserver.StartRedis(t)
 	if err := killed.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	return map[string]string{"refused": "redis://" + nettest.RefusedAddr(t), "killed": killed.URL()}
+	return map[string]string{
+		"refused":   "redis://" + nettest.RefusedAddr(t),
+		"killed":    killed.URL(),
+		"sentinels": "redis://" + nettest.RefusedAddr(t) + "?master_name=mymaster&addr=" + nettest.RefusedAddr(t),
+	}
 }
 
 // A store that does not answer is one line on stderr and exit status 3
@@ -54,17 +59,48 @@ func TestCheckDeadServer(t *testing.T) {
 func TestBenchDeadServer(t *testing.T) {
 	for name, raw := range deadURLs(t) {
 		t.Run(name, func(t *testing.T) {
-			for _, args := range [][]string{{"bench", raw}, {"bench", "-json", raw}} {
-				code, stdout, stderr := runArgs(t, args...)
-				if code != exitUnreachable {
-					t.Errorf("%q: exit status %d, want %d", args, code, exitUnreachable)
-				}
-				checkOneLine(t, stderr, "store unreachable, nothing measured")
-				if stdout != "" {
-					t.Errorf("%q: stdout %q, want nothing", args, stdout)
-				}
+			code, stdout, stderr := runArgs(t, "bench", raw)
+			if code != exitUnreachable {
+				t.Errorf("exit status %d, want %d", code, exitUnreachable)
+			}
+			checkOneLine(t, stderr, "store unreachable, nothing measured")
+			if stdout != "" {
+				t.Errorf("stdout %q, want nothing", stdout)
+			}
+
+			// -json: one JSON object on stdout, as check -json's ping line.
+			code, stdout, stderr = runArgs(t, "bench", "-json", raw)
+			if code != exitUnreachable || stderr != "" {
+				t.Errorf("-json: exit status %d, stderr %q", code, stderr)
+			}
+			var got pingFailure
+			if err := json.Unmarshal([]byte(stdout), &got); err != nil || strings.Count(stdout, "\n") != 1 ||
+				got.Status != "UNREACHABLE" || !strings.Contains(got.Reason, "unavailable") || strings.Contains(got.Reason, "\n") {
+				t.Errorf("-json: stdout %q (%v), want one object, status UNREACHABLE, a one-line reason", stdout, err)
 			}
 		})
+	}
+}
+
+// A store that answers the ping with an error (a wrong password) is "store
+// refused the ping", not "unreachable", exit status 3, for check and
+// bench, in text and JSON; no output holds the password.
+func TestPingRefused(t *testing.T) {
+	srv := testserver.StartRedis(t, testserver.Password("right-pw"))
+	raw := "redis://:wrong-pw@" + srv.Addr
+	for _, cmd := range []string{"check", "bench"} {
+		code, stdout, stderr := runArgs(t, cmd, raw)
+		if code != exitUnreachable {
+			t.Errorf("%s: exit status %d, want %d", cmd, code, exitUnreachable)
+		}
+		checkOneLine(t, stderr, "store refused the ping")
+		code, stdout2, stderr2 := runArgs(t, cmd, "-json", raw)
+		if code != exitUnreachable || stderr2 != "" || !strings.Contains(stdout2, `"status":"REFUSED"`) || strings.Count(stdout2, "\n") != 1 {
+			t.Errorf("%s -json: exit status %d, stdout %q, stderr %q: want one REFUSED line", cmd, code, stdout2, stderr2)
+		}
+		if out := stdout + stderr + stdout2 + stderr2; strings.Contains(out, "wrong-pw") {
+			t.Errorf("%s: the output holds the password: %q", cmd, out)
+		}
 	}
 }
 
@@ -200,8 +236,13 @@ func TestVersionAndHelp(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, "130") || !strings.Contains(stdout, "version") {
 		t.Errorf("help: exit %d, %q: want the commands and exit statuses", code, stdout)
 	}
-	if code, _, _ := runArgs(t, "help", "nosuch"); code != exitUsage {
-		t.Errorf("help nosuch: exit %d", code)
+	if code, _, stderr := runArgs(t, "help", "nosuch"); code != exitUsage || !strings.Contains(stderr, "no command of that name") {
+		t.Errorf("help nosuch: exit %d, %q", code, stderr)
+	}
+	// Two arguments: said as such, not "want one of", and neither echoed.
+	if code, _, stderr := runArgs(t, "help", "bench", "redis://:s3cret@h"); code != exitUsage ||
+		!strings.Contains(stderr, "takes at most one command, got 2 arguments") || strings.Contains(stderr, "s3cret") {
+		t.Errorf("help bench extra: exit %d, %q", code, stderr)
 	}
 }
 

@@ -12,8 +12,9 @@
 //
 // Exit statuses: 0 success; 1 the command ran and found a failure (a
 // clause failed, bench's error share above -max-errors); 2 bad flags,
-// arguments or URL; 3 the store could not be reached (check's Ping
-// failed, every call of a bench run failed); 130 interrupted (Ctrl-C).
+// arguments or URL; 3 the store could not be reached or refused the ping
+// (check's or bench's Ping failed, every call of a bench run failed); 130
+// interrupted (Ctrl-C).
 package main
 
 import (
@@ -62,8 +63,8 @@ exit status:
   1    the command ran and found a failure (a clause failed; bench's
        error share above -max-errors)
   2    bad flags, arguments or URL
-  3    the store could not be reached (check's Ping failed; every call of
-       a bench run failed)
+  3    the store could not be reached or refused the ping (check's and
+       bench's Ping failed; every call of a bench run failed)
   130  interrupted (Ctrl-C)
 `
 
@@ -105,7 +106,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, "usage: fleetstore version\n\nPrints the module version, VCS commit and time, and Go version the binary was built with.")
 			return exitOK
 		}
-		fmt.Fprintln(stderr, "fleetstore help: want one of check, bench, version")
+		if len(rest) > 1 {
+			// The arguments are not echoed: one may be a URL.
+			fmt.Fprintf(stderr, "fleetstore help: takes at most one command, got %d arguments (fleetstore help bench)\n", len(rest))
+		} else {
+			fmt.Fprintln(stderr, "fleetstore help: no command of that name (want check, bench or version)")
+		}
 		return exitUsage
 	default:
 		// The command is not echoed: a URL given first would be.

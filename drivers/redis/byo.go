@@ -46,21 +46,33 @@ import (
 //     instead of ErrUnavailable (T2). Set 1.
 //   - DialTimeout longer than the Store's timeout (go-redis's default
 //     5s): go-redis dials on a context of its own, so the dial would
-//     outlive the call (T1, T4).
+//     outlive the call (T1, T4). A negative one (every dial timed out
+//     at once) is refused too.
 //   - ReadTimeout or WriteTimeout of -2 (no socket deadline at all): a
 //     server that never answers would hold the call past its budget (T1).
 //     On a *Client longer read and write timeouts are kept: with
 //     ContextTimeoutEnabled go-redis sets each socket deadline to the
 //     earlier of the timeout and the call's deadline.
 //   - on a *ClusterClient, ReadTimeout or WriteTimeout longer than the
-//     Store's timeout (go-redis's default 5s): the slot-map reload the
-//     driver asks for after a failed call runs on go-redis's own context,
-//     bounded by them alone, and would outlive the call (T4).
+//     Store's timeout (go-redis's default 5s), or -1 (no deadline): the
+//     slot-map reload the driver asks for after a failed call runs on
+//     go-redis's own context, bounded by them alone, and would outlive
+//     the call (T4).
 //   - a *goredis.Ring, or any other UniversalClient: a Ring moves a
 //     down shard's keys to the others, forgetting its claims.
 //
-// The URL takes timeout, key_prefix and fallback_*; a host, a password or
-// a client parameter is ErrInvalid (they are the client's). Open does no
+// Not detected: a NewFailoverClient built with ReplicaOnly (or
+// RouteRandomly / RouteByLatency, on NewFailoverClusterClient) sends the
+// scripts to a replica, which refuses their writes (READONLY), or with
+// replica-read-only off keeps claims the master never sees; the *Client it returns shows neither in Options(), so
+// Open cannot refuse it. Build a failover client for a Store without
+// them, as a Ring is refused.
+//
+// The URL's scheme is redis, rediss or redis+cluster (any other, memory://
+// among them, is ErrInvalid naming "url: scheme": the Store would report
+// it as its StoreInfo.Scheme). The URL takes timeout, key_prefix and
+// fallback_*; a host, a password or a client parameter is ErrInvalid
+// (they are the client's). Open does no
 // network I/O (T3). Several Stores may share c.
 //
 // Store.Close does not close c: the application that built it closes it,
@@ -118,16 +130,22 @@ func (ownDriver) ExpiryGranularity() time.Duration { return Driver{}.ExpiryGranu
 // Open implements driver.Driver: it checks the URL and the client's
 // settings, and dials nothing.
 func (d ownDriver) Open(cfg driver.Config) (driver.Conn, error) {
-	if err := ownclient.CheckURL(cfg.URL); err != nil {
+	if err := ownclient.CheckURL(cfg.URL, "redis", "rediss", "redis+cluster"); err != nil {
 		return nil, err
 	}
 	cl := &client{c: d.c}
 	var s clientSettings
 	switch c := d.c.(type) {
 	case *goredis.Client:
+		if c == nil {
+			return nil, ownclient.Refuse("client", "is a nil *redis.Client")
+		}
 		o := c.Options()
 		s = clientSettings{o.ContextTimeoutEnabled, o.MaxRetries, o.DialerRetries, o.DialTimeout, o.ReadTimeout, o.WriteTimeout, false}
 	case *goredis.ClusterClient:
+		if c == nil {
+			return nil, ownclient.Refuse("client", "is a nil *redis.ClusterClient")
+		}
 		o := c.Options()
 		s = clientSettings{o.ContextTimeoutEnabled, o.MaxRetries, o.DialerRetries, o.DialTimeout, o.ReadTimeout, o.WriteTimeout, true}
 		cl.cluster = true
@@ -165,6 +183,14 @@ func (s clientSettings) check(budget time.Duration) error {
 		return ownclient.Refuse("ReadTimeout", "is -2, no socket deadline: a server that never answers would hold the call past its budget (CONTRACT T1); leave it 0 or give a duration")
 	case s.write < 0:
 		return ownclient.Refuse("WriteTimeout", "is -2, no socket deadline: a server that never reads would hold the call past its budget (CONTRACT T1); leave it 0 or give a duration")
+	case s.dial <= 0:
+		return ownclient.Refuse("DialTimeout", fmt.Sprintf("is %v: a dial would time out at once (CONTRACT T2); give a duration at most the Store's timeout", s.dial))
+	case s.cluster && s.read == 0:
+		// ClusterOptions turns -1 into 0, and a 0 reaches the node
+		// clients as -1: no deadline on the slot-map reload.
+		return ownclient.Refuse("ReadTimeout", "is -1, no deadline: the slot-map reload after a failed call runs on go-redis's own context, bounded by it alone, and would outlive the call (CONTRACT T4); give a duration at most the Store's timeout")
+	case s.cluster && s.write == 0:
+		return ownclient.Refuse("WriteTimeout", "is -1, no deadline: the slot-map reload after a failed call runs on go-redis's own context, bounded by it alone, and would outlive the call (CONTRACT T4); give a duration at most the Store's timeout")
 	}
 	if err := ownclient.Timeout("DialTimeout", s.dial, budget); err != nil {
 		return err

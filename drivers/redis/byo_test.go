@@ -201,6 +201,26 @@ func TestFromClientRefuses(t *testing.T) {
 			o.ReadTimeout = -2
 			return goredis.NewClusterClient(o)
 		}, "", `client: ReadTimeout: is -2`},
+		{"cluster read timeout -1", func() goredis.UniversalClient {
+			o := userClusterOptions([]string{addr}, budget)
+			o.ReadTimeout = -1 // ClusterOptions: 0, no deadline
+			return goredis.NewClusterClient(o)
+		}, "", `client: ReadTimeout: is -1`},
+		{"cluster write timeout -1", func() goredis.UniversalClient {
+			o := userClusterOptions([]string{addr}, budget)
+			o.WriteTimeout = -1
+			return goredis.NewClusterClient(o)
+		}, "", `client: WriteTimeout: is -1`},
+		{"negative dial timeout", func() goredis.UniversalClient {
+			o := userOptions(addr, budget)
+			o.DialTimeout = -1
+			return goredis.NewClient(o)
+		}, "", `client: DialTimeout: is -1ns`},
+		{"cluster negative dial timeout", func() goredis.UniversalClient {
+			o := userClusterOptions([]string{addr}, budget)
+			o.DialTimeout = -time.Second
+			return goredis.NewClusterClient(o)
+		}, "", `client: DialTimeout: is -1s`},
 		{"ring", func() goredis.UniversalClient {
 			return goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": addr}})
 		}, "", `client: a *redis.Ring`},
@@ -209,6 +229,10 @@ func TestFromClientRefuses(t *testing.T) {
 			"redis://cache:6379", `url: a Store on your own client takes its servers from the client`},
 		{"password in the URL", func() goredis.UniversalClient { return goredis.NewClient(userOptions(addr, budget)) },
 			"redis://:s3cret@", `url: a Store on your own client`},
+		{"memory scheme", func() goredis.UniversalClient { return goredis.NewClient(userOptions(addr, budget)) },
+			"memory://", `url: scheme: "memory" is not this client's: want redis, rediss, redis+cluster`},
+		{"valkey scheme", func() goredis.UniversalClient { return goredis.NewClient(userOptions(addr, budget)) },
+			"valkey://", `url: scheme`},
 		{"client parameter in the URL", func() goredis.UniversalClient { return goredis.NewClient(userOptions(addr, budget)) },
 			"redis://?pool_size=3", `url: pool_size: unknown parameter`},
 	} {
@@ -274,5 +298,21 @@ func TestFromClientKeepsClient(t *testing.T) {
 	}
 	if got := b.Driver(); got != d {
 		t.Fatalf("Store.Driver() = %v, want the FromClient driver", got)
+	}
+}
+
+// TestFromClientTypedNil: a nil *Client or *ClusterClient in the
+// interface is refused naming the client, not a panic in Open.
+func TestFromClientTypedNil(t *testing.T) {
+	t.Parallel()
+	for _, c := range []goredis.UniversalClient{(*goredis.Client)(nil), (*goredis.ClusterClient)(nil)} {
+		st, err := fleetstore.OpenDriver(FromClient(c), "redis://?timeout=100ms")
+		if err == nil {
+			st.Close()
+			t.Fatalf("%T: open: no error", c)
+		}
+		if !errors.Is(err, fleetstore.ErrInvalid) || !strings.Contains(err.Error(), "client: is a nil") {
+			t.Errorf("%T: open: got %v, want ErrInvalid naming client", c, err)
+		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/logging"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/internal/testserver"
@@ -48,6 +50,14 @@ func (l *goRedisLines) about(addr string) []string {
 // test records go-redis's process-wide logger (what its default prints to
 // stderr) and counts the lines about the dead addresses, so other tests'
 // clients do not count. Not parallel: it swaps the process-wide logger.
+//
+// A Sentinel URL is the exception, as the package doc says: go-redis's
+// Sentinel code logs its failed master lookups and its pool's failed
+// dials through that process-wide logger, which no client setting
+// reaches. The test counts those lines (logged, and printed to stderr
+// without a logger of the application's), then installs ZapLogger and
+// shows the same outage's lines reach the zap logger and not go-redis's
+// default.
 func TestOutageDoesNotPrint(t *testing.T) {
 	rec := &goRedisLines{}
 	goredis.SetLogger(rec)
@@ -86,4 +96,44 @@ func TestOutageDoesNotPrint(t *testing.T) {
 			t.Errorf("go-redis logged %d lines about %s, want none; first: %s", len(got), addr, got[0])
 		}
 	}
+	// A Sentinel URL whose Sentinels refuse: go-redis logs, the driver
+	// cannot stop it.
+	sentinel := nettest.RefusedAddr(t)
+	sentinelOutage := func() {
+		st, err := fleetstore.Open("redis://"+sentinel+"?master_name=mymaster&timeout=200ms&key_prefix=fstest-"+randHex(6), fleetstore.WithTimeout(200*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		for range 10 {
+			if _, err := st.Hit(ctx(t), []fleetstore.Charge{hooks("t")}, nil); err == nil {
+				t.Fatal("sentinel outage: hit: no error")
+			}
+		}
+	}
+	sentinelOutage()
+	logged := len(rec.about(sentinel))
+	t.Logf("go-redis's process-wide logger: %d lines about the refused Sentinel in 10 calls", logged)
+	if logged == 0 {
+		t.Errorf("go-redis logged nothing about a refused Sentinel: the package doc and ZapLogger's say it does; update them")
+	}
+
+	// The application installs ZapLogger: the lines go to its zap logger.
+	core, zapped := observer.New(zap.WarnLevel)
+	goredis.SetLogger(ZapLogger(zap.New(core)))
+	before := len(rec.about(sentinel))
+	sentinelOutage()
+	if got := len(rec.about(sentinel)) - before; got != 0 {
+		t.Errorf("with ZapLogger installed, go-redis's old logger got %d more lines, want 0", got)
+	}
+	var n int
+	for _, e := range zapped.FilterMessage("go-redis").All() {
+		if strings.Contains(e.ContextMap()["line"].(string), sentinel) {
+			n++
+		}
+	}
+	if n == 0 {
+		t.Errorf("with ZapLogger installed, the zap logger got no line about the refused Sentinel; got %d entries", zapped.Len())
+	}
+	t.Logf("ZapLogger: %d lines about the refused Sentinel in 10 calls", n)
 }

@@ -217,10 +217,18 @@
 // go-redis logs nothing; the Store logs the outage once. The driver never
 // calls goredis.SetLogger: setting a process-wide logger from a library
 // would undo the choice of the application or of another library that
-// uses go-redis, and whichever set it last would win. What go-redis still
-// logs through that logger is not per call: a Sentinel's master discovery
-// and +switch-master (one line per event). A client brought with
-// FromClient logs as its owner set go-redis up.
+// uses go-redis, and whichever set it last would win. On a Sentinel URL
+// go-redis still logs through that logger, to stderr unless the
+// application installs ZapLogger (or a logger of its own): the Sentinels'
+// master discovery ("sentinel: GetMasterAddrByName … failed", "sentinel:
+// selected addr", "sentinel: new master") and the pool's "failed to dial
+// … all sentinels specified in configuration are unreachable" — per call
+// while the Sentinels are unreachable (20 lines in 10 calls against a
+// refused Sentinel: TestOutageDoesNotPrint). Install it once, at start:
+//
+//	goredis.SetLogger(redis.ZapLogger(logger))
+//
+// A client brought with FromClient logs as its owner set go-redis up.
 package redis
 
 import (

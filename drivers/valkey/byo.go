@@ -17,8 +17,11 @@ import (
 // Sentinel), and build makes the client from it, as valkey-go's own
 // valkeylock takes a ClientOption and a ClientBuilder: a function that
 // calls valkeyotel.NewClient for traces and metrics, or wraps
-// valkey.NewClient with valkeyhook.WithHook. A nil build is valkey.NewClient. Hand the driver
-// to fleetstore.OpenDriver with a URL that holds only the scheme and the
+// valkey.NewClient with valkeyhook.WithHook. A nil build is valkey.NewClient;
+// a build that returns a nil client and no error fails the call as a
+// failed build does (ErrUnavailable). Hand the driver
+// to fleetstore.OpenDriver with a URL that holds only the scheme (valkey
+// or valkeys; any other is ErrInvalid naming "url: scheme") and the
 // common parameters:
 //
 //	opt := valkey.ClientOption{
@@ -41,10 +44,10 @@ import (
 //     refused server until the budget ran out, a timeout instead of
 //     ErrUnavailable (T2). valkey-go never retries a script.
 //   - Dialer.Timeout (and Sentinel.Dialer.Timeout with a Sentinel) of 0
-//     (valkey-go's 5s) or longer than the Store's timeout: the dial and
-//     handshake would outlive the call (T1, T4).
-//   - ConnWriteTimeout of 0 (valkey-go's 10s) or longer than the Store's
-//     timeout: a connection that stops answering, and the cluster's
+//     (valkey-go's 5s), negative, or longer than the Store's timeout: the
+//     dial and handshake would outlive the call (T1, T4).
+//   - ConnWriteTimeout of 0 (valkey-go's 10s), negative, or longer than
+//     the Store's timeout: a connection that stops answering, and the cluster's
 //     slot-map refresh, which runs without a context, would outlive the
 //     budget (T4).
 //   - AlwaysPipelining false or DisableAutoPipelining true: a connection
@@ -84,7 +87,7 @@ func (optionDriver) ExpiryGranularity() time.Duration { return Driver{}.ExpiryGr
 // Open implements driver.Driver: it checks the URL and the option, and
 // dials nothing (the client is built at the first call).
 func (d optionDriver) Open(cfg driver.Config) (driver.Conn, error) {
-	if err := ownclient.CheckURL(cfg.URL); err != nil {
+	if err := ownclient.CheckURL(cfg.URL, "valkey", "valkeys"); err != nil {
 		return nil, err
 	}
 	if err := checkOption(d.opt, cfg.Timeout); err != nil {
@@ -99,8 +102,11 @@ func (d optionDriver) Open(cfg driver.Config) (driver.Conn, error) {
 // for a Store of the given budget (see FromOption).
 func checkOption(opt valkey.ClientOption, budget time.Duration) error {
 	timeout := func(field string, d, zero time.Duration) error {
-		if d == 0 {
+		switch {
+		case d == 0:
 			return ownclient.Refuse(field, fmt.Sprintf("is 0, valkey-go's %v, longer than the Store's timeout (%v) (CONTRACT T1, T4); set it at most the timeout", zero, budget))
+		case d < 0:
+			return ownclient.Refuse(field, fmt.Sprintf("is %v: negative, no usable deadline (CONTRACT T1, T4); set it above 0 and at most the Store's timeout (%v)", d, budget))
 		}
 		return ownclient.Timeout(field, d, budget)
 	}

@@ -76,6 +76,12 @@ func TestFromOptionRefuses(t *testing.T) {
 		{"sentinel dial timeout", func(o *valkey.ClientOption) { o.Sentinel.MasterSet = "m" }, "client: Sentinel.Dialer.Timeout: is 0"},
 		{"write timeout by default", func(o *valkey.ClientOption) { o.ConnWriteTimeout = 0 }, "client: ConnWriteTimeout: is 0, valkey-go's 10s"},
 		{"write timeout", func(o *valkey.ClientOption) { o.ConnWriteTimeout = time.Minute }, "client: ConnWriteTimeout: is 1m0s"},
+		{"negative dial timeout", func(o *valkey.ClientOption) { o.Dialer.Timeout = -1 }, "client: Dialer.Timeout: is -1ns: negative"},
+		{"negative sentinel dial timeout", func(o *valkey.ClientOption) {
+			o.Sentinel.MasterSet = "m"
+			o.Sentinel.Dialer.Timeout = -time.Second
+		}, "client: Sentinel.Dialer.Timeout: is -1s: negative"},
+		{"negative write timeout", func(o *valkey.ClientOption) { o.ConnWriteTimeout = -1 }, "client: ConnWriteTimeout: is -1ns: negative"},
 		{"pipelining", func(o *valkey.ClientOption) { o.AlwaysPipelining = false }, "client: AlwaysPipelining: is false"},
 		{"auto-pipelining", func(o *valkey.ClientOption) { o.DisableAutoPipelining = true }, "client: DisableAutoPipelining: is true"},
 		{"replicas", func(o *valkey.ClientOption) { o.ReplicaOnly = true }, "client: ReplicaOnly"},
@@ -100,10 +106,34 @@ func TestFromOptionRefuses(t *testing.T) {
 			}
 		})
 	}
-	for _, raw := range []string{"valkey://cache:6379", "valkey://:s3cret@", "valkey://?db=2"} {
+	for _, raw := range []string{"valkey://cache:6379", "valkey://:s3cret@", "valkey://?db=2", "memory://", "redis://"} {
 		_, err := fleetstore.OpenDriver(FromOption(userOption(addrs, budget), nil), raw)
 		if !errors.Is(err, fleetstore.ErrInvalid) || !strings.Contains(err.Error(), "url") || strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("open %s: got %v, want ErrInvalid naming the url, without the password", strings.ReplaceAll(raw, "s3cret", "xxx"), err)
 		}
+	}
+}
+
+// TestFromOptionNilClient: a builder that returns neither a client nor an
+// error fails the call as a failed build (ErrUnavailable, saying so),
+// instead of storing a nil client that panics at the first command.
+func TestFromOptionNilClient(t *testing.T) {
+	t.Parallel()
+	const budget = 100 * time.Millisecond
+	st, err := fleetstore.OpenDriver(FromOption(userOption([]string{"127.0.0.1:1"}, budget), func(valkey.ClientOption) (valkey.Client, error) {
+		return nil, nil
+	}), "valkey://?timeout="+budget.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for range 2 { // the first builds, the second meets the backoff
+		_, err := st.Hit(t.Context(), []fleetstore.Charge{{Tenant: "t", Kind: "hooks", Increment: time.Millisecond, Capacity: time.Second}}, nil)
+		if !errors.Is(err, fleetstore.ErrUnavailable) || !strings.Contains(err.Error(), "nil valkey.Client") {
+			t.Fatalf("hit: got %v, want ErrUnavailable naming the nil client", err)
+		}
+	}
+	if err := st.Ping(t.Context()); !errors.Is(err, fleetstore.ErrUnavailable) {
+		t.Fatalf("ping: got %v, want ErrUnavailable", err)
 	}
 }

@@ -146,6 +146,9 @@ func (l *lazyClient) get(ctx context.Context) (valkey.Client, error) {
 func (l *lazyClient) build(done chan struct{}) {
 	defer l.wg.Done()
 	c, err := l.newClient(l.opt)
+	if err == nil && c == nil {
+		err = errNoClient // a builder's bug: failed like a build that did not connect
+	}
 	if err != nil && c != nil {
 		c.Close()
 		c = nil
@@ -166,6 +169,10 @@ func (l *lazyClient) build(done chan struct{}) {
 	l.mu.Unlock()
 	close(done)
 }
+
+// errNoClient is the build error of a FromOption builder that returned
+// neither a client nor an error.
+var errNoClient = errors.New("the client builder returned a nil valkey.Client and no error")
 
 // backoff is the wait after n failed builds in a row (n ≥ 1).
 func backoff(n int) time.Duration {

@@ -7,6 +7,8 @@ package ownclient
 import (
 	"fmt"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fleetstore/fleetstore/driver"
@@ -16,8 +18,14 @@ import (
 // "redis://?timeout=50ms": the client holds the servers, credentials and
 // TLS, so the URL holds only the scheme and the common parameters (the
 // Store has read and removed them, fallback_* too).
+// The scheme must be one of schemes, the driver's own: a Store on a
+// Redis client opened as memory:// would report itself as memory
+// (StoreInfo.Scheme, an observer's db.system.name).
 // Errors wrap ErrInvalid and never quote the URL.
-func CheckURL(u *url.URL) error {
+func CheckURL(u *url.URL, schemes ...string) error {
+	if !slices.Contains(schemes, u.Scheme) {
+		return driver.Invalid("url: scheme", fmt.Sprintf("%q is not this client's: want %s", u.Scheme, strings.Join(schemes, ", ")))
+	}
 	if u.User != nil || u.Host != "" || u.Opaque != "" || (u.Path != "" && u.Path != "/") {
 		return driver.Invalid("url", "a Store on your own client takes its servers from the client: give only the scheme and common parameters, e.g. "+u.Scheme+"://?timeout=50ms")
 	}
