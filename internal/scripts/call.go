@@ -11,8 +11,8 @@ import (
 
 // HitCall returns the KEYS and ARGV of a Hit script call: charges (all of
 // one tenant) and claim (nil: none), as validated by the Store. Increments
-// and capacities go as whole µs, the pending TTL both as the key's PX
-// (Millis) and as whole µs (the record's exact expiry).
+// and capacities go as whole µs, the pending TTL as whole µs (the record's
+// exact expiry; its key's expiry is that µs rounded up to the ms).
 func HitCall(keyPrefix string, charges []driver.Charge, claim *driver.Claim) (keys, args []string) {
 	tenant := ""
 	if len(charges) > 0 {
@@ -20,9 +20,9 @@ func HitCall(keyPrefix string, charges []driver.Charge, claim *driver.Claim) (ke
 	} else {
 		tenant = claim.Tenant
 	}
-	keys = make([]string, 1, 2)
+	keys = make([]string, 1, 3)
 	keys[0] = BucketKey(keyPrefix, tenant)
-	args = make([]string, 0, 1+3*len(charges)+3)
+	args = make([]string, 0, 1+3*len(charges)+2)
 	args = append(args, strconv.Itoa(len(charges)))
 	for i := range charges {
 		c := &charges[i]
@@ -31,18 +31,19 @@ func HitCall(keyPrefix string, charges []driver.Charge, claim *driver.Claim) (ke
 			strconv.FormatInt(c.Capacity.Microseconds(), 10))
 	}
 	if claim != nil {
-		keys = append(keys, ClaimKey(keyPrefix, claim.Tenant, claim.SourceID, claim.Key))
-		args = append(args, claim.HookID, Millis(claim.PendingTTL),
-			strconv.FormatInt(claim.PendingTTL.Microseconds(), 10))
+		keys = append(keys, ShardStateKey(keyPrefix, claim.Tenant), ClaimKey(keyPrefix, claim.Tenant, claim.SourceID, claim.Key))
+		args = append(args, claim.HookID, micros(claim.PendingTTL))
 	}
 	return keys, args
 }
 
 // SettleCall returns the KEYS and ARGV of a Settle script call over claims:
-// a commit when commit is true, a release otherwise. On a cluster, every
-// claim of one call must hash to one slot (one tenant does).
+// a commit when commit is true, a release otherwise; two keys per claim
+// (its tenant's ShardStateKey and its ClaimKey), its hook_id and TTL in
+// whole µs (rounded up: a claim never expires early, C9). On a cluster,
+// every claim of one call must hash to one slot (one tenant does).
 func SettleCall(keyPrefix string, commit bool, claims []driver.Claim) (keys, args []string) {
-	keys = make([]string, len(claims))
+	keys = make([]string, 2*len(claims))
 	args = make([]string, 1, 1+2*len(claims))
 	args[0] = "r"
 	if commit {
@@ -50,20 +51,28 @@ func SettleCall(keyPrefix string, commit bool, claims []driver.Claim) (keys, arg
 	}
 	for i := range claims {
 		c := &claims[i]
-		keys[i] = ClaimKey(keyPrefix, c.Tenant, c.SourceID, c.Key)
-		args = append(args, c.HookID, Millis(c.TTL))
+		keys[2*i] = ShardStateKey(keyPrefix, c.Tenant)
+		keys[2*i+1] = ClaimKey(keyPrefix, c.Tenant, c.SourceID, c.Key)
+		args = append(args, c.HookID, micros(c.TTL))
 	}
 	return keys, args
 }
 
-// Millis formats d for PX: whole milliseconds rounded up, plus one. Redis
-// expires a key at its own millisecond clock (the current time truncated
-// to the ms) plus PX, up to 1ms before now + PX; the extra millisecond
-// keeps a record alive for at least d (C9), at the cost of lingering up to
-// 2ms past it (the store's expiry granularity).
-func Millis(d time.Duration) string {
-	ms := (d + time.Millisecond - 1) / time.Millisecond
-	return strconv.FormatInt(int64(max(ms, 1))+1, 10)
+// PresentCall returns the KEYS of a Present script call over claims (no
+// ARGV): two keys per claim, as SettleCall's.
+func PresentCall(keyPrefix string, claims []driver.Claim) []string {
+	keys := make([]string, 2*len(claims))
+	for i := range claims {
+		c := &claims[i]
+		keys[2*i] = ShardStateKey(keyPrefix, c.Tenant)
+		keys[2*i+1] = ClaimKey(keyPrefix, c.Tenant, c.SourceID, c.Key)
+	}
+	return keys
+}
+
+// micros formats d as whole µs, rounded up, at least 1.
+func micros(d time.Duration) string {
+	return strconv.FormatInt(max(int64((d+time.Microsecond-1)/time.Microsecond), 1), 10)
 }
 
 // ErrMalformed is the error of a reply that is not what the script

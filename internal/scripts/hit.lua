@@ -2,7 +2,9 @@
 -- round trip. The GCRA is package gcra's Charge, transcribed.
 --
 -- KEYS[1]   the tenant's bucket hash: field = kind, value = TAT in µs
--- KEYS[2]   the claim key; absent when the Hit has no claim
+-- KEYS[2]   the tenant's shard state key PREFIX:{T}:n; absent when the Hit
+--           has no claim (the shards PREFIX:{T}:s<i> share its hash tag)
+-- KEYS[3]   the claim's short key PREFIX:{T}D (D: the claim's digest)
 -- ARGV[1]   n, the number of charges (0 or more)
 -- for charge i = 1..n:
 --   ARGV[3i-1]  kind
@@ -10,8 +12,7 @@
 --   ARGV[3i+1]  capacity, µs (integer ≥ increment, ≤ 366 days)
 -- when KEYS[2] is given:
 --   ARGV[3n+2]  hook_id
---   ARGV[3n+3]  pending TTL, ms (rounded up by the caller: the key's PX)
---   ARGV[3n+4]  pending TTL, µs (exact: the claim's own expiry)
+--   ARGV[3n+3]  pending TTL, µs (exact: the claim's own expiry)
 --
 -- Returns {code, value, r_1, ..., r_n}: code 1 OK (value 0), 2 Duplicate
 -- (value the committer's hook_id), 3 Pending or 4 RateLimited (value the
@@ -74,20 +75,17 @@ if n > 0 then
   end
 end
 
--- held is the state byte of a live claim record, holder its hook_id; both
--- nil when the Hit has no claim or the key is absent (Redis has already
--- dropped an expired key: GET returns false for it).
-local held, holder, expires
+-- held is the state of a live claim record, holder its hook_id; both nil
+-- when the Hit has no claim or no live record (an expired one is absent).
+-- loc is where the record is or goes (claim.lua's find_claim).
+local held, holder, expires, loc
 if KEYS[2] then
-  local v = redis.call('GET', KEYS[2])
-  if v then
-    held, holder, expires = decode_claim(v)
-    -- Our own pending claim: this is a retry of a hit whose reply was lost.
-    -- It was charged once already, so charge nothing and say OK (C2).
-    if held == 'p' and holder == ARGV[c] then
-      out[1] = 1
-      return out
-    end
+  held, holder, expires, loc = find_claim(KEYS[2], KEYS[3], now)
+  -- Our own pending claim: this is a retry of a hit whose reply was lost.
+  -- It was charged once already, so charge nothing and say OK (C2).
+  if held == 'p' and holder == ARGV[c] then
+    out[1] = 1
+    return out
   end
 end
 
@@ -164,8 +162,7 @@ if n > 0 then
 end
 if KEYS[2] then
   -- The claim becomes pending for this hook, for the pending TTL (C1).
-  -- The key lingers up to 2ms past the record's own expiry (see Millis).
-  redis.call('SET', KEYS[2], encode_pending(ARGV[c], now + tonumber(ARGV[c + 2])), 'PX', ARGV[c + 1])
+  put_claim(loc, 'q', ARGV[c], now + tonumber(ARGV[c + 1]), now)
 end
 out[1] = 1
 return out

@@ -3,6 +3,7 @@ package scripts
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"strconv"
 	"strings"
 )
 
@@ -90,4 +91,51 @@ func ClaimDigest(source, key string) [DigestSize]byte {
 // the prefix hold no glob metacharacters.
 func TenantPattern(keyPrefix, tenant string) string {
 	return TenantTag(keyPrefix, tenant) + "*"
+}
+
+// ShardStateKey is the hash holding the level and split pointer of
+// tenant's claim shards (claim.lua), absent while the tenant has one shard.
+// Reset leaves it, as it leaves every claim.
+func ShardStateKey(keyPrefix, tenant string) string {
+	return TenantTag(keyPrefix, tenant) + ":n"
+}
+
+// ShardKey is shard i of tenant's claims: a hash of ClaimDigest → record
+// (claim.lua). A tenant has 2^l + p shards, l and p in its ShardStateKey.
+func ShardKey(keyPrefix, tenant string, i int) string {
+	return TenantTag(keyPrefix, tenant) + ":s" + strconv.Itoa(i)
+}
+
+// IsShardKey reports whether key, one of tenant's keys, is a claim shard
+// (ShardKey), whose fields are claim records.
+func IsShardKey(keyPrefix, tenant, key string) bool {
+	rest, ok := strings.CutPrefix(key, TenantTag(keyPrefix, tenant)+":s")
+	if !ok || rest == "" {
+		return false
+	}
+	for i := 0; i < len(rest); i++ {
+		if rest[i] < '0' || rest[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// DecodeRecord decodes a claim record as claim.lua writes it: its state
+// ('c' committed or 'q' pending), hook_id and expiry on the server's clock
+// (µs since the Unix epoch). ok is false for any other value.
+func DecodeRecord(v string) (state byte, hookID string, expiresMicros int64, ok bool) {
+	if len(v) < 18 || len(v) > 273 || v[0] != 'c' && v[0] != 'q' {
+		return 0, "", 0, false
+	}
+	for i := 1; i < 17; i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return 0, "", 0, false
+		}
+	}
+	us, err := strconv.ParseInt(v[1:17], 10, 64)
+	if err != nil {
+		return 0, "", 0, false
+	}
+	return v[0], v[17:], us, true
 }

@@ -13,8 +13,16 @@
 // tenant encoded by [Encode], so that a Hit's keys share one slot:
 //
 //	PREFIX:{T}:b          hash: kind → TAT (µs), one per tenant (Reset = DEL)
-//	PREFIX:{T}D           string: a claim, D its 16-byte ClaimDigest of
-//	                      (source, key), raw; the value is claim.lua's record
+//	PREFIX:{T}:s<i>       hash: claim shard i, D → record, D a claim's
+//	                      16-byte ClaimDigest of (source, key), raw; the
+//	                      record is claim.lua's (state, expiry, hook_id)
+//	PREFIX:{T}:n          hash: l, p, the shards' level and split pointer
+//	                      (linear hashing), absent while there is one shard
+//	PREFIX:{T}D           string: a claim whose record is too long for a
+//	                      shard's listpack (a hook_id over 47 bytes)
+//
+// The shard and state keys are not among a script's KEYS: the script
+// derives them from the state key (same hash tag, so the same slot).
 //
 // Encode escapes every byte outside [A-Za-z0-9._~-] as %XX, so an encoded
 // tenant never holds ':', '{', '}' or '%' unescaped and tenants never share
@@ -44,6 +52,8 @@ var (
 	hitLua string
 	//go:embed settle.lua
 	settleLua string
+	//go:embed present.lua
+	presentLua string
 )
 
 // Hit decides one Hit: own pending claim, GCRA over every charge on the
@@ -53,6 +63,10 @@ var Hit = newScript("hit", claimLua+"\n"+hitLua)
 // Settle commits or releases a batch of claims, each with its own result
 // (settle.lua). Build its call with SettleCall.
 var Settle = newScript("settle", claimLua+"\n"+settleLua)
+
+// Present reports which claims have a live record (present.lua), for
+// tests and tools: build its KEYS with PresentCall.
+var Present = newScript("present", claimLua+"\n"+presentLua)
 
 func newScript(name, src string) *Script {
 	sum := sha1.Sum([]byte(src))

@@ -46,15 +46,15 @@ func TestHitCall(t *testing.T) {
 	cl := &driver.Claim{Tenant: "t", SourceID: "s", Key: "k", HookID: "h", Node: "n", TTL: time.Hour, PendingTTL: 1500 * time.Microsecond}
 	keys, args := HitCall("p", charges, cl)
 	d := ClaimDigest("s", "k")
-	if want := []string{"p:{t}:b", "p:{t}" + string(d[:])}; strings.Join(keys, " ") != strings.Join(want, " ") {
+	if want := []string{"p:{t}:b", "p:{t}:n", "p:{t}" + string(d[:])}; strings.Join(keys, " ") != strings.Join(want, " ") {
 		t.Errorf("keys %q, want %q", keys, want)
 	}
-	want := []string{"2", "hooks", "125", "1000000", "bytes", "1900000", "31622400000000", "h", "3", "1500"}
+	want := []string{"2", "hooks", "125", "1000000", "bytes", "1900000", "31622400000000", "h", "1500"}
 	if strings.Join(args, " ") != strings.Join(want, " ") {
 		t.Errorf("args %q, want %q", args, want)
 	}
 	keys, args = HitCall("p", nil, cl)
-	if len(keys) != 2 || strings.Join(args, " ") != "0 h 3 1500" {
+	if len(keys) != 3 || strings.Join(args, " ") != "0 h 1500" {
 		t.Errorf("claim only: %q %q", keys, args)
 	}
 	keys, args = HitCall("p", charges[:1], nil)
@@ -149,22 +149,54 @@ func TestDecodeSettle(t *testing.T) {
 	}
 }
 
-func TestMillis(t *testing.T) {
+func TestScriptsLoad(t *testing.T) {
 	t.Parallel()
-	for give, want := range map[time.Duration]string{
-		time.Millisecond: "2", 1500 * time.Microsecond: "3", time.Microsecond: "2", 366 * 24 * time.Hour: "31622400001",
-	} {
-		if got := Millis(give); got != want {
-			t.Errorf("Millis(%v) = %s, want %s", give, got, want)
+	for _, s := range []*Script{Hit, Settle, Present} {
+		if len(s.SHA1) != 40 || !strings.Contains(s.Source, "local function decode_claim") {
+			t.Errorf("%s: sha %q, source of %d bytes", s.Name, s.SHA1, len(s.Source))
 		}
 	}
 }
 
-func TestScriptsLoad(t *testing.T) {
+func TestSettleCall(t *testing.T) {
 	t.Parallel()
-	for _, s := range []*Script{Hit, Settle} {
-		if len(s.SHA1) != 40 || !strings.Contains(s.Source, "local function decode_claim") {
-			t.Errorf("%s: sha %q, source of %d bytes", s.Name, s.SHA1, len(s.Source))
+	cl := driver.Claim{Tenant: "t", SourceID: "s", Key: "k", HookID: "h", TTL: 1500 * time.Microsecond}
+	keys, args := SettleCall("p", true, []driver.Claim{cl, cl})
+	d := ClaimDigest("s", "k")
+	want := []string{"p:{t}:n", "p:{t}" + string(d[:]), "p:{t}:n", "p:{t}" + string(d[:])}
+	if strings.Join(keys, " ") != strings.Join(want, " ") || strings.Join(args, " ") != "c h 1500 h 1500" {
+		t.Errorf("keys %q args %q", keys, args)
+	}
+	if got := PresentCall("p", []driver.Claim{cl, cl}); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("present keys %q", got)
+	}
+	// A TTL below 1µs still expires in the future.
+	cl.TTL = time.Nanosecond
+	if _, args := SettleCall("p", false, []driver.Claim{cl}); strings.Join(args, " ") != "r h 1" {
+		t.Errorf("args %q", args)
+	}
+}
+
+func TestShardKeys(t *testing.T) {
+	t.Parallel()
+	if got := ShardKey("p", "a:b", 12); got != "p:{a%3Ab}:s12" || !IsShardKey("p", "a:b", got) {
+		t.Errorf("ShardKey = %q", got)
+	}
+	for _, k := range []string{ShardStateKey("p", "t"), BucketKey("p", "t"), ClaimKey("p", "t", "s", "k"), "p:{t}:s", "p:{t}:sx", "p:{u}:s1"} {
+		if IsShardKey("p", "t", k) {
+			t.Errorf("IsShardKey(%q)", k)
+		}
+	}
+}
+
+func TestDecodeRecord(t *testing.T) {
+	t.Parallel()
+	if st, hook, us, ok := DecodeRecord("c0001234567890123hook"); !ok || st != 'c' || hook != "hook" || us != 1234567890123 {
+		t.Errorf("got %c %q %d %v", st, hook, us, ok)
+	}
+	for _, v := range []string{"", "c", "q123456789012345", "x0001234567890123h", "c000123456789012xh", "c-001234567890123h", "c0001234567890123" + strings.Repeat("h", 257)} {
+		if _, _, _, ok := DecodeRecord(v); ok {
+			t.Errorf("DecodeRecord(%q) ok", v)
 		}
 	}
 }

@@ -1,29 +1,35 @@
 -- settle.lua: a batch Commit or Release of CONTRACT §4 (C5–C8, C10), each
 -- claim decided on its own, in one round trip.
 --
--- KEYS[i]     claim i's key (i = 1..#KEYS)
--- ARGV[1]     'c' to commit, 'r' to release
--- for claim i:
+-- for claim i (i = 1..#KEYS/2):
+--   KEYS[2i-1]  its tenant's shard state key PREFIX:{T}:n
+--   KEYS[2i]    its short key PREFIX:{T}D (D: the claim's digest)
 --   ARGV[2i]    hook_id
---   ARGV[2i+1]  TTL, ms (rounded up by the caller; used by commit)
+--   ARGV[2i+1]  TTL, µs (exact: the committed record's expiry; used by commit)
+-- ARGV[1]     'c' to commit, 'r' to release
 --
 -- Returns a flat array of two entries per claim, in order: a code and the
 -- holder's hook_id ('' unless the code is 1).
 --   0  settled, or nothing to do
 --   1  held by another hook (ErrClaimLost)
 --   2  release of a committed claim (ErrAlreadyCommitted)
+
+-- Redis < 5 replicates scripts verbatim and refuses writes after TIME
+-- unless told to replicate effects; later versions always do (no-op).
+if redis.replicate_commands then redis.replicate_commands() end
+
+-- The server's clock in µs: a record's expiry is reckoned by it.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+
 local commit = ARGV[1] == 'c'
 local out = {}
-for i = 1, #KEYS do
+for i = 1, #KEYS / 2 do
   local hook = ARGV[2 * i]
   local code, who = 0, ''
-  -- false when absent or expired (Redis has already dropped it).
-  local v = redis.call('GET', KEYS[i])
-  local st, holder
-  if v then
-    st, holder = decode_claim(v)
-  end
-  if v and holder ~= hook then
+  -- Nothing when absent or expired.
+  local st, holder, _, loc = find_claim(KEYS[2 * i - 1], KEYS[2 * i], now)
+  if st and holder ~= hook then
     -- Held by another hook, pending or committed: no change (C8).
     code, who = 1, holder
   elseif commit then
@@ -31,14 +37,14 @@ for i = 1, #KEYS do
     -- (ours pending, or absent: the hook is durable, record it) commit
     -- for TTL from now (C5, C7).
     if st ~= 'c' then
-      redis.call('SET', KEYS[i], encode_committed(hook), 'PX', ARGV[2 * i + 1])
+      put_claim(loc, 'c', hook, now + tonumber(ARGV[2 * i + 1]), now)
     end
   elseif st == 'c' then
     -- Release of our committed claim: no change (C6).
     code = 2
-  elseif v then
+  elseif st then
     -- Release of our pending claim: delete it (C5). Absent: nothing (C7).
-    redis.call('DEL', KEYS[i])
+    drop_claim(loc)
   end
   out[2 * i - 1] = code
   out[2 * i] = who
