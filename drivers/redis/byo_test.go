@@ -293,8 +293,8 @@ func TestFromClientKeepsClient(t *testing.T) {
 		t.Fatalf("the application's own command after Store.Close: %v", err)
 	}
 	mustHit(t, b, []fleetstore.Charge{hooks("t")}, claim("t", "s", "k", "h"), fleetstore.OK)
-	if n, err := rdb.Exists(ctx(t), scripts.ClaimKey("byo-a", "t", "s", "k")).Result(); err != nil || n != 1 {
-		t.Fatalf("the first Store's claim on the shared server: exists %d, %v", n, err)
+	if n, err := rdb.Eval(ctx(t), scripts.Present.Source, scripts.PresentCall("byo-a", []driver.Claim{*claim("t", "s", "k", "h")})).Int64Slice(); err != nil || len(n) != 1 {
+		t.Fatalf("the first Store's claim on the shared server: present %v, %v", n, err)
 	}
 	if got := b.Driver(); got != d {
 		t.Fatalf("Store.Driver() = %v, want the FromClient driver", got)

@@ -349,6 +349,31 @@ func TestMalformedClaimRecord(t *testing.T) {
 		err = st.Commit(ctx(t), *c)
 		wantErrIs(t, "commit on "+v, err, fleetstore.ErrUnavailable)
 	}
+	// The same records as a field of the claim's shard, and a shard state
+	// that is not the digits the script writes.
+	if _, err := srv.Do("DEL", scripts.ClaimKey(prefix, c.Tenant, c.SourceID, c.Key)); err != nil {
+		t.Fatal(err)
+	}
+	d := scripts.ClaimDigest(c.SourceID, c.Key)
+	for _, v := range []string{"garbage", "", "c", "c123", "x1234567890123456hook", "q 234567890123456hook"} {
+		if _, err := srv.Do("HSET", scripts.ShardKey(prefix, c.Tenant, 0), string(d[:]), v); err != nil {
+			t.Fatal(err)
+		}
+		_, err := st.Hit(ctx(t), nil, c)
+		wantErrIs(t, "hit on field "+v, err, fleetstore.ErrUnavailable)
+		err = st.Commit(ctx(t), *c)
+		wantErrIs(t, "commit on field "+v, err, fleetstore.ErrUnavailable)
+	}
+	if _, err := srv.Do("DEL", scripts.ShardKey(prefix, c.Tenant, 0)); err != nil {
+		t.Fatal(err)
+	}
+	for _, lp := range [][2]string{{"x", "0"}, {"1", ""}, {"1", "2"}, {"99", "0"}, {"-1", "0"}} {
+		if _, err := srv.Do("HSET", scripts.ShardStateKey(prefix, c.Tenant), "l", lp[0], "p", lp[1]); err != nil {
+			t.Fatal(err)
+		}
+		_, err := st.Hit(ctx(t), nil, c)
+		wantErrIs(t, "hit on shard state "+lp[0]+","+lp[1], err, fleetstore.ErrUnavailable)
+	}
 	// A bucket key of the wrong type, likewise.
 	if _, err := srv.Do("SET", scripts.BucketKey(prefix, "t"), "x", "EX", "60"); err != nil {
 		t.Fatal(err)
@@ -403,7 +428,7 @@ func TestLargeValues(t *testing.T) {
 	if err := st.Commit(ctx(t), *c); err != nil {
 		t.Fatal(err)
 	}
-	ttl, _ = srv.Do("PTTL", scripts.ClaimKey(prefix, "t", "s", "k"))
+	ttl, _ = srv.Do("PTTL", scripts.ShardKey(prefix, "t", 0))
 	if got := time.Duration(ttl.(int64)) * time.Millisecond; got < 366*day-time.Minute {
 		t.Errorf("claim expires in %v, want 366 days", got)
 	}

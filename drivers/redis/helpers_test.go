@@ -70,8 +70,11 @@ func adminClient(t testing.TB, password string, addrs ...string) goredis.Univers
 	return c
 }
 
-// keysUnder lists every key matching pattern with its PTTL, on every
-// master of a cluster or on the one server.
+// keysUnder lists every record under pattern with its time to live, on
+// every master of a cluster or on the one server: each key with its PTTL,
+// but a claim shard as its live records, each with its own expiry
+// (scripts.ShardRecords), and no shard state key (it expires with the
+// latest shard).
 func keysUnder(ctx context.Context, c goredis.UniversalClient, pattern string) ([]conformance.Record, error) {
 	var mu sync.Mutex // ForEachMaster scans the masters concurrently
 	var out []conformance.Record
@@ -79,6 +82,27 @@ func keysUnder(ctx context.Context, c goredis.UniversalClient, pattern string) (
 		iter := node.Scan(ctx, 0, pattern, 1000).Iterator()
 		for iter.Next(ctx) {
 			k := iter.Val()
+			if scripts.IsShardStateKey(k) {
+				continue
+			}
+			if scripts.IsShardKey(k) {
+				now, err := node.Time(ctx).Result()
+				if err != nil {
+					return err
+				}
+				kv, err := node.HGetAll(ctx, k).Result()
+				if err != nil {
+					return err
+				}
+				flat := make([]string, 0, 2*len(kv))
+				for f, v := range kv {
+					flat = append(flat, f, v)
+				}
+				mu.Lock()
+				out = append(out, scripts.ShardRecords(k, flat, now.UnixMicro())...)
+				mu.Unlock()
+				continue
+			}
 			ttl, err := node.PTTL(ctx, k).Result()
 			if err != nil {
 				return err

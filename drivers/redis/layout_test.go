@@ -1,7 +1,8 @@
 package redis
 
 import (
-	"strconv"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,42 +52,149 @@ func TestBucketExpiryFollowsLatestTAT(t *testing.T) {
 	pttl("after Reset", 900*time.Millisecond, time.Second+2*time.Millisecond)
 }
 
-// TestClaimRecordLayout: a claim is one key of the tenant's tag and a
-// 16-byte digest, whatever the length of its source and key, holding
-// the state and the hook_id alone (CONTRACT §7): "q", the pending expiry
-// (16 digits, µs) and the hook_id, then "c" and the hook_id once
-// committed. Its bytes do not grow with the event key or the node.
+// TestClaimRecordLayout: a claim is field D of its tenant's shard, D its
+// 16-byte digest whatever the length of its source and key, holding the
+// state, the expiry and the hook_id alone (CONTRACT §7): "q", the pending
+// expiry (16 digits, µs) and the hook_id, then "c", the committed expiry
+// and the hook_id. Its bytes do not grow with the event key or the node. A
+// hook_id too long for a listpack value goes to the claim's own short key,
+// with the same record.
 func TestClaimRecordLayout(t *testing.T) {
 	t.Parallel()
 	srv := testserver.StartRedis(t)
 	st, prefix := openStore(t, srv.URL())
 	tenant := "t-" + randHex(4)
-	for _, key := range []string{"k", strings.Repeat("e", 1024)} {
-		cl := claim(tenant, "github", key, "hook-"+randHex(4))
-		cl.Node = strings.Repeat("n", 256)
-		k := scripts.ClaimKey(prefix, tenant, cl.SourceID, cl.Key)
-		if want := len(scripts.TenantTag(prefix, tenant)) + scripts.DigestSize; len(k) != want {
-			t.Fatalf("claim key of %d bytes, want %d", len(k), want)
+	shard := scripts.ShardKey(prefix, tenant, 0) // one shard: few claims
+	check := func(what string, v any, state byte, ttl time.Duration, hook string) {
+		t.Helper()
+		s, _ := v.(string)
+		st, h, us, ok := scripts.DecodeRecord(s)
+		if !ok || st != state || h != hook || len(s) != 17+len(hook) {
+			t.Errorf("%s record %q, want %c, 16 digits, the hook_id", what, s, state)
+			return
 		}
-		mustHit(t, st, nil, cl, fleetstore.OK)
-		v, err := srv.Do("GET", k)
+		if left := time.Until(time.UnixMicro(us)); left > ttl || left < ttl-time.Minute {
+			t.Errorf("%s record's expiry %q: %v from now, want %v", what, s[1:17], left, ttl)
+		}
+	}
+	for _, key := range []string{"k", strings.Repeat("e", 1024)} {
+		for _, hook := range []string{"hook-" + randHex(4), "h" + strings.Repeat("x", 47)} {
+			cl := claim(tenant, "github", key, hook)
+			cl.Node = strings.Repeat("n", 256)
+			short := scripts.ClaimKey(prefix, tenant, cl.SourceID, cl.Key)
+			if want := len(scripts.TenantTag(prefix, tenant)) + scripts.DigestSize; len(short) != want {
+				t.Fatalf("claim key of %d bytes, want %d", len(short), want)
+			}
+			d := short[len(short)-scripts.DigestSize:]
+			get := func() (any, error) {
+				if len(hook) > 47 {
+					return srv.Do("GET", short)
+				}
+				return srv.Do("HGET", shard, d)
+			}
+			mustHit(t, st, nil, cl, fleetstore.OK)
+			v, err := get()
+			if err != nil {
+				t.Fatal(err)
+			}
+			check("pending", v, 'q', cl.PendingTTL, hook)
+			if err := st.Commit(ctx(t), *cl); err != nil {
+				t.Fatal(err)
+			}
+			if v, err = get(); err != nil {
+				t.Fatal(err)
+			}
+			check("committed", v, 'c', cl.TTL, hook)
+			// The other place holds nothing.
+			if len(hook) > 47 {
+				v, err = srv.Do("HGET", shard, d)
+			} else {
+				v, err = srv.Do("GET", short)
+			}
+			if err != nil || v != nil {
+				t.Errorf("hook_id of %d bytes: the other place holds %v, %v", len(hook), v, err)
+			}
+		}
+	}
+	if v, err := srv.Do("OBJECT", "ENCODING", shard); err != nil || v != "listpack" {
+		t.Errorf("shard encoding %v, %v: want listpack", v, err)
+	}
+}
+
+// TestClaimBytesAcrossSplits: one tenant's committed claims stay under
+// 100 bytes each (MEMORY USAGE of every key of the tenant, over its
+// claims; CONTRACT §7 gives about 70) as its shards split, every shard
+// stays a listpack well below the server's 512 fields, and every claim is
+// still found after the splits that moved it.
+func TestClaimBytesAcrossSplits(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartRedis(t)
+	st, prefix := openStore(t, srv.URL())
+	admin := adminClient(t, "", srv.Addr)
+	tenant := "tenant-000123"
+	var all []fleetstore.Claim
+	for round := 1; round <= 8; round++ {
+		for range 500 / 100 {
+			batch := make([]fleetstore.Claim, 100)
+			for i := range batch {
+				n := len(all) + i
+				batch[i] = fleetstore.Claim{Tenant: tenant, SourceID: "github",
+					Key:    fmt.Sprintf("%08x-0f1e-11ef-8a2b-%012x", n, n*7919),
+					HookID: fmt.Sprintf("01J%023d", n), TTL: time.Hour, PendingTTL: time.Minute}
+			}
+			if err := st.Commit(ctx(t), batch...); err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, batch...)
+		}
+		keys, err := admin.Keys(ctx(t), scripts.TenantPattern(prefix, tenant)).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, _ := v.(string)
-		if len(s) != 1+16+len(cl.HookID) || s[0] != 'q' || s[17:] != cl.HookID {
-			t.Errorf("pending record %q, want q, 16 digits, the hook_id", s)
-		} else if us, err := strconv.ParseInt(s[1:17], 10, 64); err != nil || time.Until(time.UnixMicro(us)) > cl.PendingTTL || time.Until(time.UnixMicro(us)) < cl.PendingTTL-time.Minute {
-			t.Errorf("pending record's expiry %q: want %v from the hit", s[1:17], cl.PendingTTL)
+		var bytes int64
+		shards := 0
+		for _, k := range keys {
+			n, err := admin.MemoryUsage(ctx(t), k, 0).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			bytes += n
+			if !scripts.IsShardKey(k) {
+				continue
+			}
+			shards++
+			if enc, err := admin.ObjectEncoding(ctx(t), k).Result(); err != nil || enc != "listpack" {
+				t.Errorf("shard %q: encoding %q, %v; want listpack", k, enc, err)
+			}
+			if n, err := admin.HLen(ctx(t), k).Result(); err != nil || n > 256 {
+				t.Errorf("shard %q holds %d fields, %v", k, n, err)
+			}
 		}
-		if err := st.Commit(ctx(t), *cl); err != nil {
+		per := float64(bytes) / float64(len(all))
+		t.Logf("%d claims: %d shards, %.1f bytes per claim", len(all), shards, per)
+		if per > 100 {
+			t.Errorf("%d claims in %d shards: %.1f bytes per claim, want ≤ 100", len(all), shards, per)
+		}
+		if round == 8 && shards < 16 {
+			t.Errorf("%d claims in %d shards: want splits", len(all), shards)
+		}
+	}
+	// Every claim is still there, and answers Duplicate naming its committer.
+	for chunk := range slices.Chunk(all, 500) {
+		v, err := admin.Eval(ctx(t), scripts.Present.Source, scripts.PresentCall(prefix, chunk)).Result()
+		if err != nil {
 			t.Fatal(err)
 		}
-		if v, err = srv.Do("GET", k); err != nil {
-			t.Fatal(err)
+		if got, _ := v.([]any); len(got) != len(chunk) {
+			t.Fatalf("%d of %d committed claims present after the splits", len(got), len(chunk))
 		}
-		if s, _ := v.(string); s != "c"+cl.HookID {
-			t.Errorf("committed record %q, want %q", s, "c"+cl.HookID)
+	}
+	for _, i := range []int{0, 1, len(all) / 2, len(all) - 1} {
+		cl := all[i]
+		cl.HookID = "other"
+		res := mustHit(t, st, nil, &cl, fleetstore.Duplicate)
+		if res.HookID != all[i].HookID {
+			t.Errorf("claim %d: Duplicate names %q, want %q", i, res.HookID, all[i].HookID)
 		}
 	}
 }

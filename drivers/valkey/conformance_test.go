@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +69,8 @@ func TestConformanceCluster(t *testing.T) {
 }
 
 // recordsOn lists tenant's keys under prefix on every node (SCAN MATCH)
-// with their PTTL, for G7 and C9.
+// with their PTTL, for G7 and C9: a claim shard as its live records, each
+// with its own expiry, and no shard state key.
 func recordsOn(nodes []*testserver.Redis) func(context.Context, string, string) ([]conformance.Record, error) {
 	return func(_ context.Context, prefix, tenant string) ([]conformance.Record, error) {
 		pattern := scripts.TenantPattern(prefix, tenant)
@@ -88,6 +90,17 @@ func recordsOn(nodes []*testserver.Redis) func(context.Context, string, string) 
 				keys, _ := page[1].([]any)
 				for _, k := range keys {
 					key, _ := k.(string)
+					if scripts.IsShardStateKey(key) {
+						continue // it expires with the latest shard
+					}
+					if scripts.IsShardKey(key) {
+						recs, err := shardRecords(n, key)
+						if err != nil {
+							return nil, err
+						}
+						out = append(out, recs...)
+						continue
+					}
 					v, err := n.Do("PTTL", key)
 					if err != nil {
 						return nil, err
@@ -108,4 +121,42 @@ func recordsOn(nodes []*testserver.Redis) func(context.Context, string, string) 
 		}
 		return out, nil
 	}
+}
+
+// shardRecords reads claim shard key on n: its live records, each with its
+// own time to live on the server's clock (scripts.ShardRecords).
+func shardRecords(n *testserver.Redis, key string) ([]conformance.Record, error) {
+	v, err := n.Do("TIME")
+	if err != nil {
+		return nil, err
+	}
+	tm, _ := v.([]any)
+	if len(tm) != 2 {
+		return nil, fmt.Errorf("TIME on %s: unexpected reply %v", n.Addr, v)
+	}
+	sec, err1 := strconv.ParseInt(fmt.Sprint(tm[0]), 10, 64)
+	us, err2 := strconv.ParseInt(fmt.Sprint(tm[1]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("TIME on %s: unexpected reply %v", n.Addr, v)
+	}
+	if v, err = n.Do("HGETALL", key); err != nil {
+		return nil, err
+	}
+	var kv []string
+	switch a := v.(type) {
+	case []any:
+		for _, e := range a {
+			s, _ := e.(string)
+			kv = append(kv, s)
+		}
+	case map[any]any: // RESP3
+		for f, e := range a {
+			fs, _ := f.(string)
+			es, _ := e.(string)
+			kv = append(kv, fs, es)
+		}
+	default:
+		return nil, fmt.Errorf("HGETALL on %s: unexpected reply %T", n.Addr, v)
+	}
+	return scripts.ShardRecords(key, kv, sec*1e6+us), nil
 }

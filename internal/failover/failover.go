@@ -44,9 +44,9 @@ type Figures struct {
 // record is one call.
 type record struct {
 	startAt, endAt time.Time
-	start, end     time.Duration // since the command, set once it is known
-	ok             bool          // a Hit that took its claim
-	key            string        // the claim's key in the store, for a Hit
+	start, end     time.Duration    // since the command, set once it is known
+	ok             bool             // a Hit that took its claim
+	claim          fleetstore.Claim // the claim, for a Hit
 	err            error
 }
 
@@ -114,7 +114,7 @@ func Run(t *testing.T, st *fleetstore.Store, prefix string, s *testserver.Sentin
 					res, err := st.Hit(ctx, []fleetstore.Charge{{Kind: fleetstore.Hooks, Tenant: tenants[i], Increment: time.Microsecond, Capacity: time.Second}}, &claim)
 					return err == nil && res.Outcome == fleetstore.OK, err
 				})
-				rec.key = scripts.ClaimKey(prefix, claim.Tenant, claim.SourceID, claim.Key)
+				rec.claim = claim
 				recs := []record{rec}
 				if rec.ok {
 					crec := call(budget, func(ctx context.Context) (bool, error) {
@@ -159,7 +159,7 @@ func Run(t *testing.T, st *fleetstore.Store, prefix string, s *testserver.Sentin
 			taken = append(taken, i)
 		}
 	}
-	present, err := exist(newMaster, records, taken)
+	present, err := exist(newMaster, prefix, records, taken)
 	if err != nil {
 		t.Fatalf("claims on the new master: %v", err)
 	}
@@ -234,21 +234,17 @@ func call(budget time.Duration, do func(context.Context) (bool, error)) record {
 	return record{startAt: start, endAt: time.Now(), ok: ok, err: err}
 }
 
-// existScript returns the 1-based indexes of the keys (ARGV) that exist.
-const existScript = `local out = {}
-for i, k in ipairs(ARGV) do
-  if redis.call('exists', k) == 1 then out[#out + 1] = i end
-end
-return out`
-
-// exist reports which of records[taken]'s keys exist on node.
-func exist(node *testserver.Redis, records []record, taken []int) (map[int]bool, error) {
+// exist reports which of records[taken]'s claims have a live record on
+// node (scripts.Present, which finds a claim in its tenant's shards).
+func exist(node *testserver.Redis, prefix string, records []record, taken []int) (map[int]bool, error) {
 	present := make(map[int]bool, len(taken))
 	for chunk := range slices.Chunk(taken, 2000) {
-		args := []string{"EVAL", existScript, "0"}
-		for _, i := range chunk {
-			args = append(args, records[i].key)
+		claims := make([]fleetstore.Claim, len(chunk))
+		for j, i := range chunk {
+			claims[j] = records[i].claim
 		}
+		keys := scripts.PresentCall(prefix, claims)
+		args := append([]string{"EVAL", scripts.Present.Source, strconv.Itoa(len(keys))}, keys...)
 		v, err := node.Do(args...)
 		if err != nil {
 			return nil, err

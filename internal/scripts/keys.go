@@ -3,8 +3,12 @@ package scripts
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/fleetstore/fleetstore/driver"
 )
 
 // Encode escapes s for use in a key: bytes outside [A-Za-z0-9._~-] become
@@ -106,11 +110,13 @@ func ShardKey(keyPrefix, tenant string, i int) string {
 	return TenantTag(keyPrefix, tenant) + ":s" + strconv.Itoa(i)
 }
 
-// IsShardKey reports whether key, one of tenant's keys, is a claim shard
-// (ShardKey), whose fields are claim records.
-func IsShardKey(keyPrefix, tenant, key string) bool {
-	rest, ok := strings.CutPrefix(key, TenantTag(keyPrefix, tenant)+":s")
-	if !ok || rest == "" {
+// IsShardKey reports whether key is a claim shard (ShardKey) of some
+// tenant: after its hash tag (an encoded tenant holds no '}'), ":s" and a
+// decimal index.
+func IsShardKey(key string) bool {
+	_, rest, ok := strings.Cut(key, "}")
+	rest, ok2 := strings.CutPrefix(rest, ":s")
+	if !ok || !ok2 || rest == "" {
 		return false
 	}
 	for i := 0; i < len(rest); i++ {
@@ -119,6 +125,33 @@ func IsShardKey(keyPrefix, tenant, key string) bool {
 		}
 	}
 	return true
+}
+
+// IsShardStateKey reports whether key is a tenant's ShardStateKey.
+func IsShardStateKey(key string) bool {
+	_, rest, ok := strings.Cut(key, "}")
+	return ok && rest == ":n"
+}
+
+// ShardRecords returns the live claim records of shard key, whose fields
+// and values are kv (HGETALL's reply), each with its own time to live from
+// nowMicros (the server's clock, µs): a shard's own expiry is its latest
+// record's, so the records are what a claim's TTL bounds (C9). The Key of
+// a record is the shard's and its field in hex. A value that is not a
+// record is reported with TTL -1 (no expiry), for a test to fail on.
+func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
+	var out []driver.Record
+	for i := 0; i+1 < len(kv); i += 2 {
+		k := key + "#" + hex.EncodeToString([]byte(kv[i]))
+		_, _, us, ok := DecodeRecord(kv[i+1])
+		switch {
+		case !ok:
+			out = append(out, driver.Record{Key: k, TTL: -1})
+		case us > nowMicros:
+			out = append(out, driver.Record{Key: k, TTL: time.Duration(us-nowMicros) * time.Microsecond})
+		}
+	}
+	return out
 }
 
 // DecodeRecord decodes a claim record as claim.lua writes it: its state

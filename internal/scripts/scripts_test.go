@@ -179,13 +179,20 @@ func TestSettleCall(t *testing.T) {
 
 func TestShardKeys(t *testing.T) {
 	t.Parallel()
-	if got := ShardKey("p", "a:b", 12); got != "p:{a%3Ab}:s12" || !IsShardKey("p", "a:b", got) {
+	if got := ShardKey("p", "a:b", 12); got != "p:{a%3Ab}:s12" || !IsShardKey(got) || IsShardStateKey(got) {
 		t.Errorf("ShardKey = %q", got)
 	}
-	for _, k := range []string{ShardStateKey("p", "t"), BucketKey("p", "t"), ClaimKey("p", "t", "s", "k"), "p:{t}:s", "p:{t}:sx", "p:{u}:s1"} {
-		if IsShardKey("p", "t", k) {
-			t.Errorf("IsShardKey(%q)", k)
+	if k := ShardStateKey("p", "t"); !IsShardStateKey(k) || IsShardKey(k) {
+		t.Errorf("ShardStateKey = %q", k)
+	}
+	for _, k := range []string{BucketKey("p", "t"), ClaimKey("p", "t", "s", "k"), "p:{t}:s", "p:{t}:sx", "p:{t}:s1x", "p:s1"} {
+		if IsShardKey(k) || IsShardStateKey(k) {
+			t.Errorf("IsShardKey(%q) or IsShardStateKey", k)
 		}
+	}
+	recs := ShardRecords("k", []string{"a", "c0000000000001000h", "b", "q0000000000000500h", "c", "junk"}, 600)
+	if len(recs) != 2 || recs[0].Key != "k#61" || recs[0].TTL != 400*time.Microsecond || recs[1].TTL != -1 {
+		t.Errorf("ShardRecords = %v", recs)
 	}
 }
 
