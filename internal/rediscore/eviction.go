@@ -2,6 +2,7 @@ package rediscore
 
 import (
 	"context"
+	"strconv"
 	"strings"
 
 	"go.uber.org/zap"
@@ -23,7 +24,11 @@ func (c *Conn) answered() {
 //     duplicate through, an evicted bucket forgets a limit;
 //   - appendonly no: a crash or kill -9 loses every claim committed since
 //     the last RDB snapshot (all of them when save is empty), and a
-//     restarted server accepts those hooks again.
+//     restarted server accepts those hooks again;
+//   - hash-max-listpack-entries below 192 or hash-max-listpack-value below
+//     64: some claim shards (up to about 140 fields of up to 64 bytes, see
+//     internal/scripts' claim.lua) become hashtables, about 123 bytes per
+//     claim instead of 70 (memory only: every decision is the same).
 //
 // It gives up for good when CONFIG is refused (managed services rename
 // it), and tries again after the next answered call when the server did
@@ -33,7 +38,7 @@ func (c *Conn) checkSettings() {
 	defer c.checking.Store(false)
 	ctx, cancel := context.WithTimeout(c.bg, c.timeout)
 	defer cancel()
-	servers, err := c.cl.ConfigGet(ctx, "maxmemory-policy", "appendonly", "save")
+	servers, err := c.cl.ConfigGet(ctx, "maxmemory-policy", "appendonly", "save", "hash-max-listpack-entries", "hash-max-listpack-value")
 	if err == nil {
 		for server, cfg := range servers {
 			c.warnSettings(server, cfg)
@@ -56,4 +61,23 @@ func (c *Conn) warnSettings(server string, cfg map[string]string) {
 		c.log.Warn("fleetstore: appendonly is off: a crash loses the claims committed since the last snapshot, and their hooks are accepted again; set appendonly yes",
 			zap.String("url", c.display), zap.String("server", server), zap.String("save", cfg["save"]))
 	}
+	if below(cfg["hash-max-listpack-entries"], minListpackEntries) || below(cfg["hash-max-listpack-value"], minListpackValue) {
+		c.log.Warn("fleetstore: hash-max-listpack-entries or -value is below what claim shards need: claims take about 123 bytes instead of 70; set hash-max-listpack-entries 512 and hash-max-listpack-value 64",
+			zap.String("url", c.display), zap.String("server", server),
+			zap.String("hash-max-listpack-entries", cfg["hash-max-listpack-entries"]), zap.String("hash-max-listpack-value", cfg["hash-max-listpack-value"]))
+	}
+}
+
+// The listpack limits claim shards need (claim.lua's CAP of 120 fields,
+// which unsplit shards pass by up to about 20, and PACKED bytes per value).
+const (
+	minListpackEntries = 192
+	minListpackValue   = 64
+)
+
+// below reports whether v, a decimal setting, is below min; a setting the
+// server does not have ("") or cannot be read is not.
+func below(v string, min int) bool {
+	n, err := strconv.Atoi(v)
+	return err == nil && n < min
 }

@@ -45,18 +45,21 @@ func waitCount(logs *observer.ObservedLogs, substr string, n int, d time.Duratio
 
 // TestSettingsWarnings: both drivers warn once per server, after the first
 // answered call, when its settings can lose claims — an eviction policy
-// other than noeviction, appendonly off — and say nothing when they
-// cannot; on a cluster once per master.
+// other than noeviction, appendonly off — or make them cost more — listpack
+// limits below the claim shards' — and say nothing when they cannot; on a
+// cluster once per master.
 func TestSettingsWarnings(t *testing.T) {
 	for _, d := range drivers {
 		for _, tc := range []struct {
-			lines                  []string
-			wantEvict, wantPersist bool
+			lines                              []string
+			wantEvict, wantPersist, wantPacked bool
 		}{
-			{[]string{"maxmemory-policy allkeys-lru", "appendonly no"}, true, true},
-			{[]string{"maxmemory-policy volatile-lru", "appendonly yes"}, true, false},
-			{[]string{"maxmemory-policy noeviction", "appendonly no"}, false, true},
-			{[]string{"maxmemory-policy noeviction", "appendonly yes"}, false, false},
+			{[]string{"maxmemory-policy allkeys-lru", "appendonly no"}, true, true, false},
+			{[]string{"maxmemory-policy volatile-lru", "appendonly yes"}, true, false, false},
+			{[]string{"maxmemory-policy noeviction", "appendonly no"}, false, true, false},
+			{[]string{"maxmemory-policy noeviction", "appendonly yes", "hash-max-listpack-entries 512", "hash-max-listpack-value 64"}, false, false, false},
+			{[]string{"maxmemory-policy noeviction", "appendonly yes", "hash-max-listpack-entries 128"}, false, false, true},
+			{[]string{"maxmemory-policy noeviction", "appendonly yes", "hash-max-listpack-value 32"}, false, false, true},
 		} {
 			t.Run(d.scheme+"/"+strings.Join(tc.lines, ","), func(t *testing.T) {
 				t.Parallel()
@@ -76,7 +79,7 @@ func TestSettingsWarnings(t *testing.T) {
 				for _, w := range []struct {
 					substr string
 					want   bool
-				}{{"maxmemory-policy can evict", tc.wantEvict}, {"appendonly is off", tc.wantPersist}} {
+				}{{"maxmemory-policy can evict", tc.wantEvict}, {"appendonly is off", tc.wantPersist}, {"hash-max-listpack-entries or -value is below", tc.wantPacked}} {
 					want := 0
 					if w.want {
 						want = 1
