@@ -55,7 +55,7 @@ func TestBucketExpiryFollowsLatestTAT(t *testing.T) {
 // TestClaimRecordLayout: a claim is field D of its tenant's shard, D its
 // 16-byte digest whatever the length of its source and key, holding the
 // state, the expiry and the hook_id alone (CONTRACT §7): "q", the pending
-// expiry (16 digits, µs) and the hook_id, then "c", the committed expiry
+// expiry (16 digits, µs) and the hook_id, then "C", the committed expiry
 // and the hook_id. Its bytes do not grow with the event key or the node. A
 // hook_id too long for a listpack value goes to the claim's own short key,
 // with the same record.
@@ -104,7 +104,7 @@ func TestClaimRecordLayout(t *testing.T) {
 			if v, err = get(); err != nil {
 				t.Fatal(err)
 			}
-			check("committed", v, 'c', cl.TTL, hook)
+			check("committed", v, 'C', cl.TTL, hook)
 			// The other place holds nothing.
 			if len(hook) > 47 {
 				v, err = srv.Do("HGET", shard, d)
@@ -118,6 +118,25 @@ func TestClaimRecordLayout(t *testing.T) {
 	}
 	if v, err := srv.Do("OBJECT", "ENCODING", shard); err != nil || v != "listpack" {
 		t.Errorf("shard encoding %v, %v: want listpack", v, err)
+	}
+	// A claim committed by the layout before shards ("c" and the hook_id
+	// at the short key, its expiry the key's) is still a Duplicate naming
+	// its committer, and its committer's commit keeps it as it is.
+	old := claim(tenant, "github", "old-"+randHex(4), "hook-old")
+	short := scripts.ClaimKey(prefix, tenant, old.SourceID, old.Key)
+	if _, err := srv.Do("SET", short, "c"+old.HookID, "PX", "60000"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Commit(ctx(t), *old); err != nil {
+		t.Fatalf("commit of an old committed claim by its committer: %v", err)
+	}
+	if v, err := srv.Do("GET", short); err != nil || v != "c"+old.HookID {
+		t.Errorf("old record after its committer's commit: %v, %v", v, err)
+	}
+	other := *old
+	other.HookID = "hook-new"
+	if res := mustHit(t, st, nil, &other, fleetstore.Duplicate); res.HookID != old.HookID {
+		t.Errorf("old committed claim: Duplicate names %q, want %q", res.HookID, old.HookID)
 	}
 }
 

@@ -8,8 +8,12 @@
 -- digits, then the hook_id (1–256 bytes, the rest of the string, any
 -- bytes):
 --
---   c<16-digit expiry><hook_id> committed by hook_id
+--   C<16-digit expiry><hook_id> committed by hook_id
 --   q<16-digit expiry><hook_id> pending for hook_id
+--
+-- A short key (below) may also hold c<hook_id>, a record committed by the
+-- layout before shards, which kept no expiry in the value: it is read as
+-- committed for as long as its key lives (its PX), and never written.
 --
 -- A record whose expiry has passed is absent, whatever its key's expiry
 -- (a key only ever lengthens to its latest record's). The node is not
@@ -52,7 +56,7 @@ local CAP = 120
 -- default (64). A longer value would turn the whole shard into a hashtable.
 local PACKED = 64
 
--- encode_claim builds the record of a claim in state st ('c' committed,
+-- encode_claim builds the record of a claim in state st ('C' committed,
 -- 'q' pending) for hook until expires (µs, an integer below 10^16: year
 -- 2286). string.format pads it to exactly 16 digits (tostring would write
 -- 1.78e+15).
@@ -61,14 +65,18 @@ local function encode_claim(st, hook, expires)
 end
 
 -- decode_claim returns the state ('p' pending or 'c' committed), the
--- hook_id and the expiry (µs) of a live record, nothing when its expiry is
--- at or before now, and raises a script error (an error reply, never a
--- wrong decision) when the value was not written by encode_claim: anything
--- else is some other program's value under our prefix (V4).
-local function decode_claim(v, now)
+-- hook_id and the expiry (µs; nil for an old committed record) of a live
+-- record, nothing when its expiry is at or before now, and raises a script
+-- error (an error reply, never a wrong decision) when the value was not
+-- written by encode_claim (or, when old is true, by the layout before):
+-- anything else is some other program's value under our prefix (V4).
+local function decode_claim(v, now, old)
   local st = string.sub(v, 1, 1)
   local n = #v
-  if (st == 'c' or st == 'q') and n >= 18 and n <= 273 then
+  if old and st == 'c' and n >= 2 and n <= 257 then
+    return 'c', string.sub(v, 2)
+  end
+  if (st == 'C' or st == 'q') and n >= 18 and n <= 273 then
     -- Exactly 16 digits (tonumber alone would take " 5", "0x5" or "1e1").
     local exp = string.sub(v, 2, 17)
     if string.match(exp, '^%d+$') then
@@ -77,9 +85,9 @@ local function decode_claim(v, now)
         return nil
       end
       if st == 'q' then
-        st = 'p'
+        return 'p', string.sub(v, 18), exp
       end
-      return st, string.sub(v, 18), exp
+      return 'c', string.sub(v, 18), exp
     end
   end
   error('fleetstore: malformed claim record')
@@ -140,7 +148,7 @@ local function find_claim(meta, short, now)
   end
   v = redis.call('GET', short)
   if v then
-    local st, hook, exp = decode_claim(v, now)
+    local st, hook, exp = decode_claim(v, now, true)
     if st then
       loc.at = 's'
       return st, hook, exp, loc
@@ -213,7 +221,7 @@ local function split(loc, now)
   loc.l, loc.p = l, p
 end
 
--- put_claim writes the record of loc's claim: state st ('c' or 'q') for
+-- put_claim writes the record of loc's claim: state st ('C' or 'q') for
 -- hook until expires (µs), as a field of its shard or, when the record is
 -- longer than PACKED, as its short key. A new field in a full shard first
 -- prunes it, then splits one shard.

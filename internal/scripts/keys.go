@@ -155,10 +155,10 @@ func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 }
 
 // DecodeRecord decodes a claim record as claim.lua writes it: its state
-// ('c' committed or 'q' pending), hook_id and expiry on the server's clock
+// ('C' committed or 'q' pending), hook_id and expiry on the server's clock
 // (µs since the Unix epoch). ok is false for any other value.
 func DecodeRecord(v string) (state byte, hookID string, expiresMicros int64, ok bool) {
-	if len(v) < 18 || len(v) > 273 || v[0] != 'c' && v[0] != 'q' {
+	if len(v) < 18 || len(v) > 273 || v[0] != 'C' && v[0] != 'q' {
 		return 0, "", 0, false
 	}
 	for i := 1; i < 17; i++ {

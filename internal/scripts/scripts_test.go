@@ -190,7 +190,7 @@ func TestShardKeys(t *testing.T) {
 			t.Errorf("IsShardKey(%q) or IsShardStateKey", k)
 		}
 	}
-	recs := ShardRecords("k", []string{"a", "c0000000000001000h", "b", "q0000000000000500h", "c", "junk"}, 600)
+	recs := ShardRecords("k", []string{"a", "C0000000000001000h", "b", "q0000000000000500h", "c", "junk"}, 600)
 	if len(recs) != 2 || recs[0].Key != "k#61" || recs[0].TTL != 400*time.Microsecond || recs[1].TTL != -1 {
 		t.Errorf("ShardRecords = %v", recs)
 	}
@@ -198,10 +198,10 @@ func TestShardKeys(t *testing.T) {
 
 func TestDecodeRecord(t *testing.T) {
 	t.Parallel()
-	if st, hook, us, ok := DecodeRecord("c0001234567890123hook"); !ok || st != 'c' || hook != "hook" || us != 1234567890123 {
+	if st, hook, us, ok := DecodeRecord("C0001234567890123hook"); !ok || st != 'C' || hook != "hook" || us != 1234567890123 {
 		t.Errorf("got %c %q %d %v", st, hook, us, ok)
 	}
-	for _, v := range []string{"", "c", "q123456789012345", "x0001234567890123h", "c000123456789012xh", "c-001234567890123h", "c0001234567890123" + strings.Repeat("h", 257)} {
+	for _, v := range []string{"", "c", "c0001234567890123h", "q123456789012345", "x0001234567890123h", "c000123456789012xh", "c-001234567890123h", "c0001234567890123" + strings.Repeat("h", 257)} {
 		if _, _, _, ok := DecodeRecord(v); ok {
 			t.Errorf("DecodeRecord(%q) ok", v)
 		}

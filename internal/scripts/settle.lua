@@ -37,7 +37,7 @@ for i = 1, #KEYS / 2 do
     -- (ours pending, or absent: the hook is durable, record it) commit
     -- for TTL from now (C5, C7).
     if st ~= 'c' then
-      put_claim(loc, 'c', hook, now + tonumber(ARGV[2 * i + 1]), now)
+      put_claim(loc, 'C', hook, now + tonumber(ARGV[2 * i + 1]), now)
     end
   elseif st == 'c' then
     -- Release of our committed claim: no change (C6).
