@@ -135,7 +135,7 @@ if held == 'p' then
   return out
 end
 
--- Every charge conforms and the key is free: write.
+-- Every charge conforms and the claim is free: write.
 if n > 0 then
   -- Store each kind's new TAT in the tenant's hash.
   local fields = {}
