@@ -79,7 +79,8 @@ func TestClaimRecordLayout(t *testing.T) {
 	}
 	for _, key := range []string{"k", strings.Repeat("e", 1024)} {
 		for _, hook := range []string{"hook-" + randHex(4), "h" + strings.Repeat("x", 47)} {
-			cl := claim(tenant, "github", key, hook)
+			ck := hook + key
+			cl := claim(tenant, "github", ck[:min(len(ck), 1024)], hook)
 			cl.Node = strings.Repeat("n", 256)
 			short := scripts.ClaimKey(prefix, tenant, cl.SourceID, cl.Key)
 			if want := len(scripts.TenantTag(prefix, tenant)) + scripts.DigestSize; len(short) != want {
