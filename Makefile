@@ -6,10 +6,11 @@
 # another package's servers.
 GO ?= go
 PKGS ?= ./...
-# Modules of their own, which the root's ./... does not enter: fleetotel
-# (OpenTelemetry, kept out of the library's dependencies) is tested, vetted
-# and benchmarked with it. bench/ is run by make compare.
-MODULES ?= fleetotel
+# Modules of their own, which the root's ./... does not enter, tested,
+# vetted and benchmarked with it: fleetotel (OpenTelemetry, kept out of the
+# library's dependencies) and bench/ (make compare's commands; its
+# benchmarks against a server are make compare, not make bench).
+MODULES ?= fleetotel bench
 
 .PHONY: test servers fmt vet bench check compare
 

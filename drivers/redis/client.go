@@ -59,10 +59,25 @@ type leftBehind struct{}
 // left reports the context error of cmd's caller when it has returned.
 func left(cmd goredis.Cmder) error {
 	if nr, ok := cmd.(noRetry); ok && nr.ctx != nil {
-		return nr.ctx.Err()
+		if err := nr.ctx.Err(); err != nil {
+			return leftErr{err}
+		}
 	}
 	return nil
 }
+
+// leftErr is the error of a command leftBehind did not send: its caller's
+// context error, marked as a per-command outcome (goredis.Error), as a
+// Redis error reply is. go-redis's auto-pipeliner writes a large batch in
+// chunks (MaxBatchBytes, 128 KiB) and fails every later chunk unsent when a
+// command of a chunk ends in an error that is not a Redis reply: a caller
+// that left must not fail its batchmates, whose own deadlines still run.
+type leftErr struct{ error }
+
+// RedisError implements goredis.Error.
+func (leftErr) RedisError() {}
+
+func (e leftErr) Unwrap() error { return e.error }
 
 func (leftBehind) DialHook(next goredis.DialHook) goredis.DialHook { return next }
 

@@ -178,6 +178,59 @@ func TestLeftBehindNotSent(t *testing.T) {
 	}
 }
 
+// TestLeftBehindSparesBatchmates: a Hit whose caller left while queued
+// does not fail the live Hits queued with it. go-redis writes a batch over
+// 128 KiB in chunks and fails every later chunk unsent when a command of
+// a chunk ends in an error other than a Redis reply; a tenant of 1 KiB
+// (3 KiB encoded, in each of a Hit's keys) puts the 100 Hits queued behind
+// a frozen server in several chunks, the one whose caller left in the
+// first. Failed (61 of 100 live Hits with ErrTimeout, well inside their 5s
+// budget) when leftBehind marked a dropped command with the bare context
+// error.
+func TestLeftBehindSparesBatchmates(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartRedis(t)
+	st, _ := openStore(t, withQuery(srv.URL(), "pipeline=always")) // budget 5s
+	c := []fleetstore.Charge{{Kind: fleetstore.Hooks, Tenant: strings.Repeat("%", 1024), Increment: time.Microsecond, Capacity: time.Hour}}
+	mustHit(t, st, c, nil, fleetstore.OK) // connect, load the script
+	if err := srv.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	defer func() {
+		if !thawed {
+			_ = srv.Thaw()
+		}
+	}()
+	go st.Hit(context.Background(), c, nil) // its batch is written, unanswered
+	time.Sleep(300 * time.Millisecond)
+	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	go st.Hit(short, c, nil) // queued; its caller leaves
+	time.Sleep(100 * time.Millisecond)
+	const n = 100
+	var failed atomic.Int32
+	var sample atomic.Value
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			if _, err := st.Hit(context.Background(), c, nil); err != nil {
+				failed.Add(1)
+				sample.Store(err)
+			}
+		})
+	}
+	time.Sleep(time.Second) // the short caller has left; the rest wait
+	if err := srv.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	thawed = true
+	wg.Wait()
+	if f := failed.Load(); f > 0 {
+		t.Errorf("%d of %d live Hits (5s budget) failed after the server answered again, e.g. %v: a caller that left failed its batchmates", f, n, sample.Load())
+	}
+}
+
 // TestConformancePipelined runs the whole conformance suite with every
 // Hit through the auto-pipeliner (pipeline=always), on one redis-server
 // on a Redis Cluster and on a Sentinel-managed master: the clauses hold

@@ -128,7 +128,9 @@
 // ClusterClient.AsyncAutoPipeline; marked experimental by go-redis,
 // v9.23.0 here), with go-redis's defaults: one stream of batches per
 // client, one batch in flight, up to 200 commands a batch, on go-redis's
-// pipeline pool (10 connections); on a cluster, one such stream per range
+// pipeline pool (10 connections per server, beside and not counted in
+// pool_size and max_active_conns; go-redis creates it with pipeline=off
+// too, for batch settles); on a cluster, one such stream per range
 // of slots (GOMAXPROCS of them, at most 16), each batch split by node. A
 // script call is a Hit, or a Commit or Release whose claims are in one
 // slot (a batch over several slots of a cluster is one go-redis pipeline
@@ -152,7 +154,19 @@
 //     budget). A Hit whose caller has returned before its batch is
 //     written is not written (a go-redis hook of this driver drops it),
 //     so a Hit queued behind a batch the server does not answer does not
-//     run later, once its caller has been told ErrTimeout.
+//     run later, once its caller has been told ErrTimeout. The dropped
+//     Hit's error counts as a per-command outcome, so it never fails the
+//     live Hits of its batch (go-redis writes a batch over 128 KiB in
+//     chunks and fails the later chunks unsent after a transport error).
+//     One window remains: the hook runs before go-redis takes a
+//     connection for the batch, and taking one may mean a dial and its
+//     handshake (and on a cluster a slot-map load), on go-redis's own
+//     context, bounded by the dial and read timeouts (each at most the
+//     budget). A Hit whose caller's deadline passes in that window is
+//     told ErrTimeout and may still run, once (T5 holds), up to about
+//     twice the budget after the call began; with the degraded mode on, a
+//     Hit that then decided locally was also charged in the shared store.
+//     pipeline=off has no such window.
 //   - No re-send (T5): the pipeliner retries a failed batch as a whole up
 //     to MaxRetries, which the driver forces to none, and skips the
 //     retry of a batch holding a command marked NoRetry, which every
@@ -190,7 +204,8 @@
 // the Valkey driver; this package holds the URL options, the client
 // construction and a small go-redis adapter. One hash per tenant holds
 // every kind's TAT, one string per claim, every key of a tenant under one
-// cluster hash tag, every write with a PX expiry rounded up. A Hit is one
+// cluster hash tag; a claim's key expires with PX, the time left rounded
+// up, the bucket hash with PEXPIREAT at its latest TAT's ms (CONTRACT §7). A Hit is one
 // script call; a Commit or Release of N claims is one script call on a
 // single server, and one per tenant in one pipeline (one round trip per
 // node) on a cluster. Reset is one DEL.

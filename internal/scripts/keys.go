@@ -77,7 +77,7 @@ const DigestSize = 16
 // (uvarint), source and key: an injective encoding of the pair, so two
 // claims of one tenant share a key only when SHA-256 collides on its first
 // 128 bits. Among n claims of one tenant alive at once, the probability
-// that any two share one is about n²/2^129 (1.5e-21 for n = 2.6e9: a 72h
+// that any two share one is about n²/2^129 (1.0e-20 for n = 2.6e9: a 72h
 // window of 10 000 hooks/s, all one tenant's); a collision would answer
 // the later claim's Hit as the earlier one's (a false Duplicate or
 // Pending). CONTRACT §7 states it.

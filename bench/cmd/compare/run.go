@@ -14,6 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/bench/internal/cmdstat"
 )
 
 // worker is one of a run's concurrent callers. Only its goroutine touches
@@ -290,27 +291,8 @@ func commandStats(ctx context.Context, admin *goredis.Client) (string, error) {
 		return "", err
 	}
 	var parts []string
-	for line := range strings.SplitSeq(info, "\n") {
-		line = strings.TrimSpace(line)
-		name, rest, ok := strings.Cut(line, ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		name = strings.TrimPrefix(name, "cmdstat_")
-		if name == "config" || name == "info" {
-			continue // the bench's own
-		}
-		var calls, per string
-		for kv := range strings.SplitSeq(rest, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			switch k {
-			case "calls":
-				calls = v
-			case "usec_per_call":
-				per = v
-			}
-		}
-		parts = append(parts, name+" calls="+calls+" usec_per_call="+per)
+	for _, c := range cmdstat.Parse(info) {
+		parts = append(parts, c.Name+" calls="+c.Calls+" usec_per_call="+c.UsecPerCall)
 	}
 	return strings.Join(parts, "; "), nil
 }

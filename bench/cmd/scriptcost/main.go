@@ -29,6 +29,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/bench/internal/cmdstat"
 	_ "github.com/fleetstore/fleetstore/drivers/redis"
 )
 
@@ -151,27 +152,11 @@ func run(addr string, n, rounds int, mode string) error {
 func stats(info string) string {
 	var first string
 	var rest []string
-	for line := range strings.SplitSeq(info, "\n") {
-		name, kv, ok := strings.Cut(strings.TrimSpace(line), ":")
-		name, isCmd := strings.CutPrefix(name, "cmdstat_")
-		if !ok || !isCmd || name == "info" || name == "config" {
-			continue
-		}
-		var calls, per string
-		for f := range strings.SplitSeq(kv, ",") {
-			k, v, _ := strings.Cut(f, "=")
-			switch k {
-			case "calls":
-				calls = v
-			case "usec_per_call":
-				per = v
-			}
-		}
-		s := name + " " + per + "us×" + calls
-		if name == "evalsha" {
-			first = "evalsha_usec_per_call=" + per + " calls=" + calls
+	for _, c := range cmdstat.Parse(info) {
+		if c.Name == "evalsha" {
+			first = "evalsha_usec_per_call=" + c.UsecPerCall + " calls=" + c.Calls
 		} else {
-			rest = append(rest, s)
+			rest = append(rest, c.Name+" "+c.UsecPerCall+"us×"+c.Calls)
 		}
 	}
 	return first + " | " + strings.Join(rest, " ")
