@@ -26,7 +26,7 @@
 -- today), so the arithmetic below is exact integer arithmetic. Numbers
 -- go to redis.call as Lua numbers, which Redis (and Valkey) write with
 -- %.17g: every integer below 2^53 in full digits, with no string.format
--- (the one left is encode_pending's, which pads a new claim's expiry to
+-- (the one left is encode_claim's, which pads a new claim's expiry to
 -- its 16 digits). tostring() would write %.14g (1.78e+15) and lose
 -- digits: it is never used on a number.
 
