@@ -128,6 +128,25 @@ func TestNoRetryOfLostBatch(t *testing.T) {
 	t.Logf("FIGURE pipeline: a lost batch reply failed %d of %d concurrent Hits, none re-sent", failed, conc)
 }
 
+// freeze stops srv (SIGSTOP) and returns the func that lets it run
+// again; a test that ends before calling it leaves srv running all the same.
+func freeze(t *testing.T, srv *testserver.Redis) (thaw func()) {
+	t.Helper()
+	if err := srv.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	thaw = func() {
+		once.Do(func() {
+			if err := srv.Thaw(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(thaw)
+	return thaw
+}
+
 // TestLeftBehindNotSent: a Hit queued behind a batch the server has not
 // answered, whose caller's deadline runs out meanwhile, returns
 // ErrTimeout on time and is never sent: when the server answers again,
@@ -139,15 +158,7 @@ func TestLeftBehindNotSent(t *testing.T) {
 	st, _ := openStore(t, withQuery(srv.URL(), "pipeline=always")) // budget 5s
 	c := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: "t-" + randHex(4), Increment: time.Hour, Capacity: 3 * time.Hour}
 	mustHit(t, st, []fleetstore.Charge{c}, nil, fleetstore.OK) // connect, load; 2 left
-	if err := srv.Freeze(); err != nil {
-		t.Fatal(err)
-	}
-	thawed := false
-	defer func() {
-		if !thawed {
-			_ = srv.Thaw()
-		}
-	}()
+	thaw := freeze(t, srv)
 	first := make(chan error, 1)
 	go func() {
 		_, err := st.Hit(ctx(t), []fleetstore.Charge{c}, nil)
@@ -163,10 +174,7 @@ func TestLeftBehindNotSent(t *testing.T) {
 	if took > time.Second {
 		t.Errorf("queued hit took %v with a 200ms deadline", took)
 	}
-	if err := srv.Thaw(); err != nil {
-		t.Fatal(err)
-	}
-	thawed = true
+	thaw()
 	if err := <-first; err != nil {
 		t.Fatalf("first hit: %v", err)
 	}
@@ -193,15 +201,7 @@ func TestLeftBehindSparesBatchmates(t *testing.T) {
 	st, _ := openStore(t, withQuery(srv.URL(), "pipeline=always")) // budget 5s
 	c := []fleetstore.Charge{{Kind: fleetstore.Hooks, Tenant: strings.Repeat("%", 1024), Increment: time.Microsecond, Capacity: time.Hour}}
 	mustHit(t, st, c, nil, fleetstore.OK) // connect, load the script
-	if err := srv.Freeze(); err != nil {
-		t.Fatal(err)
-	}
-	thawed := false
-	defer func() {
-		if !thawed {
-			_ = srv.Thaw()
-		}
-	}()
+	thaw := freeze(t, srv)
 	go st.Hit(context.Background(), c, nil) // its batch is written, unanswered
 	time.Sleep(300 * time.Millisecond)
 	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -221,10 +221,7 @@ func TestLeftBehindSparesBatchmates(t *testing.T) {
 		})
 	}
 	time.Sleep(time.Second) // the short caller has left; the rest wait
-	if err := srv.Thaw(); err != nil {
-		t.Fatal(err)
-	}
-	thawed = true
+	thaw()
 	wg.Wait()
 	if f := failed.Load(); f > 0 {
 		t.Errorf("%d of %d live Hits (5s budget) failed after the server answered again, e.g. %v: a caller that left failed its batchmates", f, n, sample.Load())
