@@ -25,25 +25,42 @@
 -- PREFIX:{T}D, which the Go side sends). A record of at most PACKED bytes
 -- (a hook_id of at most 47 bytes) is field D of a shard, a small hash
 -- PREFIX:{T}:s<i> that the server keeps as a listpack (about 70 bytes per
--- claim); a longer one is the string at the short key itself (the layout
--- before shards). A lookup reads both.
+-- claim); a longer one is the string at the short key itself. A lookup
+-- reads the field, then the string when the field holds no live record.
 --
--- The shards of a tenant grow by linear hashing: PREFIX:{T}:n, a hash of
--- l (level) and p (split pointer), absent while the tenant has one shard
--- (l = 0). There are 2^l + p shards; claim D is in shard h mod 2^l, or h
--- mod 2^(l+1) when that is below p, h being D's first 4 bytes (big-endian).
--- Inserting a new field into a shard of CAP fields or more first removes
--- its expired fields; if it still holds CAP or more, shard p splits: its
--- fields with h mod 2^(l+1) = p + 2^l move to the new shard p + 2^l, then
+-- Besides its records (16-byte fields), a shard holds fields of one byte,
+-- its state:
+--
+--   e  the shard key's expiry, ms on the server's clock, as this code last
+--      set it (PEXPIREAT): no PEXPIRETIME is needed to know it
+--   x  when its next prune is due, µs: the time by which about a quarter
+--      of its records will have expired (absent: none is due)
+--   l  in shard 0 only: the level of linear hashing
+--   p  in shard 0 only: the split pointer
+--
+-- The shards of a tenant grow by linear hashing: there are 2^l + p shards;
+-- claim D is in shard h mod 2^l, or h mod 2^(l+1) when that is below p, h
+-- being D's first 4 bytes (big-endian). Inserting a new field into a shard
+-- whose prune is due (x), or that holds CAP fields or more, first removes
+-- its expired records; if it still holds CAP or more, shard p splits: its
+-- records with h mod 2^(l+1) = p + 2^l move to the new shard p + 2^l, then
 -- p moves on (and l with it once p reaches 2^l). A split moves at most one
--- shard's fields; a shard that is not the one split keeps growing until p
--- reaches it, far below the server's listpack limit of 512 fields in
+-- shard's records; a shard that is not the one split keeps growing until
+-- p reaches it, far below the server's listpack limit of 512 fields in
 -- practice (see the layout test).
 --
--- Expiry: every shard's and short key's expiry is its latest record's,
--- rounded up to the ms (PEXPIREAT: the key lives until at least then and
--- lingers less than 2ms), and only ever lengthened; the meta key's is the
--- latest of all its shards', so it never disappears before one of them.
+-- Expiry: a shard key lives until its latest record's expiry and at most
+-- SLACK ms longer (its expiry is written only when a record outlives it,
+-- then SLACK past that record's, so at most once per SLACK per shard);
+-- shard 0, which holds the tenant's l and p, lives until the latest record
+-- of any shard, so its state never expires before a record it places.
+-- Expiries are only ever lengthened.
+--
+-- The version before kept l and p in PREFIX:{T}:n (KEYS: the state key)
+-- and no e or x. A shard 0 without l is read the old way (l and p from the
+-- state key), and the first write to such a tenant moves them into shard
+-- 0, with an e covering the state key's expiry (which covered every
+-- shard's): its claims stay where they are and are found.
 
 -- CAP is the number of fields at which a shard prunes, then splits: well
 -- below hash-max-listpack-entries (512 on the servers measured) so that an
@@ -55,6 +72,11 @@ local CAP = 120
 -- PACKED is the longest record kept as a field: hash-max-listpack-value's
 -- default (64). A longer value would turn the whole shard into a hashtable.
 local PACKED = 64
+-- SLACK is how long (ms) a shard key may outlive its latest record, so
+-- that its expiry is written at most once per SLACK.
+local SLACK = 1000
+-- DIGEST is the length of a record's field; a state field has one byte.
+local DIGEST = 16
 
 -- encode_claim builds the record of a claim in state st ('C' committed,
 -- 'q' pending) for hook until expires (µs, an integer below 10^16: year
@@ -111,33 +133,67 @@ local function shard_index(d, l, p)
   return i
 end
 
--- shard_state reads the tenant's level and split pointer (0, 0 while the
--- meta key is absent); anything but the digits this code writes is an
--- error (V4).
-local function shard_state(meta)
-  local m = redis.call('HMGET', meta, 'l', 'p')
-  if not m[1] and not m[2] then
-    return 0, 0
+-- digits returns v (a field's value, or nil) as a number, nil for nil;
+-- anything but the decimal digits this code writes is an error (V4).
+local function digits(v, what)
+  if v == nil or v == false then
+    return nil
   end
-  if not (m[1] and m[2] and string.match(m[1], '^%d+$') and string.match(m[2], '^%d+$')) then
-    error('fleetstore: malformed claim shard state')
+  if not string.match(v, '^%d+$') then
+    error('fleetstore: malformed claim ' .. what)
   end
-  local l, p = tonumber(m[1]), tonumber(m[2])
-  if l > 32 or p >= 2 ^ l then
+  return tonumber(v)
+end
+
+-- check_state checks a level and split pointer read back (V4).
+local function check_state(l, p)
+  if l == nil or p == nil or l > 32 or p >= 2 ^ l then
     error('fleetstore: malformed claim shard state')
   end
   return l, p
 end
 
--- find_claim returns the live record of the claim whose meta key is meta
+-- old_state reads the level and split pointer of a tenant whose shard 0
+-- holds none: from the state key of the version before (0, 0 while it is
+-- absent).
+local function old_state(meta)
+  local m = redis.call('HMGET', meta, 'l', 'p')
+  if not m[1] and not m[2] then
+    return 0, 0
+  end
+  return check_state(digits(m[1], 'shard state'), digits(m[2], 'shard state'))
+end
+
+-- find_claim returns the live record of the claim whose state key is meta
 -- and short key is short — state, hook_id, expiry (µs), or nothing — and
--- its location: a table the writes below take.
+-- its location: a table the writes below take (the tenant's l and p, the
+-- claim's shard and that shard's e and x, shard 0's e).
 local function find_claim(meta, short, now)
   local d = string.sub(short, -16)
-  local l, p = shard_state(meta)
-  local loc = {meta = meta, short = short, d = d, l = l, p = p}
-  loc.shard = shard_key(meta, shard_index(d, l, p))
-  local v = redis.call('HGET', loc.shard, d)
+  local s0 = shard_key(meta, 0)
+  -- Shard 0 holds the state, and is where a tenant of one shard keeps the
+  -- claim: one read finds both.
+  local m = redis.call('HMGET', s0, d, 'l', 'p', 'e', 'x')
+  local loc = {meta = meta, short = short, d = d, s0 = s0}
+  if m[2] then
+    loc.l, loc.p = check_state(digits(m[2], 'shard state'), digits(m[3], 'shard state'))
+  else
+    if m[3] then
+      error('fleetstore: malformed claim shard state')
+    end
+    loc.l, loc.p = old_state(meta)
+    loc.old = true
+  end
+  loc.e0 = digits(m[4], 'shard expiry')
+  local i = shard_index(d, loc.l, loc.p)
+  local v
+  if i == 0 then
+    loc.shard, v, loc.e, loc.x = s0, m[1], loc.e0, digits(m[5], 'prune time')
+  else
+    loc.shard = shard_key(meta, i)
+    local r = redis.call('HMGET', loc.shard, d, 'e', 'x')
+    v, loc.e, loc.x = r[1], digits(r[2], 'shard expiry'), digits(r[3], 'prune time')
+  end
   loc.field = v and true or false
   if v then
     local st, hook, exp = decode_claim(v, now)
@@ -157,74 +213,124 @@ local function find_claim(meta, short, now)
   return nil, nil, nil, loc
 end
 
--- lengthen sets key's expiry to at (ms on the server's clock) unless it is
--- later already: an expiry is only ever lengthened.
-local function lengthen(key, at)
-  if redis.call('PEXPIRETIME', key) < at then
-    redis.call('PEXPIREAT', key, at)
+-- due returns when a prune of records whose expiries are exps (µs, any
+-- order) is next due: once about a quarter of them have expired (the
+-- expiry of the ceil(n/4)-th to go), nil when there are none. Between two
+-- prunes at most that quarter lingers expired (and what was inserted
+-- since with an earlier expiry), so a shard holds about 1.33 fields per
+-- live record at most; each prune reads its fields once per quarter of
+-- them gone, about 4 field reads per expired record.
+local function due(exps)
+  if #exps == 0 then
+    return nil
   end
+  table.sort(exps)
+  return exps[math.ceil(#exps / 4)]
 end
 
--- prune removes shard's expired fields and returns how many are left.
+-- prune removes shard's expired records, records when its next prune is
+-- due (x), and returns how many records are left and that x (nil: none).
 local function prune(shard, now)
   local all = redis.call('HGETALL', shard)
-  local dead = {}
+  local dead, exps = {}, {}
   for j = 1, #all, 2 do
-    if not decode_claim(all[j + 1], now) then
-      dead[#dead + 1] = all[j]
+    if #all[j] == DIGEST then
+      local st, _, exp = decode_claim(all[j + 1], now)
+      if st then
+        exps[#exps + 1] = exp
+      else
+        dead[#dead + 1] = all[j]
+      end
     end
   end
   if #dead > 0 then
     redis.call('HDEL', shard, unpack(dead))
   end
-  return #all / 2 - #dead
+  local x = due(exps)
+  if x then
+    redis.call('HSET', shard, 'x', x)
+  else
+    redis.call('HDEL', shard, 'x')
+  end
+  return #exps, x
+end
+
+-- expiry returns the expiry (ms) to give key so that it lives until at
+-- least at (ms): nil when e, its expiry as recorded, already does, else
+-- SLACK past at, or the key's own later expiry when none was recorded (a
+-- shard of the version before).
+local function expiry(key, e, at)
+  if e then
+    if e >= at then
+      return nil
+    end
+    return at + SLACK
+  end
+  return math.max(at + SLACK, redis.call('PEXPIRETIME', key))
 end
 
 -- split splits shard p of loc's tenant (linear hashing, see above),
--- dropping its expired fields on the way, and records the new level and
--- split pointer in loc and the meta key.
+-- dropping its expired records on the way, and records the new level and
+-- split pointer in loc and shard 0.
 local function split(loc, now)
   local l, p = loc.l, loc.p
   local hi = p + 2 ^ l
   local src, dst = shard_key(loc.meta, p), shard_key(loc.meta, hi)
   local all = redis.call('HGETALL', src)
-  local gone, moved, last = {}, {}, 0
+  local gone, moved, kept, went, last = {}, {}, {}, {}, 0
   for j = 1, #all, 2 do
     local f, v = all[j], all[j + 1]
-    local st, _, exp = decode_claim(v, now)
-    if not st then
-      gone[#gone + 1] = f
-    elseif shard_index(f, l + 1, 0) == hi then
-      gone[#gone + 1] = f
-      moved[#moved + 1] = f
-      moved[#moved + 1] = v
-      last = math.max(last, exp)
+    if #f == DIGEST then
+      local st, _, exp = decode_claim(v, now)
+      if not st then
+        gone[#gone + 1] = f
+      elseif shard_index(f, l + 1, 0) == hi then
+        gone[#gone + 1] = f
+        moved[#moved + 1] = f
+        moved[#moved + 1] = v
+        went[#went + 1] = exp
+        last = math.max(last, exp)
+      else
+        kept[#kept + 1] = exp
+      end
     end
   end
   if #moved > 0 then
+    -- The new shard may be an emptied one that has not expired yet.
+    local e = expiry(dst, nil, math.floor((last + 999) / 1000))
+    moved[#moved + 1] = 'e'
+    moved[#moved + 1] = e
+    moved[#moved + 1] = 'x'
+    moved[#moved + 1] = due(went)
     redis.call('HSET', dst, unpack(moved))
-    lengthen(dst, math.floor((last + 999) / 1000))
+    redis.call('PEXPIREAT', dst, e)
   end
   if #gone > 0 then
     redis.call('HDEL', src, unpack(gone))
+  end
+  local x = due(kept)
+  if x then
+    redis.call('HSET', src, 'x', x)
+  else
+    redis.call('HDEL', src, 'x')
   end
   p = p + 1
   if p == 2 ^ l then
     l, p = l + 1, 0
   end
-  redis.call('HSET', loc.meta, 'l', l, 'p', p)
-  if loc.l == 0 then
-    -- The meta key is new: it must outlive shard 0 (the only shard until
-    -- now) and the new one; put_claim lengthens it past every later write.
-    lengthen(loc.meta, math.max(redis.call('PEXPIRETIME', src), math.floor((last + 999) / 1000)))
-  end
   loc.l, loc.p = l, p
+  if loc.old then
+    return -- put_claim writes the state with shard 0's expiry
+  end
+  redis.call('HSET', loc.s0, 'l', l, 'p', p)
 end
 
 -- put_claim writes the record of loc's claim: state st ('C' or 'q') for
 -- hook until expires (µs), as a field of its shard or, when the record is
--- longer than PACKED, as its short key. A new field in a full shard first
--- prunes it, then splits one shard.
+-- longer than PACKED, as its short key. A new field first prunes its shard
+-- when that is due or the shard is full, then splits one shard when it is
+-- still full. Shard 0 is made to outlive the record, and given the state
+-- when it had none (a tenant of the version before, or a new one).
 local function put_claim(loc, st, hook, expires, now)
   local v = encode_claim(st, hook, expires)
   local at = math.floor((expires + 999) / 1000)
@@ -232,14 +338,68 @@ local function put_claim(loc, st, hook, expires, now)
     redis.call('SET', loc.short, v, 'PXAT', at)
     return
   end
-  if not loc.field and redis.call('HLEN', loc.shard) >= CAP and prune(loc.shard, now) >= CAP then
-    split(loc, now)
-    loc.shard = shard_key(loc.meta, shard_index(loc.d, loc.l, loc.p))
+  local f = {loc.d, v}
+  if not loc.field then
+    if (loc.x and now >= loc.x) or redis.call('HLEN', loc.shard) >= CAP then
+      local left
+      left, loc.x = prune(loc.shard, now)
+      if left >= CAP then
+        split(loc, now)
+        loc.shard = shard_key(loc.meta, shard_index(loc.d, loc.l, loc.p))
+        local r = redis.call('HMGET', loc.shard, 'e', 'x')
+        loc.e, loc.x = digits(r[1], 'shard expiry'), digits(r[2], 'prune time')
+        if loc.shard == loc.s0 then
+          loc.e0 = loc.e
+        end
+      end
+    end
+    if not loc.x then
+      -- The shard's first record (since its last prune): prune when it
+      -- has expired.
+      f[#f + 1] = 'x'
+      f[#f + 1] = expires
+    end
   end
-  redis.call('HSET', loc.shard, loc.d, v)
-  lengthen(loc.shard, at)
-  if loc.l > 0 then
-    lengthen(loc.meta, at)
+  -- Shard 0's expiry must cover the record, wherever it is; when shard 0
+  -- had no state, it gets the state, and an expiry covering the state
+  -- key's too (every shard's latest record, in the version before).
+  local e0
+  if loc.old then
+    e0 = expiry(loc.s0, loc.e0, at)
+    if loc.l > 0 or loc.p > 0 then
+      e0 = math.max(e0 or loc.e0, redis.call('PEXPIRETIME', loc.meta))
+    end
+  else
+    e0 = expiry(loc.s0, loc.e0, at)
+  end
+  local s0f = f
+  if loc.shard ~= loc.s0 then
+    local e = expiry(loc.shard, loc.e, at)
+    if e then
+      f[#f + 1] = 'e'
+      f[#f + 1] = e
+    end
+    redis.call('HSET', loc.shard, unpack(f))
+    if e then
+      redis.call('PEXPIREAT', loc.shard, e)
+    end
+    s0f = {}
+  end
+  if e0 then
+    s0f[#s0f + 1] = 'e'
+    s0f[#s0f + 1] = e0
+  end
+  if loc.old then
+    s0f[#s0f + 1] = 'l'
+    s0f[#s0f + 1] = loc.l
+    s0f[#s0f + 1] = 'p'
+    s0f[#s0f + 1] = loc.p
+  end
+  if #s0f > 0 then
+    redis.call('HSET', loc.s0, unpack(s0f))
+  end
+  if e0 then
+    redis.call('PEXPIREAT', loc.s0, e0)
   end
 end
 

@@ -2,8 +2,10 @@
 -- round trip. The GCRA is package gcra's Charge, transcribed.
 --
 -- KEYS[1]   the tenant's bucket hash: field = kind, value = TAT in µs
--- KEYS[2]   the tenant's shard state key PREFIX:{T}:n; absent when the Hit
---           has no claim (the shards PREFIX:{T}:s<i> share its hash tag)
+-- KEYS[2]   the tenant's state key PREFIX:{T}:n, absent when the Hit has
+--           no claim: the shards PREFIX:{T}:s<i> are named after it (same
+--           hash tag), and a tenant of the version before keeps its shard
+--           state there (claim.lua)
 -- KEYS[3]   the claim's short key PREFIX:{T}D (D: the claim's digest)
 -- ARGV[1]   n, the number of charges (0 or more)
 -- for charge i = 1..n:

@@ -136,12 +136,16 @@ func IsShardStateKey(key string) bool {
 // ShardRecords returns the live claim records of shard key, whose fields
 // and values are kv (HGETALL's reply), each with its own time to live from
 // nowMicros (the server's clock, µs): a shard's own expiry is its latest
-// record's, so the records are what a claim's TTL bounds (C9). The Key of
+// record's (and at most a second more), so the records are what a claim's
+// TTL bounds (C9); the shard's state fields are not records. The Key of
 // a record is the shard's and its field in hex. A value that is not a
 // record is reported with TTL -1 (no expiry), for a test to fail on.
 func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 	var out []driver.Record
 	for i := 0; i+1 < len(kv); i += 2 {
+		if isShardStateField(kv[i]) {
+			continue
+		}
 		k := key + "#" + hex.EncodeToString([]byte(kv[i]))
 		_, _, us, ok := DecodeRecord(kv[i+1])
 		switch {
@@ -152,6 +156,13 @@ func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 		}
 	}
 	return out
+}
+
+// isShardStateField reports whether f is one of the one-byte fields that
+// hold a shard's own state beside its records (claim.lua: e, x, and l, p
+// in shard 0).
+func isShardStateField(f string) bool {
+	return f == "e" || f == "x" || f == "l" || f == "p"
 }
 
 // DecodeRecord decodes a claim record as claim.lua writes it: its state

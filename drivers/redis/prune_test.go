@@ -1,0 +1,267 @@
+package redis
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/internal/scripts"
+	"github.com/fleetstore/fleetstore/internal/testserver"
+)
+
+// serverMicros is the server's clock (TIME), µs: what the scripts reckon
+// expiries by.
+func serverMicros(t *testing.T, admin goredis.UniversalClient) int64 {
+	t.Helper()
+	now, err := admin.Time(ctx(t)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now.UnixMicro()
+}
+
+// shardRecords counts the claim records of every shard of tenant that
+// expired at or before nowMicros and those that did not (the state
+// fields are not records), and the shards.
+func shardRecords(t *testing.T, admin goredis.UniversalClient, prefix, tenant string, nowMicros int64) (expired, live, shards int) {
+	t.Helper()
+	keys, err := admin.Keys(ctx(t), scripts.TenantPattern(prefix, tenant)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if !scripts.IsShardKey(k) {
+			continue
+		}
+		shards++
+		kv, err := admin.HGetAll(ctx(t), k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for f, v := range kv {
+			if len(f) != scripts.DigestSize {
+				continue
+			}
+			_, _, us, ok := scripts.DecodeRecord(v)
+			switch {
+			case !ok:
+				t.Fatalf("shard %q field %x: not a record: %q", k, f, v)
+			case us <= nowMicros:
+				expired++
+			default:
+				live++
+			}
+		}
+	}
+	return expired, live, shards
+}
+
+// TestShardPruneKeepsUp: under a stream of commits that expire, a shard
+// drops its expired records about as fast as they expire (its prune is
+// due once about a quarter of its records have expired, claim.lua), so
+// that a tenant holds at most about 1.33 records per live one — never a
+// shard filled to its cap with expired records, which is what waiting for
+// the cap to prune would leave (60 live claims, 120 fields). The records
+// counted as expired are those that were expired before the batch that
+// was just committed began, so a slow machine only makes the bound easier.
+func TestShardPruneKeepsUp(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartRedis(t)
+	st, prefix := openStore(t, srv.URL())
+	admin := adminClient(t, "", srv.Addr)
+	tenant := "t-" + randHex(4)
+	const ttl = 300 * time.Millisecond
+	n, checks, worst := 0, 0, 0.0
+	start := time.Now()
+	for time.Since(start) < 8*ttl {
+		before := serverMicros(t, admin)
+		batch := make([]fleetstore.Claim, 5)
+		for i := range batch {
+			batch[i] = *claim(tenant, "github", fmt.Sprintf("evt-%06d", n), "hook-"+strconv.Itoa(n))
+			batch[i].TTL = ttl
+			n++
+		}
+		if err := st.Commit(ctx(t), batch...); err != nil {
+			t.Fatal(err)
+		}
+		if time.Since(start) < 2*ttl {
+			time.Sleep(ttl / 12)
+			continue
+		}
+		expired, live, _ := shardRecords(t, admin, prefix, tenant, before)
+		checks++
+		if live > 0 {
+			worst = max(worst, float64(expired)/float64(live))
+		}
+		if expired > live/2+4 {
+			t.Errorf("after %d commits: %d expired records beside %d live ones, want at most %d", n, expired, live, live/2+4)
+		}
+		time.Sleep(ttl / 12)
+	}
+	t.Logf("%d commits, %d checks: at most %.2f expired records per live one", n, checks, worst)
+	if checks < 5 {
+		t.Fatalf("only %d checks: the machine is too slow for this test's %v TTL", checks, ttl)
+	}
+}
+
+// shardOf is claim.lua's shard_index: the shard of the claim whose digest
+// is d at level l and split pointer p.
+func shardOf(d [scripts.DigestSize]byte, l, p int) int {
+	h := uint64(binary.BigEndian.Uint32(d[:4]))
+	i := int(h % (1 << l))
+	if i < p {
+		i = int(h % (1 << (l + 1)))
+	}
+	return i
+}
+
+// TestShardZeroOutlivesEveryRecord: shard 0 holds the tenant's level and
+// split pointer, so it must live until the latest record of every shard:
+// a claim committed for longer than all the others, in another shard,
+// lengthens both its own shard and shard 0 (to its expiry, at most a
+// second more: a shard's expiry is written at most once a second), and
+// is still found once its own shard is the only other key.
+func TestShardZeroOutlivesEveryRecord(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartRedis(t)
+	st, prefix := openStore(t, srv.URL())
+	admin := adminClient(t, "", srv.Addr)
+	tenant := "t-" + randHex(4)
+	var batch []fleetstore.Claim
+	for i := range 300 {
+		batch = append(batch, *claim(tenant, "github", fmt.Sprintf("evt-%06d", i), "hook-"+strconv.Itoa(i)))
+	}
+	if err := st.Commit(ctx(t), batch...); err != nil {
+		t.Fatal(err)
+	}
+	s0 := scripts.ShardKey(prefix, tenant, 0)
+	state, err := admin.HMGet(ctx(t), s0, "l", "p").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := strconv.Atoi(fmt.Sprint(state[0]))
+	p, _ := strconv.Atoi(fmt.Sprint(state[1]))
+	if l == 0 && p == 0 {
+		t.Fatalf("300 claims and shard 0 says one shard (l, p = %v)", state)
+	}
+	var long *fleetstore.Claim
+	shard := 0
+	for i := 0; shard == 0; i++ {
+		long = claim(tenant, "github", "long-"+strconv.Itoa(i), "hook-long")
+		shard = shardOf(scripts.ClaimDigest(long.SourceID, long.Key), l, p)
+	}
+	long.TTL = 5 * time.Hour
+	if err := st.Commit(ctx(t), *long); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{s0, scripts.ShardKey(prefix, tenant, shard)} {
+		ttl, err := admin.PTTL(ctx(t), k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl < long.TTL-time.Minute || ttl > long.TTL+time.Second+2*time.Millisecond {
+			t.Errorf("%q expires in %v, want the longest record's %v (at most a second more)", k, ttl, long.TTL)
+		}
+	}
+	other := *long
+	other.HookID = "other"
+	if res := mustHit(t, st, nil, &other, fleetstore.Duplicate); res.HookID != long.HookID {
+		t.Errorf("Duplicate names %q, want %q", res.HookID, long.HookID)
+	}
+}
+
+// TestPreviousShardLayoutRead: the version before kept a tenant's level
+// and split pointer in its state key PREFIX:{T}:n and no state in its
+// shards. Its claims are found where they are (Duplicate naming the
+// committer, in shard 0 and in shard 1), and the first write moves the
+// state into shard 0, with an expiry covering the state key's, after
+// which the state key is not needed.
+func TestPreviousShardLayoutRead(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartRedis(t)
+	st, prefix := openStore(t, srv.URL())
+	admin := adminClient(t, "", srv.Addr)
+	tenant := "t-" + randHex(4)
+	meta := scripts.ShardStateKey(prefix, tenant)
+	exp := time.Now().Add(time.Hour).UnixMicro()
+	var old [2]*fleetstore.Claim
+	for i := 0; old[0] == nil || old[1] == nil; i++ {
+		c := claim(tenant, "github", "old-"+strconv.Itoa(i), "hook-old-"+strconv.Itoa(i))
+		d := scripts.ClaimDigest(c.SourceID, c.Key)
+		s := shardOf(d, 1, 0)
+		if old[s] != nil {
+			continue
+		}
+		old[s] = c
+		rec := "C" + fmt.Sprintf("%016d", exp) + c.HookID
+		k := scripts.ShardKey(prefix, tenant, s)
+		if err := admin.HSet(ctx(t), k, string(d[:]), rec).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.PExpire(ctx(t), k, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := admin.HSet(ctx(t), meta, "l", 1, "p", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.PExpire(ctx(t), meta, 2*time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	dup := func(when string) {
+		t.Helper()
+		for _, c := range old {
+			other := *c
+			other.HookID = "new-hook"
+			if res := mustHit(t, st, nil, &other, fleetstore.Duplicate); res.HookID != c.HookID {
+				t.Errorf("%s: Duplicate names %q, want %q", when, res.HookID, c.HookID)
+			}
+		}
+	}
+	dup("before any write")
+	if err := st.Commit(ctx(t), *claim(tenant, "github", "new", "hook-new")); err != nil {
+		t.Fatal(err)
+	}
+	s0 := scripts.ShardKey(prefix, tenant, 0)
+	state, err := admin.HMGet(ctx(t), s0, "l", "p").Result()
+	if err != nil || fmt.Sprint(state) != "[1 0]" {
+		t.Fatalf("shard 0's state after the first write: %v, %v; want [1 0]", state, err)
+	}
+	if ttl, err := admin.PTTL(ctx(t), s0).Result(); err != nil || ttl < 2*time.Hour-time.Minute {
+		t.Errorf("shard 0 expires in %v, %v: want the state key's 2h at least", ttl, err)
+	}
+	if err := admin.Del(ctx(t), meta).Err(); err != nil {
+		t.Fatal(err)
+	}
+	dup("after the state moved to shard 0")
+}
+
+// TestMalformedShardState: a shard state field that is not the digits
+// the scripts write (V4) is an error, never a decision.
+func TestMalformedShardState(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartRedis(t)
+	st, prefix := openStore(t, srv.URL())
+	admin := adminClient(t, "", srv.Addr)
+	for i, fv := range [][]string{{"l", "x", "p", "0"}, {"l", "1"}, {"p", "0"}, {"l", "1", "p", "2"}, {"l", "40", "p", "0"},
+		{"l", "0", "p", "0", "e", "junk"}, {"l", "0", "p", "0", "x", "1.5"}, {"l", "0", "p", "0", "e", "-1"}} {
+		tenant := "t-" + strconv.Itoa(i)
+		args := make([]any, len(fv))
+		for j := range fv {
+			args[j] = fv[j]
+		}
+		if err := admin.HSet(ctx(t), scripts.ShardKey(prefix, tenant, 0), args...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		c := claim(tenant, "s", "k", "h")
+		_, err := st.Hit(ctx(t), nil, c)
+		wantErrIs(t, fmt.Sprintf("hit on shard state %v", fv), err, fleetstore.ErrUnavailable)
+		err = st.Commit(ctx(t), *c)
+		wantErrIs(t, fmt.Sprintf("commit on shard state %v", fv), err, fleetstore.ErrUnavailable)
+	}
+}
