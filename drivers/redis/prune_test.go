@@ -122,7 +122,8 @@ func shardOf(d [scripts.DigestSize]byte, l, p int) int {
 
 // TestShardZeroOutlivesEveryRecord: shard 0 holds the tenant's level and
 // split pointer, so it must live until the latest record of every shard:
-// a claim committed for longer than all the others, in another shard,
+// a claim committed for longer than all the others, in another shard (once
+// a tenant has split, shard 0 holds its state alone),
 // lengthens both its own shard and shard 0 (to its expiry, at most a
 // second more: a shard's expiry is written at most once a second), and
 // is still found once its own shard is the only other key.
@@ -149,12 +150,12 @@ func TestShardZeroOutlivesEveryRecord(t *testing.T) {
 	if l == 0 && p == 0 {
 		t.Fatalf("300 claims and shard 0 says one shard (l, p = %v)", state)
 	}
-	var long *fleetstore.Claim
-	shard := 0
-	for i := 0; shard == 0; i++ {
-		long = claim(tenant, "github", "long-"+strconv.Itoa(i), "hook-long")
-		shard = shardOf(scripts.ClaimDigest(long.SourceID, long.Key), l, p)
+	// Once split, shard 0 holds the state alone: bucket b is shard b+1.
+	if n, err := admin.HLen(ctx(t), s0).Result(); err != nil || n > 5 {
+		t.Errorf("shard 0 of a split tenant holds %d fields, %v: want its state alone", n, err)
 	}
+	long := claim(tenant, "github", "long", "hook-long")
+	shard := shardOf(scripts.ClaimDigest(long.SourceID, long.Key), l, p) + 1
 	long.TTL = 5 * time.Hour
 	if err := st.Commit(ctx(t), *long); err != nil {
 		t.Fatal(err)
@@ -239,6 +240,29 @@ func TestPreviousShardLayoutRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	dup("after the state moved to shard 0")
+	// The tenant keeps the old addressing (o) as it grows and splits: every
+	// claim, old and new, is found.
+	if o, err := admin.HGet(ctx(t), s0, "o").Result(); err != nil || o != "1" {
+		t.Errorf("shard 0's o: %q, %v; want 1", o, err)
+	}
+	var more []fleetstore.Claim
+	for i := range 400 {
+		more = append(more, *claim(tenant, "github", "more-"+strconv.Itoa(i), "hook-more-"+strconv.Itoa(i)))
+	}
+	if err := st.Commit(ctx(t), more...); err != nil {
+		t.Fatal(err)
+	}
+	if state, err := admin.HMGet(ctx(t), s0, "l", "p").Result(); err != nil || fmt.Sprint(state) == "[1 0]" {
+		t.Errorf("shard 0's state after 400 more claims: %v, %v; want splits", state, err)
+	}
+	dup("after splits")
+	for _, i := range []int{0, 199, 399} {
+		other := more[i]
+		other.HookID = "new-hook"
+		if res := mustHit(t, st, nil, &other, fleetstore.Duplicate); res.HookID != more[i].HookID {
+			t.Errorf("claim %d after splits: Duplicate names %q, want %q", i, res.HookID, more[i].HookID)
+		}
+	}
 }
 
 // TestMalformedShardState: a shard state field that is not the digits

@@ -34,7 +34,8 @@
 --   e  the shard key's expiry, ms on the server's clock, as this code last
 --      set it (PEXPIREAT): no PEXPIRETIME is needed to know it
 --   x  when its next prune is due, µs: the time by which about a quarter
---      of its records will have expired (absent: none is due)
+--      of its records will have expired (0: none is due, absent: at its
+--      first record's expiry)
 --   l  in shard 0 only: the level of linear hashing
 --   p  in shard 0 only: the split pointer
 --
@@ -55,6 +56,10 @@
 -- shard 0, which holds the tenant's l and p, lives until the latest record
 -- of any shard, so its state never expires before a record it places.
 -- Expiries are only ever lengthened.
+--
+-- A listpack finds a field by walking it from the head, so a new shard
+-- gets its state fields first, and they are never deleted: reading them
+-- costs a few steps, and only the lookup of a record walks the shard.
 --
 -- The version before kept l and p in PREFIX:{T}:n (KEYS: the state key)
 -- and no e or x. A shard 0 without l is read the old way (l and p from the
@@ -164,33 +169,51 @@ local function old_state(meta)
   return check_state(digits(m[1], 'shard state'), digits(m[2], 'shard state'))
 end
 
+-- bucket_key is the key of bucket b of loc's tenant at level l and split
+-- pointer p: shard 0 while the tenant has one bucket; once it has split,
+-- shard b + 1, so that shard 0 holds the state alone (and a lookup's read
+-- of it walks four fields, not a bucket's records). A tenant moved from
+-- the version before (o) keeps that version's buckets at shard b.
+local function bucket_key(loc, b, l, p)
+  if loc.o or (l == 0 and p == 0) then
+    return shard_key(loc.meta, b)
+  end
+  return shard_key(loc.meta, b + 1)
+end
+
 -- find_claim returns the live record of the claim whose state key is meta
 -- and short key is short — state, hook_id, expiry (µs), or nothing — and
--- its location: a table the writes below take (the tenant's l and p, the
--- claim's shard and that shard's e and x, shard 0's e).
+-- its location: a table the writes below take (the tenant's l, p and o,
+-- the claim's shard and that shard's e and x, shard 0's e).
 local function find_claim(meta, short, now)
   local d = string.sub(short, -16)
   local s0 = shard_key(meta, 0)
-  -- Shard 0 holds the state, and is where a tenant of one shard keeps the
-  -- claim: one read finds both.
-  local m = redis.call('HMGET', s0, d, 'l', 'p', 'e', 'x')
+  -- Shard 0 holds the state, and the records of a tenant of one bucket:
+  -- one read finds both.
+  local m = redis.call('HMGET', s0, d, 'l', 'p', 'e', 'x', 'o')
   local loc = {meta = meta, short = short, d = d, s0 = s0}
   if m[2] then
     loc.l, loc.p = check_state(digits(m[2], 'shard state'), digits(m[3], 'shard state'))
+    if m[6] then
+      if m[6] ~= '1' then
+        error('fleetstore: malformed claim shard state')
+      end
+      loc.o = true
+    end
   else
-    if m[3] then
+    if m[3] or m[6] then
       error('fleetstore: malformed claim shard state')
     end
     loc.l, loc.p = old_state(meta)
     loc.old = true
+    loc.o = loc.l > 0 or loc.p > 0
   end
   loc.e0 = digits(m[4], 'shard expiry')
-  local i = shard_index(d, loc.l, loc.p)
+  loc.shard = bucket_key(loc, shard_index(d, loc.l, loc.p), loc.l, loc.p)
   local v
-  if i == 0 then
-    loc.shard, v, loc.e, loc.x = s0, m[1], loc.e0, digits(m[5], 'prune time')
+  if loc.shard == s0 then
+    v, loc.e, loc.x = m[1], loc.e0, digits(m[5], 'prune time')
   else
-    loc.shard = shard_key(meta, i)
     local r = redis.call('HMGET', loc.shard, d, 'e', 'x')
     v, loc.e, loc.x = r[1], digits(r[2], 'shard expiry'), digits(r[3], 'prune time')
   end
@@ -222,14 +245,14 @@ end
 -- them gone, about 4 field reads per expired record.
 local function due(exps)
   if #exps == 0 then
-    return nil
+    return 0
   end
   table.sort(exps)
   return exps[math.ceil(#exps / 4)]
 end
 
 -- prune removes shard's expired records, records when its next prune is
--- due (x), and returns how many records are left and that x (nil: none).
+-- due (x), and returns how many records are left and that x (0: none).
 local function prune(shard, now)
   local all = redis.call('HGETALL', shard)
   local dead, exps = {}, {}
@@ -247,11 +270,7 @@ local function prune(shard, now)
     redis.call('HDEL', shard, unpack(dead))
   end
   local x = due(exps)
-  if x then
-    redis.call('HSET', shard, 'x', x)
-  else
-    redis.call('HDEL', shard, 'x')
-  end
+  redis.call('HSET', shard, 'x', x)
   return #exps, x
 end
 
@@ -269,60 +288,68 @@ local function expiry(key, e, at)
   return math.max(at + SLACK, redis.call('PEXPIRETIME', key))
 end
 
--- split splits shard p of loc's tenant (linear hashing, see above),
+-- split splits bucket p of loc's tenant (linear hashing, see above),
 -- dropping its expired records on the way, and records the new level and
--- split pointer in loc and shard 0.
+-- split pointer in loc and shard 0. The first split of a tenant moves
+-- every record out of shard 0 (bucket 0 moves to shard 1, see
+-- bucket_key); a later one moves at most half a bucket.
 local function split(loc, now)
   local l, p = loc.l, loc.p
   local hi = p + 2 ^ l
-  local src, dst = shard_key(loc.meta, p), shard_key(loc.meta, hi)
+  local nl, np = l, p + 1
+  if np == 2 ^ l then
+    nl, np = l + 1, 0
+  end
+  local src = bucket_key(loc, p, l, p)
+  local stay, dst = bucket_key(loc, p, nl, np), bucket_key(loc, hi, nl, np)
   local all = redis.call('HGETALL', src)
-  local gone, moved, kept, went, last = {}, {}, {}, {}, 0
+  local gone, kept, moved, keptx, movedx = {}, {}, {}, {}, {}
   for j = 1, #all, 2 do
     local f, v = all[j], all[j + 1]
     if #f == DIGEST then
       local st, _, exp = decode_claim(v, now)
       if not st then
         gone[#gone + 1] = f
-      elseif shard_index(f, l + 1, 0) == hi then
+      elseif shard_index(f, nl, np) == hi then
         gone[#gone + 1] = f
         moved[#moved + 1] = f
         moved[#moved + 1] = v
-        went[#went + 1] = exp
-        last = math.max(last, exp)
+        movedx[#movedx + 1] = exp
       else
-        kept[#kept + 1] = exp
+        kept[#kept + 1] = f
+        kept[#kept + 1] = v
+        keptx[#keptx + 1] = exp
       end
     end
   end
-  if #moved > 0 then
-    -- The new shard may be an emptied one that has not expired yet.
-    local e = expiry(dst, nil, math.floor((last + 999) / 1000))
-    moved[#moved + 1] = 'e'
-    moved[#moved + 1] = e
-    moved[#moved + 1] = 'x'
-    moved[#moved + 1] = due(went)
-    redis.call('HSET', dst, unpack(moved))
-    redis.call('PEXPIREAT', dst, e)
+  -- put writes records (field, value pairs) expiring at exps into key,
+  -- a new shard or an emptied one that has not expired yet: its state
+  -- first.
+  local function put(key, fv, exps)
+    if #fv == 0 then
+      return
+    end
+    local e = expiry(key, nil, math.floor((math.max(unpack(exps)) + 999) / 1000))
+    redis.call('HSET', key, 'e', e, 'x', due(exps), unpack(fv))
+    redis.call('PEXPIREAT', key, e)
+  end
+  put(dst, moved, movedx)
+  if stay ~= src then
+    put(stay, kept, keptx)
+    for j = 1, #kept, 2 do
+      gone[#gone + 1] = kept[j]
+    end
+    keptx = {}
   end
   if #gone > 0 then
     redis.call('HDEL', src, unpack(gone))
   end
-  local x = due(kept)
-  if x then
-    redis.call('HSET', src, 'x', x)
-  else
-    redis.call('HDEL', src, 'x')
-  end
-  p = p + 1
-  if p == 2 ^ l then
-    l, p = l + 1, 0
-  end
-  loc.l, loc.p = l, p
+  redis.call('HSET', src, 'x', due(keptx))
+  loc.l, loc.p = nl, np
   if loc.old then
     return -- put_claim writes the state with shard 0's expiry
   end
-  redis.call('HSET', loc.s0, 'l', l, 'p', p)
+  redis.call('HSET', loc.s0, 'l', nl, 'p', np)
 end
 
 -- put_claim writes the record of loc's claim: state st ('C' or 'q') for
@@ -338,14 +365,16 @@ local function put_claim(loc, st, hook, expires, now)
     redis.call('SET', loc.short, v, 'PXAT', at)
     return
   end
-  local f = {loc.d, v}
+  -- f: the shard's state fields to write, then the record (new fields go
+  -- to a listpack's tail in order: a new shard gets its state first).
+  local f = {}
   if not loc.field then
-    if (loc.x and now >= loc.x) or redis.call('HLEN', loc.shard) >= CAP then
+    if (loc.x and loc.x > 0 and now >= loc.x) or redis.call('HLEN', loc.shard) >= CAP then
       local left
       left, loc.x = prune(loc.shard, now)
       if left >= CAP then
         split(loc, now)
-        loc.shard = shard_key(loc.meta, shard_index(loc.d, loc.l, loc.p))
+        loc.shard = bucket_key(loc, shard_index(loc.d, loc.l, loc.p), loc.l, loc.p)
         local r = redis.call('HMGET', loc.shard, 'e', 'x')
         loc.e, loc.x = digits(r[1], 'shard expiry'), digits(r[2], 'prune time')
         if loc.shard == loc.s0 then
@@ -353,47 +382,48 @@ local function put_claim(loc, st, hook, expires, now)
         end
       end
     end
-    if not loc.x then
+    if not loc.x or loc.x == 0 then
       -- The shard's first record (since its last prune): prune when it
       -- has expired.
-      f[#f + 1] = 'x'
-      f[#f + 1] = expires
+      f[1], f[2] = 'x', expires
     end
   end
   -- Shard 0's expiry must cover the record, wherever it is; when shard 0
   -- had no state, it gets the state, and an expiry covering the state
   -- key's too (every shard's latest record, in the version before).
-  local e0
+  local e0 = expiry(loc.s0, loc.e0, at)
+  local s0f = {}
   if loc.old then
-    e0 = expiry(loc.s0, loc.e0, at)
     if loc.l > 0 or loc.p > 0 then
       e0 = math.max(e0 or loc.e0, redis.call('PEXPIRETIME', loc.meta))
     end
-  else
-    e0 = expiry(loc.s0, loc.e0, at)
-  end
-  local s0f = f
-  if loc.shard ~= loc.s0 then
-    local e = expiry(loc.shard, loc.e, at)
-    if e then
-      f[#f + 1] = 'e'
-      f[#f + 1] = e
+    s0f = {'l', loc.l, 'p', loc.p}
+    if loc.o then
+      s0f[5], s0f[6] = 'o', 1
     end
-    redis.call('HSET', loc.shard, unpack(f))
-    if e then
-      redis.call('PEXPIREAT', loc.shard, e)
-    end
-    s0f = {}
   end
   if e0 then
     s0f[#s0f + 1] = 'e'
     s0f[#s0f + 1] = e0
   end
-  if loc.old then
-    s0f[#s0f + 1] = 'l'
-    s0f[#s0f + 1] = loc.l
-    s0f[#s0f + 1] = 'p'
-    s0f[#s0f + 1] = loc.p
+  if loc.shard == loc.s0 then
+    for j = 1, #f do
+      s0f[#s0f + 1] = f[j]
+    end
+    s0f[#s0f + 1] = loc.d
+    s0f[#s0f + 1] = v
+  else
+    local e = expiry(loc.shard, loc.e, at)
+    if e then
+      table.insert(f, 1, e)
+      table.insert(f, 1, 'e')
+    end
+    f[#f + 1] = loc.d
+    f[#f + 1] = v
+    redis.call('HSET', loc.shard, unpack(f))
+    if e then
+      redis.call('PEXPIREAT', loc.shard, e)
+    end
   end
   if #s0f > 0 then
     redis.call('HSET', loc.s0, unpack(s0f))

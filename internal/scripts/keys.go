@@ -159,10 +159,10 @@ func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 }
 
 // isShardStateField reports whether f is one of the one-byte fields that
-// hold a shard's own state beside its records (claim.lua: e, x, and l, p
-// in shard 0).
+// hold a shard's own state beside its records (claim.lua: e, x, and l, p,
+// o in shard 0).
 func isShardStateField(f string) bool {
-	return f == "e" || f == "x" || f == "l" || f == "p"
+	return f == "e" || f == "x" || f == "l" || f == "p" || f == "o"
 }
 
 // DecodeRecord decodes a claim record as claim.lua writes it: its state
