@@ -28,46 +28,55 @@
 -- claim); a longer one is the string at the short key itself. A lookup
 -- reads the field, then the string when the field holds no live record.
 --
--- Besides its records (16-byte fields), a shard holds fields of one byte,
--- its state:
+-- Besides its records (16-byte fields), a shard holds one field of one
+-- byte, s, its state: decimal integers separated by spaces,
+--
+--   e x          in shard i > 0
+--   e x l p o    in shard 0
 --
 --   e  the shard key's expiry, ms on the server's clock, as this code last
 --      set it (PEXPIREAT): no PEXPIRETIME is needed to know it
---   x  when its next prune is due, µs: the time by which about a quarter
---      of its records will have expired (0: none is due, absent: at its
---      first record's expiry)
---   l  in shard 0 only: the level of linear hashing
---   p  in shard 0 only: the split pointer
+--   x  when the shard's next prune is due, ms: by then about a quarter of
+--      its records will have expired (0: none is due)
+--   l  the level of linear hashing, p the split pointer (below)
+--   o  1 for a tenant moved from the version before, which keeps that
+--      version's addressing; else 0
 --
--- The shards of a tenant grow by linear hashing: there are 2^l + p shards;
--- claim D is in shard h mod 2^l, or h mod 2^(l+1) when that is below p, h
--- being D's first 4 bytes (big-endian). Inserting a new field into a shard
--- whose prune is due (x), or that holds CAP fields or more, first removes
--- its expired records; if it still holds CAP or more, shard p splits: its
--- records with h mod 2^(l+1) = p + 2^l move to the new shard p + 2^l, then
--- p moves on (and l with it once p reaches 2^l). A split moves at most one
--- shard's records; a shard that is not the one split keeps growing until
--- p reaches it, far below the server's listpack limit of 512 fields in
+-- One field, so that reading the state is one step of HMGET: a listpack
+-- finds a field by walking it from the head, so a new shard gets its state
+-- first (only the lookup of a record walks the shard).
+--
+-- The claims of a tenant are spread over buckets by linear hashing: there
+-- are 2^l + p buckets; claim D is in bucket h mod 2^l, or h mod 2^(l+1)
+-- when that is below p, h being D's first 4 bytes (big-endian). While the
+-- tenant has one bucket it is shard 0; after its first split, bucket b is
+-- shard b + 1, and shard 0 holds the state alone. Inserting a new field
+-- into a shard whose prune is due (x) first removes its expired records;
+-- if the shard then holds CAP fields or more, bucket p splits: its records
+-- with h mod 2^(l+1) = p + 2^l move to bucket p + 2^l, then p moves on
+-- (and l with it once p reaches 2^l). A prune runs only when a quarter of
+-- a shard's records can go, never on every insert into a shard full of
+-- live ones. A split moves at most one bucket's records (the first, all of
+-- shard 0's); a shard that is not the one split keeps growing until p
+-- reaches it, far below the server's listpack limit of 512 fields in
 -- practice (see the layout test).
 --
 -- Expiry: a shard key lives until its latest record's expiry and at most
 -- SLACK ms longer (its expiry is written only when a record outlives it,
 -- then SLACK past that record's, so at most once per SLACK per shard);
--- shard 0, which holds the tenant's l and p, lives until the latest record
+-- shard 0, which holds the tenant's state, lives until the latest record
 -- of any shard, so its state never expires before a record it places.
 -- Expiries are only ever lengthened.
 --
--- A listpack finds a field by walking it from the head, so a new shard
--- gets its state fields first, and they are never deleted: reading them
--- costs a few steps, and only the lookup of a record walks the shard.
---
--- The version before kept l and p in PREFIX:{T}:n (KEYS: the state key)
--- and no e or x. A shard 0 without l is read the old way (l and p from the
--- state key), and the first write to such a tenant moves them into shard
--- 0, with an e covering the state key's expiry (which covered every
--- shard's): its claims stay where they are and are found.
+-- The version before kept l and p in PREFIX:{T}:n (KEYS: the state key),
+-- bucket b at shard b, and no shard state. A shard 0 without s is read the
+-- old way (l and p from the state key), and the first write to such a
+-- tenant gives shard 0 its state, with an e covering the state key's
+-- expiry (which covered every shard's) and o = 1 when it has split: its
+-- claims stay where they are and are found. Once all of its records have
+-- expired, so has its shard 0, and the tenant starts afresh.
 
--- CAP is the number of fields at which a shard prunes, then splits: well
+-- CAP is the number of fields at which a shard splits a bucket: well
 -- below hash-max-listpack-entries (512 on the servers measured) so that an
 -- unsplit shard stays a listpack (they reach about 140 fields), and small
 -- enough that a prune (one HGETALL) stays short. A server configured below
@@ -80,7 +89,7 @@ local PACKED = 64
 -- SLACK is how long (ms) a shard key may outlive its latest record, so
 -- that its expiry is written at most once per SLACK.
 local SLACK = 1000
--- DIGEST is the length of a record's field; a state field has one byte.
+-- DIGEST is the length of a record's field (the state's has one byte).
 local DIGEST = 16
 
 -- encode_claim builds the record of a claim in state st ('C' committed,
@@ -120,14 +129,14 @@ local function decode_claim(v, now, old)
   error('fleetstore: malformed claim record')
 end
 
--- shard_key is the key of shard i of the tenant whose meta key is meta
+-- shard_key is the key of shard i of the tenant whose state key is meta
 -- (PREFIX:{T}:n → PREFIX:{T}:s<i>; i is a small integer, which Lua writes
 -- in full digits).
 local function shard_key(meta, i)
   return string.sub(meta, 1, -2) .. 's' .. i
 end
 
--- shard_index is the shard of digest d at level l and split pointer p.
+-- shard_index is the bucket of digest d at level l and split pointer p.
 local function shard_index(d, l, p)
   local a, b, c, e = string.byte(d, 1, 4)
   local h = ((a * 256 + b) * 256 + c) * 256 + e
@@ -138,42 +147,67 @@ local function shard_index(d, l, p)
   return i
 end
 
--- digits returns v (a field's value, or nil) as a number, nil for nil;
--- anything but the decimal digits this code writes is an error (V4).
-local function digits(v, what)
-  if v == nil or v == false then
-    return nil
-  end
-  if not string.match(v, '^%d+$') then
-    error('fleetstore: malformed claim ' .. what)
-  end
-  return tonumber(v)
+-- malformed raises the script error of a shard state this code did not
+-- write (V4): an error reply, never a decision.
+local function malformed()
+  error('fleetstore: malformed claim shard state')
 end
 
--- check_state checks a level and split pointer read back (V4).
+-- check_state checks a level and split pointer read back.
 local function check_state(l, p)
-  if l == nil or p == nil or l > 32 or p >= 2 ^ l then
-    error('fleetstore: malformed claim shard state')
+  if l > 32 or p >= 2 ^ l then
+    malformed()
   end
   return l, p
 end
 
+-- read_state parses a shard's state s (nil: none): e and x, and in shard 0
+-- (zero true) l, p and o.
+local function read_state(v, zero)
+  if not v then
+    return nil
+  end
+  if not zero then
+    local e, x = string.match(v, '^(%d+) (%d+)$')
+    if not e then
+      malformed()
+    end
+    return tonumber(e), tonumber(x)
+  end
+  local e, x, l, p, o = string.match(v, '^(%d+) (%d+) (%d+) (%d+) ([01])$')
+  if not e then
+    malformed()
+  end
+  l, p = check_state(tonumber(l), tonumber(p))
+  return tonumber(e), tonumber(x), l, p, o == '1'
+end
+
+-- state is the value of a shard's state field (every number below 10^14,
+-- which Lua writes in full digits).
+local function state(e, x, l, p, o)
+  if l then
+    return e .. ' ' .. x .. ' ' .. l .. ' ' .. p .. ' ' .. (o and 1 or 0)
+  end
+  return e .. ' ' .. x
+end
+
 -- old_state reads the level and split pointer of a tenant whose shard 0
--- holds none: from the state key of the version before (0, 0 while it is
--- absent).
+-- holds no state: from the state key of the version before (0, 0 while it
+-- is absent).
 local function old_state(meta)
   local m = redis.call('HMGET', meta, 'l', 'p')
   if not m[1] and not m[2] then
     return 0, 0
   end
-  return check_state(digits(m[1], 'shard state'), digits(m[2], 'shard state'))
+  if not (m[1] and m[2] and string.match(m[1], '^%d+$') and string.match(m[2], '^%d+$')) then
+    malformed()
+  end
+  return check_state(tonumber(m[1]), tonumber(m[2]))
 end
 
 -- bucket_key is the key of bucket b of loc's tenant at level l and split
--- pointer p: shard 0 while the tenant has one bucket; once it has split,
--- shard b + 1, so that shard 0 holds the state alone (and a lookup's read
--- of it walks four fields, not a bucket's records). A tenant moved from
--- the version before (o) keeps that version's buckets at shard b.
+-- pointer p: shard 0 while the tenant has one bucket, then shard b + 1 (a
+-- tenant moved from the version before: shard b).
 local function bucket_key(loc, b, l, p)
   if loc.o or (l == 0 and p == 0) then
     return shard_key(loc.meta, b)
@@ -183,39 +217,30 @@ end
 
 -- find_claim returns the live record of the claim whose state key is meta
 -- and short key is short — state, hook_id, expiry (µs), or nothing — and
--- its location: a table the writes below take (the tenant's l, p and o,
--- the claim's shard and that shard's e and x, shard 0's e).
+-- its location: a table the writes below take (the tenant's state l, p, o
+-- and shard 0's e0 and x0; the claim's shard and its e and x).
 local function find_claim(meta, short, now)
   local d = string.sub(short, -16)
   local s0 = shard_key(meta, 0)
   -- Shard 0 holds the state, and the records of a tenant of one bucket:
   -- one read finds both.
-  local m = redis.call('HMGET', s0, d, 'l', 'p', 'e', 'x', 'o')
+  local m = redis.call('HMGET', s0, d, 's')
   local loc = {meta = meta, short = short, d = d, s0 = s0}
   if m[2] then
-    loc.l, loc.p = check_state(digits(m[2], 'shard state'), digits(m[3], 'shard state'))
-    if m[6] then
-      if m[6] ~= '1' then
-        error('fleetstore: malformed claim shard state')
-      end
-      loc.o = true
-    end
+    loc.e0, loc.x0, loc.l, loc.p, loc.o = read_state(m[2], true)
   else
-    if m[3] or m[6] then
-      error('fleetstore: malformed claim shard state')
-    end
     loc.l, loc.p = old_state(meta)
     loc.old = true
     loc.o = loc.l > 0 or loc.p > 0
   end
-  loc.e0 = digits(m[4], 'shard expiry')
   loc.shard = bucket_key(loc, shard_index(d, loc.l, loc.p), loc.l, loc.p)
   local v
   if loc.shard == s0 then
-    v, loc.e, loc.x = m[1], loc.e0, digits(m[5], 'prune time')
+    v, loc.e, loc.x = m[1], loc.e0, loc.x0
   else
-    local r = redis.call('HMGET', loc.shard, d, 'e', 'x')
-    v, loc.e, loc.x = r[1], digits(r[2], 'shard expiry'), digits(r[3], 'prune time')
+    local r = redis.call('HMGET', loc.shard, d, 's')
+    v = r[1]
+    loc.e, loc.x = read_state(r[2])
   end
   loc.field = v and true or false
   if v then
@@ -236,9 +261,14 @@ local function find_claim(meta, short, now)
   return nil, nil, nil, loc
 end
 
+-- ms is µs rounded up to the ms.
+local function ms(us)
+  return math.floor((us + 999) / 1000)
+end
+
 -- due returns when a prune of records whose expiries are exps (µs, any
--- order) is next due: once about a quarter of them have expired (the
--- expiry of the ceil(n/4)-th to go), nil when there are none. Between two
+-- order) is next due, ms: once about a quarter of them have expired (the
+-- expiry of the ceil(n/4)-th to go), 0 when there are none. Between two
 -- prunes at most that quarter lingers expired (and what was inserted
 -- since with an earlier expiry), so a shard holds about 1.33 fields per
 -- live record at most; each prune reads its fields once per quarter of
@@ -248,11 +278,25 @@ local function due(exps)
     return 0
   end
   table.sort(exps)
-  return exps[math.ceil(#exps / 4)]
+  return ms(exps[math.ceil(#exps / 4)])
 end
 
--- prune removes shard's expired records, records when its next prune is
--- due (x), and returns how many records are left and that x (0: none).
+-- expiry returns the expiry (ms) to give key so that it lives until at
+-- least at (ms): e, its expiry as recorded, when that already does, else
+-- SLACK past at, or the key's own later expiry when none was recorded (a
+-- shard of the version before, or an emptied one that has not expired).
+local function expiry(key, e, at)
+  if e then
+    if e >= at then
+      return e
+    end
+    return at + SLACK
+  end
+  return math.max(at + SLACK, redis.call('PEXPIRETIME', key))
+end
+
+-- prune removes shard's expired records and returns how many are left and
+-- when the next prune is due (ms, 0: none); the caller writes it.
 local function prune(shard, now)
   local all = redis.call('HGETALL', shard)
   local dead, exps = {}, {}
@@ -269,30 +313,14 @@ local function prune(shard, now)
   if #dead > 0 then
     redis.call('HDEL', shard, unpack(dead))
   end
-  local x = due(exps)
-  redis.call('HSET', shard, 'x', x)
-  return #exps, x
-end
-
--- expiry returns the expiry (ms) to give key so that it lives until at
--- least at (ms): nil when e, its expiry as recorded, already does, else
--- SLACK past at, or the key's own later expiry when none was recorded (a
--- shard of the version before).
-local function expiry(key, e, at)
-  if e then
-    if e >= at then
-      return nil
-    end
-    return at + SLACK
-  end
-  return math.max(at + SLACK, redis.call('PEXPIRETIME', key))
+  return #exps, due(exps)
 end
 
 -- split splits bucket p of loc's tenant (linear hashing, see above),
--- dropping its expired records on the way, and records the new level and
--- split pointer in loc and shard 0. The first split of a tenant moves
--- every record out of shard 0 (bucket 0 moves to shard 1, see
--- bucket_key); a later one moves at most half a bucket.
+-- dropping its expired records on the way; loc takes the new l and p, and
+-- put_claim writes them. It returns the state it wrote, key → {e, x}: the
+-- shards it moved records to, and the one it split unless that is shard 0
+-- (whose x goes to loc.x0).
 local function split(loc, now)
   local l, p = loc.l, loc.p
   local hi = p + 2 ^ l
@@ -304,6 +332,7 @@ local function split(loc, now)
   local stay, dst = bucket_key(loc, p, nl, np), bucket_key(loc, hi, nl, np)
   local all = redis.call('HGETALL', src)
   local gone, kept, moved, keptx, movedx = {}, {}, {}, {}, {}
+  local se
   for j = 1, #all, 2 do
     local f, v = all[j], all[j + 1]
     if #f == DIGEST then
@@ -320,18 +349,23 @@ local function split(loc, now)
         kept[#kept + 1] = v
         keptx[#keptx + 1] = exp
       end
+    elseif f == 's' then
+      se = read_state(v, src == loc.s0)
     end
   end
-  -- put writes records (field, value pairs) expiring at exps into key,
-  -- a new shard or an emptied one that has not expired yet: its state
-  -- first.
+  local wrote = {}
+  -- put writes records (field, value pairs) expiring at exps (µs) into
+  -- key, a new shard or an emptied one that has not expired yet: its
+  -- state first.
   local function put(key, fv, exps)
     if #fv == 0 then
       return
     end
-    local e = expiry(key, nil, math.floor((math.max(unpack(exps)) + 999) / 1000))
-    redis.call('HSET', key, 'e', e, 'x', due(exps), unpack(fv))
+    local e = expiry(key, nil, ms(math.max(unpack(exps))))
+    local x = due(exps)
+    redis.call('HSET', key, 's', state(e, x), unpack(fv))
     redis.call('PEXPIREAT', key, e)
+    wrote[key] = {e, x}
   end
   put(dst, moved, movedx)
   if stay ~= src then
@@ -344,91 +378,87 @@ local function split(loc, now)
   if #gone > 0 then
     redis.call('HDEL', src, unpack(gone))
   end
-  redis.call('HSET', src, 'x', due(keptx))
-  loc.l, loc.p = nl, np
-  if loc.old then
-    return -- put_claim writes the state with shard 0's expiry
+  if src == loc.s0 then
+    loc.x0 = due(keptx)
+  else
+    local e = se or math.max(redis.call('PEXPIRETIME', src), 0)
+    local x = due(keptx)
+    redis.call('HSET', src, 's', state(e, x))
+    wrote[src] = {e, x}
   end
-  redis.call('HSET', loc.s0, 'l', nl, 'p', np)
+  loc.l, loc.p = nl, np
+  return wrote
 end
 
 -- put_claim writes the record of loc's claim: state st ('C' or 'q') for
 -- hook until expires (µs), as a field of its shard or, when the record is
 -- longer than PACKED, as its short key. A new field first prunes its shard
--- when that is due or the shard is full, then splits one shard when it is
--- still full. Shard 0 is made to outlive the record, and given the state
--- when it had none (a tenant of the version before, or a new one).
+-- when that is due, then splits a bucket when the shard is full. Shard 0
+-- is made to outlive the record, wherever it is, and is given the state
+-- when it had none (a new tenant, or one of the version before).
 local function put_claim(loc, st, hook, expires, now)
   local v = encode_claim(st, hook, expires)
-  local at = math.floor((expires + 999) / 1000)
+  local at = ms(expires)
   if #v > PACKED then
     redis.call('SET', loc.short, v, 'PXAT', at)
     return
   end
-  -- f: the shard's state fields to write, then the record (new fields go
-  -- to a listpack's tail in order: a new shard gets its state first).
-  local f = {}
+  local moved = false -- l or p changed
   if not loc.field then
-    if (loc.x and loc.x > 0 and now >= loc.x) or redis.call('HLEN', loc.shard) >= CAP then
-      local left
+    local left
+    if loc.x and loc.x > 0 and now >= loc.x * 1000 then
       left, loc.x = prune(loc.shard, now)
-      if left >= CAP then
-        split(loc, now)
-        loc.shard = bucket_key(loc, shard_index(loc.d, loc.l, loc.p), loc.l, loc.p)
-        local r = redis.call('HMGET', loc.shard, 'e', 'x')
-        loc.e, loc.x = digits(r[1], 'shard expiry'), digits(r[2], 'prune time')
-        if loc.shard == loc.s0 then
-          loc.e0 = loc.e
-        end
+    else
+      left = redis.call('HLEN', loc.shard)
+    end
+    if loc.shard == loc.s0 then
+      loc.x0 = loc.x
+    end
+    if left >= CAP then
+      local wrote = split(loc, now)
+      moved = true
+      -- The claim's shard: where it was, or, when its bucket was the one
+      -- split, where split wrote (nothing written: an empty shard).
+      local key = bucket_key(loc, shard_index(loc.d, loc.l, loc.p), loc.l, loc.p)
+      if key == loc.s0 then
+        loc.e, loc.x = loc.e0, loc.x0
+      elseif wrote[key] then
+        loc.e, loc.x = wrote[key][1], wrote[key][2]
+      elseif key ~= loc.shard then
+        loc.e, loc.x = nil, nil
       end
+      loc.shard = key
     end
     if not loc.x or loc.x == 0 then
       -- The shard's first record (since its last prune): prune when it
       -- has expired.
-      f[1], f[2] = 'x', expires
+      loc.x = at
     end
-  end
-  -- Shard 0's expiry must cover the record, wherever it is; when shard 0
-  -- had no state, it gets the state, and an expiry covering the state
-  -- key's too (every shard's latest record, in the version before).
-  local e0 = expiry(loc.s0, loc.e0, at)
-  local s0f = {}
-  if loc.old then
-    if loc.l > 0 or loc.p > 0 then
-      e0 = math.max(e0 or loc.e0, redis.call('PEXPIRETIME', loc.meta))
-    end
-    s0f = {'l', loc.l, 'p', loc.p}
-    if loc.o then
-      s0f[5], s0f[6] = 'o', 1
-    end
-  end
-  if e0 then
-    s0f[#s0f + 1] = 'e'
-    s0f[#s0f + 1] = e0
   end
   if loc.shard == loc.s0 then
-    for j = 1, #f do
-      s0f[#s0f + 1] = f[j]
-    end
-    s0f[#s0f + 1] = loc.d
-    s0f[#s0f + 1] = v
+    loc.x0 = loc.x
+  end
+  -- Shard 0's expiry must cover the record; when it had no state, its
+  -- expiry covers the state key's too (every shard's latest record, in
+  -- the version before).
+  local e0 = expiry(loc.s0, loc.e0, at)
+  if loc.old and loc.o then
+    e0 = math.max(e0, redis.call('PEXPIRETIME', loc.meta))
+  end
+  local s0 = state(e0, loc.x0 or 0, loc.l, loc.p, loc.o)
+  if loc.shard == loc.s0 then
+    redis.call('HSET', loc.s0, 's', s0, loc.d, v)
   else
     local e = expiry(loc.shard, loc.e, at)
-    if e then
-      table.insert(f, 1, e)
-      table.insert(f, 1, 'e')
-    end
-    f[#f + 1] = loc.d
-    f[#f + 1] = v
-    redis.call('HSET', loc.shard, unpack(f))
-    if e then
+    redis.call('HSET', loc.shard, 's', state(e, loc.x or 0), loc.d, v)
+    if e ~= loc.e then
       redis.call('PEXPIREAT', loc.shard, e)
     end
+    if e0 ~= loc.e0 or moved or loc.old then
+      redis.call('HSET', loc.s0, 's', s0)
+    end
   end
-  if #s0f > 0 then
-    redis.call('HSET', loc.s0, unpack(s0f))
-  end
-  if e0 then
+  if e0 ~= loc.e0 then
     redis.call('PEXPIREAT', loc.s0, e0)
   end
 end

@@ -158,12 +158,9 @@ func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 	return out
 }
 
-// isShardStateField reports whether f is one of the one-byte fields that
-// hold a shard's own state beside its records (claim.lua: e, x, and l, p,
-// o in shard 0).
-func isShardStateField(f string) bool {
-	return f == "e" || f == "x" || f == "l" || f == "p" || f == "o"
-}
+// isShardStateField reports whether f is the one-byte field that holds a
+// shard's own state beside its records (claim.lua: s).
+func isShardStateField(f string) bool { return f == "s" }
 
 // DecodeRecord decodes a claim record as claim.lua writes it: its state
 // ('C' committed or 'q' pending), hook_id and expiry on the server's clock

@@ -190,8 +190,8 @@ func TestShardKeys(t *testing.T) {
 			t.Errorf("IsShardKey(%q) or IsShardStateKey", k)
 		}
 	}
-	recs := ShardRecords("k", []string{"e", "1", "a", "C0000000000001000h", "x", "700", "b", "q0000000000000500h",
-		"l", "0", "c", "junk", "p", "0"}, 600)
+	recs := ShardRecords("k", []string{"s", "1 0 0 0 0", "a", "C0000000000001000h", "b", "q0000000000000500h",
+		"c", "junk"}, 600)
 	if len(recs) != 2 || recs[0].Key != "k#61" || recs[0].TTL != 400*time.Microsecond || recs[1].TTL != -1 {
 		t.Errorf("ShardRecords = %v", recs)
 	}
