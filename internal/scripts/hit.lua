@@ -83,7 +83,7 @@ end
 -- loc is where the record is or goes (claim.lua's find_claim).
 local held, holder, expires, loc
 if KEYS[2] then
-  held, holder, expires, loc = find_claim(KEYS[2], KEYS[3], now)
+  held, holder, expires, loc = C.find_claim(KEYS[2], KEYS[3], now)
   -- Our own pending claim: this is a retry of a hit whose reply was lost.
   -- It was charged once already, so charge nothing and say OK (C2).
   if held == 'p' and holder == ARGV[c] then
@@ -165,7 +165,7 @@ if n > 0 then
 end
 if KEYS[2] then
   -- The claim becomes pending for this hook, for the pending TTL (C1).
-  put_claim(loc, 'q', ARGV[c], now + tonumber(ARGV[c + 1]), now)
+  C.put_claim(loc, 'q', ARGV[c], now + tonumber(ARGV[c + 1]), now)
 end
 out[1] = 1
 return out

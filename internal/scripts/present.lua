@@ -11,7 +11,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local out = {}
 for i = 1, #KEYS / 2 do
-  if find_claim(KEYS[2 * i - 1], KEYS[2 * i], now) then
+  if C.find_claim(KEYS[2 * i - 1], KEYS[2 * i], now) then
     out[#out + 1] = i
   end
 end

@@ -152,7 +152,7 @@ func TestDecodeSettle(t *testing.T) {
 func TestScriptsLoad(t *testing.T) {
 	t.Parallel()
 	for _, s := range []*Script{Hit, Settle, Present} {
-		if len(s.SHA1) != 40 || !strings.Contains(s.Source, "local function decode_claim") {
+		if len(s.SHA1) != 40 || !strings.Contains(s.Source, "function C.decode_claim") {
 			t.Errorf("%s: sha %q, source of %d bytes", s.Name, s.SHA1, len(s.Source))
 		}
 	}

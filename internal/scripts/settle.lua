@@ -28,7 +28,7 @@ for i = 1, #KEYS / 2 do
   local hook = ARGV[2 * i]
   local code, who = 0, ''
   -- Nothing when absent or expired.
-  local st, holder, _, loc = find_claim(KEYS[2 * i - 1], KEYS[2 * i], now)
+  local st, holder, _, loc = C.find_claim(KEYS[2 * i - 1], KEYS[2 * i], now)
   if st and holder ~= hook then
     -- Held by another hook, pending or committed: no change (C8).
     code, who = 1, holder
@@ -37,14 +37,14 @@ for i = 1, #KEYS / 2 do
     -- (ours pending, or absent: the hook is durable, record it) commit
     -- for TTL from now (C5, C7).
     if st ~= 'c' then
-      put_claim(loc, 'C', hook, now + tonumber(ARGV[2 * i + 1]), now)
+      C.put_claim(loc, 'C', hook, now + tonumber(ARGV[2 * i + 1]), now)
     end
   elseif st == 'c' then
     -- Release of our committed claim: no change (C6).
     code = 2
   elseif st then
     -- Release of our pending claim: delete it (C5). Absent: nothing (C7).
-    drop_claim(loc)
+    C.drop_claim(loc)
   end
   out[2 * i - 1] = code
   out[2 * i] = who
