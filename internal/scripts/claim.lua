@@ -36,8 +36,8 @@
 --
 --   e  the shard key's expiry, ms on the server's clock, as this code last
 --      set it (PEXPIREAT): no PEXPIRETIME is needed to know it
---   x  when the shard's next prune is due, ms: by then about a quarter of
---      its records will have expired (0: none is due)
+--   x  when the shard's next prune is due, ms: by then about an eighth
+--      of its records will have expired (0: none is due)
 --   l  the level of linear hashing, p the split pointer (below)
 --   o  1 for a tenant moved from the version before, which keeps that
 --      version's addressing; else 0
@@ -54,7 +54,7 @@
 -- into a shard whose prune is due (x) first removes its expired records;
 -- if the shard then holds CAP fields or more, bucket p splits: its records
 -- with h mod 2^(l+1) = p + 2^l move to bucket p + 2^l, then p moves on
--- (and l with it once p reaches 2^l). A prune runs only when a quarter of
+-- (and l with it once p reaches 2^l). A prune runs only when an eighth of
 -- a shard's records can go, never on every insert into a shard full of
 -- live ones. A split moves at most one bucket's records (the first, all of
 -- shard 0's); a shard that is not the one split keeps growing until p
@@ -274,18 +274,18 @@ function C.ms(us)
 end
 
 -- due returns when a prune of records whose expiries are exps (µs, any
--- order) is next due, ms: once about a quarter of them have expired (the
--- expiry of the ceil(n/4)-th to go), 0 when there are none. Between two
--- prunes at most that quarter lingers expired (and what was inserted
--- since with an earlier expiry), so a shard holds about 1.33 fields per
--- live record at most; each prune reads its fields once per quarter of
--- them gone, about 4 field reads per expired record.
+-- order) is next due, ms: once about an eighth of them have expired (the
+-- expiry of the ceil(n/8)-th to go), 0 when there are none. Between two
+-- prunes at most that eighth lingers expired (and what was inserted since
+-- with an earlier expiry), so a shard holds about 1.14 fields per live
+-- record at most; each prune reads its fields once per eighth of them
+-- gone, about 8 field reads per expired record.
 function C.due(exps)
   if #exps == 0 then
     return 0
   end
   table.sort(exps)
-  return C.ms(exps[math.ceil(#exps / 4)])
+  return C.ms(exps[math.ceil(#exps / 8)])
 end
 
 -- expiry returns the expiry (ms) to give key so that it lives until at
