@@ -54,8 +54,8 @@ func TestBucketExpiryFollowsLatestTAT(t *testing.T) {
 
 // TestClaimRecordLayout: a claim is field D of its tenant's shard, D its
 // 16-byte digest whatever the length of its source and key, holding the
-// state, the expiry and the hook_id alone (CONTRACT §7): "q", the pending
-// expiry (16 digits, µs) and the hook_id, then "C", the committed expiry
+// state, the expiry and the hook_id alone (CONTRACT §7): "P", the pending
+// expiry (µs, 7 bytes) and the hook_id, then "D", the committed expiry
 // and the hook_id. Its bytes do not grow with the event key or the node. A
 // hook_id too long for a listpack value goes to the claim's own short key,
 // with the same record.
@@ -69,8 +69,8 @@ func TestClaimRecordLayout(t *testing.T) {
 		t.Helper()
 		s, _ := v.(string)
 		st, h, us, ok := scripts.DecodeRecord(s)
-		if !ok || st != state || h != hook || len(s) != 17+len(hook) {
-			t.Errorf("%s record %q, want %c, 16 digits, the hook_id", what, s, state)
+		if !ok || st != state || h != hook || len(s) != 8+len(hook) {
+			t.Errorf("%s record %q, want %c, 7 bytes of expiry, the hook_id", what, s, state)
 			return
 		}
 		if left := time.Until(time.UnixMicro(us)); left > ttl || left < ttl-time.Minute {
@@ -78,7 +78,7 @@ func TestClaimRecordLayout(t *testing.T) {
 		}
 	}
 	for _, key := range []string{"k", strings.Repeat("e", 1024)} {
-		for _, hook := range []string{"hook-" + randHex(4), "h" + strings.Repeat("x", 47)} {
+		for _, hook := range []string{"hook-" + randHex(4), "h" + strings.Repeat("x", 56)} {
 			ck := hook + key
 			cl := claim(tenant, "github", ck[:min(len(ck), 1024)], hook)
 			cl.Node = strings.Repeat("n", 256)
@@ -88,7 +88,7 @@ func TestClaimRecordLayout(t *testing.T) {
 			}
 			d := short[len(short)-scripts.DigestSize:]
 			get := func() (any, error) {
-				if len(hook) > 47 {
+				if len(hook) > 56 {
 					return srv.Do("GET", short)
 				}
 				return srv.Do("HGET", shard, d)
@@ -98,16 +98,16 @@ func TestClaimRecordLayout(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			check("pending", v, 'q', cl.PendingTTL, hook)
+			check("pending", v, 'P', cl.PendingTTL, hook)
 			if err := st.Commit(ctx(t), *cl); err != nil {
 				t.Fatal(err)
 			}
 			if v, err = get(); err != nil {
 				t.Fatal(err)
 			}
-			check("committed", v, 'C', cl.TTL, hook)
+			check("committed", v, 'D', cl.TTL, hook)
 			// The other place holds nothing.
-			if len(hook) > 47 {
+			if len(hook) > 56 {
 				v, err = srv.Do("HGET", shard, d)
 			} else {
 				v, err = srv.Do("GET", short)

@@ -298,3 +298,31 @@ func TestMalformedShardState(t *testing.T) {
 		wantErrIs(t, fmt.Sprintf("commit on shard state %v", fv), err, fleetstore.ErrUnavailable)
 	}
 }
+
+// TestMalformedBinaryRecord: a field that starts like a record (D or P)
+// but whose expiry this code cannot have written — its first byte at
+// 0x20 or above (past the year 2540), or further ahead than three claim
+// TTLs of 366 days — or that has no hook_id is an error, never a decision
+// (V4).
+func TestMalformedBinaryRecord(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartRedis(t)
+	st, prefix := openStore(t, srv.URL())
+	admin := adminClient(t, "", srv.Addr)
+	far := time.Now().Add(4 * 366 * 24 * time.Hour).UnixMicro()
+	var farBytes [8]byte
+	binary.BigEndian.PutUint64(farBytes[:], uint64(far))
+	for i, v := range []string{"Dgarbage!", "Pgarbage!", "D\x1f\xff\xff\xff\xff\xff\xffh", "P" + string(farBytes[1:]) + "h",
+		"D" + string(farBytes[1:])} {
+		tenant := "t-" + strconv.Itoa(i)
+		c := claim(tenant, "s", "k", "h")
+		d := scripts.ClaimDigest(c.SourceID, c.Key)
+		if err := admin.HSet(ctx(t), scripts.ShardKey(prefix, tenant, 0), string(d[:]), v).Err(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := st.Hit(ctx(t), nil, c)
+		wantErrIs(t, fmt.Sprintf("hit on record %q", v), err, fleetstore.ErrUnavailable)
+		err = st.Commit(ctx(t), *c)
+		wantErrIs(t, fmt.Sprintf("commit on record %q", v), err, fleetstore.ErrUnavailable)
+	}
+}

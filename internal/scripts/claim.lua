@@ -4,16 +4,19 @@
 -- loading them).
 --
 -- A claim's record is one string, as short as it can be (CONTRACT §7): the
--- state byte, its expiry in µs on the server's clock as exactly 16 decimal
--- digits, then the hook_id (1–256 bytes, the rest of the string, any
--- bytes):
+-- state byte, its expiry in µs on the server's clock as 7 bytes, big-endian
+-- (the first below 0x20: until the year 2540), then the hook_id (1–256
+-- bytes, the rest of the string, any bytes):
 --
---   C<16-digit expiry><hook_id> committed by hook_id
---   q<16-digit expiry><hook_id> pending for hook_id
+--   D<expiry><hook_id> committed by hook_id
+--   P<expiry><hook_id> pending for hook_id
 --
--- A short key (below) may also hold c<hook_id>, a record committed by the
--- layout before shards, which kept no expiry in the value: it is read as
--- committed for as long as its key lives (its PX), and never written.
+-- The version before wrote the expiry as 16 decimal digits, C and q for
+-- the states (C<16 digits><hook_id>, q<16 digits><hook_id>); those are
+-- read as they are, never written. A short key (below) may also hold
+-- c<hook_id>, a record committed by the layout before shards, which kept
+-- no expiry in the value: it is read as committed for as long as its key
+-- lives (its PX), and never written.
 --
 -- A record whose expiry has passed is absent, whatever its key's expiry
 -- (a key only ever lengthens to its latest record's). The node is not
@@ -23,7 +26,7 @@
 -- Where a record lives. Every claim of a tenant T is named by D, the
 -- 16-byte digest of its source and key (the last 16 bytes of its short key
 -- PREFIX:{T}D, which the Go side sends). A record of at most PACKED bytes
--- (a hook_id of at most 47 bytes) is field D of a shard, a small hash
+-- (a hook_id of at most 56 bytes) is field D of a shard, a small hash
 -- PREFIX:{T}:s<i> that the server keeps as a listpack (about 70 bytes per
 -- claim); a longer one is the string at the short key itself. A lookup
 -- reads the field, then the string when the field holds no live record.
@@ -100,12 +103,29 @@ C.SLACK = 1000
 C.DIGEST = 16
 
 -- encode_claim builds the record of a claim in state st ('C' committed,
--- 'q' pending) for hook until expires (µs, an integer below 10^16: year
--- 2286). string.format pads it to exactly 16 digits (tostring would write
--- 1.78e+15).
+-- 'q' pending) for hook until expires (µs, an integer below 2^53: every
+-- step below is exact in a double).
 function C.encode_claim(st, hook, expires)
-  return st .. string.format('%016d', expires) .. hook
+  local x = expires
+  local g = x % 256
+  x = (x - g) / 256
+  local f = x % 256
+  x = (x - f) / 256
+  local e = x % 256
+  x = (x - e) / 256
+  local d = x % 256
+  x = (x - d) / 256
+  local c = x % 256
+  x = (x - c) / 256
+  local b = x % 256
+  local a = (x - b) / 256
+  return (st == 'C' and 'D' or 'P') .. string.char(a, b, c, d, e, f, g) .. hook
 end
+
+-- C.FAR is how far ahead of now (µs) a record's expiry can be: a claim's
+-- TTL is at most 366 days; three of them, with room. A record further
+-- ahead is not one this code wrote.
+C.FAR = 3 * 366 * 86400 * 1000000
 
 -- decode_claim returns the state ('p' pending or 'c' committed), the
 -- hook_id and the expiry (µs; nil for an old committed record) of a live
@@ -116,10 +136,23 @@ end
 function C.decode_claim(v, now, old)
   local st = string.sub(v, 1, 1)
   local n = #v
-  if old and st == 'c' and n >= 2 and n <= 257 then
+  if (st == 'D' or st == 'P') and n >= 9 and n <= 264 then
+    local a, b, c, d, e, f, g = string.byte(v, 2, 8)
+    if a < 32 then
+      local exp = (((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) * 256 + g
+      if exp <= now then
+        return nil
+      end
+      if exp - now <= C.FAR then
+        if st == 'P' then
+          return 'p', string.sub(v, 9), exp
+        end
+        return 'c', string.sub(v, 9), exp
+      end
+    end
+  elseif old and st == 'c' and n >= 2 and n <= 257 then
     return 'c', string.sub(v, 2)
-  end
-  if (st == 'C' or st == 'q') and n >= 18 and n <= 273 then
+  elseif (st == 'C' or st == 'q') and n >= 18 and n <= 273 then
     -- Exactly 16 digits (tonumber alone would take " 5", "0x5" or "1e1").
     local exp = string.sub(v, 2, 17)
     if string.match(exp, '^%d+$') then

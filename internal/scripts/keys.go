@@ -162,21 +162,30 @@ func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 // shard's own state beside its records (claim.lua: s).
 func isShardStateField(f string) bool { return f == "s" }
 
-// DecodeRecord decodes a claim record as claim.lua writes it: its state
-// ('C' committed or 'q' pending), hook_id and expiry on the server's clock
-// (µs since the Unix epoch). ok is false for any other value.
+// DecodeRecord decodes a claim record as claim.lua writes it — state 'D'
+// committed or 'P' pending, the expiry on the server's clock as 7 bytes
+// big-endian (µs since the Unix epoch), the hook_id — or as the version
+// before wrote it ('C' or 'q', the expiry as 16 decimal digits): its state
+// byte, hook_id and expiry. ok is false for any other value.
 func DecodeRecord(v string) (state byte, hookID string, expiresMicros int64, ok bool) {
-	if len(v) < 18 || len(v) > 273 || v[0] != 'C' && v[0] != 'q' {
-		return 0, "", 0, false
-	}
-	for i := 1; i < 17; i++ {
-		if v[i] < '0' || v[i] > '9' {
+	switch {
+	case len(v) >= 9 && len(v) <= 264 && (v[0] == 'D' || v[0] == 'P') && v[1] < 0x20:
+		var us int64
+		for i := 1; i < 8; i++ {
+			us = us<<8 | int64(v[i])
+		}
+		return v[0], v[8:], us, true
+	case len(v) >= 18 && len(v) <= 273 && (v[0] == 'C' || v[0] == 'q'):
+		for i := 1; i < 17; i++ {
+			if v[i] < '0' || v[i] > '9' {
+				return 0, "", 0, false
+			}
+		}
+		us, err := strconv.ParseInt(v[1:17], 10, 64)
+		if err != nil {
 			return 0, "", 0, false
 		}
+		return v[0], v[17:], us, true
 	}
-	us, err := strconv.ParseInt(v[1:17], 10, 64)
-	if err != nil {
-		return 0, "", 0, false
-	}
-	return v[0], v[17:], us, true
+	return 0, "", 0, false
 }

@@ -19,7 +19,7 @@
 //	PREFIX:{T}:n          hash: l, p, the shards' level and split pointer
 //	                      (linear hashing), absent while there is one shard
 //	PREFIX:{T}D           string: a claim whose record is too long for a
-//	                      shard's listpack (a hook_id over 47 bytes)
+//	                      shard's listpack (a hook_id over 56 bytes)
 //
 // The shard and state keys are not among a script's KEYS: the script
 // derives them from the state key (same hash tag, so the same slot).

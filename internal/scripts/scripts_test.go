@@ -190,7 +190,7 @@ func TestShardKeys(t *testing.T) {
 			t.Errorf("IsShardKey(%q) or IsShardStateKey", k)
 		}
 	}
-	recs := ShardRecords("k", []string{"s", "1 0 0 0 0", "a", "C0000000000001000h", "b", "q0000000000000500h",
+	recs := ShardRecords("k", []string{"s", "1 0 0 0 0", "a", "C0000000000001000h", "b", "P\x00\x00\x00\x00\x00\x01\xf4h",
 		"c", "junk"}, 600)
 	if len(recs) != 2 || recs[0].Key != "k#61" || recs[0].TTL != 400*time.Microsecond || recs[1].TTL != -1 {
 		t.Errorf("ShardRecords = %v", recs)
@@ -202,7 +202,11 @@ func TestDecodeRecord(t *testing.T) {
 	if st, hook, us, ok := DecodeRecord("C0001234567890123hook"); !ok || st != 'C' || hook != "hook" || us != 1234567890123 {
 		t.Errorf("got %c %q %d %v", st, hook, us, ok)
 	}
-	for _, v := range []string{"", "c", "c0001234567890123h", "q123456789012345", "x0001234567890123h", "c000123456789012xh", "c-001234567890123h", "c0001234567890123" + strings.Repeat("h", 257)} {
+	if st, hook, us, ok := DecodeRecord("P\x00\x06\x5a\x1b\x2c\x3d\x4eh"); !ok || st != 'P' || hook != "h" || us != 0x065a1b2c3d4e {
+		t.Errorf("got %c %q %d %v", st, hook, us, ok)
+	}
+	for _, v := range []string{"", "c", "c0001234567890123h", "q123456789012345", "P\x00\x06\x5a\x1b\x2c\x3d\x4e",
+		"D\x20\x06\x5a\x1b\x2c\x3d\x4eh", "D\x00\x06\x5a\x1b\x2c\x3d\x4e" + strings.Repeat("h", 257), "x0001234567890123h", "c000123456789012xh", "c-001234567890123h", "c0001234567890123" + strings.Repeat("h", 257)} {
 		if _, _, _, ok := DecodeRecord(v); ok {
 			t.Errorf("DecodeRecord(%q) ok", v)
 		}
