@@ -97,9 +97,10 @@ func TenantPattern(keyPrefix, tenant string) string {
 	return TenantTag(keyPrefix, tenant) + "*"
 }
 
-// ShardStateKey is the hash holding the level and split pointer of
-// tenant's claim shards (claim.lua), absent while the tenant has one shard.
-// Reset leaves it, as it leaves every claim.
+// ShardStateKey is the state key of tenant's claims: the scripts name the
+// shards after it, and read the level and split pointer the version before
+// kept there for a tenant whose shard 0 holds none (claim.lua). Nothing
+// writes it now; Reset leaves it, as it leaves every claim.
 func ShardStateKey(keyPrefix, tenant string) string {
 	return TenantTag(keyPrefix, tenant) + ":n"
 }

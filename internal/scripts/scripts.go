@@ -15,14 +15,17 @@
 //	PREFIX:{T}:b          hash: kind → TAT (µs), one per tenant (Reset = DEL)
 //	PREFIX:{T}:s<i>       hash: claim shard i, D → record, D a claim's
 //	                      16-byte ClaimDigest of (source, key), raw; the
-//	                      record is claim.lua's (state, expiry, hook_id)
-//	PREFIX:{T}:n          hash: l, p, the shards' level and split pointer
-//	                      (linear hashing), absent while there is one shard
+//	                      record is claim.lua's (state, expiry, hook_id);
+//	                      and s, the shard's state (shard 0: the tenant's,
+//	                      the level and split pointer of linear hashing)
 //	PREFIX:{T}D           string: a claim whose record is too long for a
 //	                      shard's listpack (a hook_id over 56 bytes)
+//	PREFIX:{T}:n          hash: l, p, where the version before kept the
+//	                      shards' state; read for a tenant whose shard 0
+//	                      has none, never written
 //
-// The shard and state keys are not among a script's KEYS: the script
-// derives them from the state key (same hash tag, so the same slot).
+// The shard keys are not among a script's KEYS: the script derives them
+// from the state key PREFIX:{T}:n (same hash tag, so the same slot).
 //
 // Encode escapes every byte outside [A-Za-z0-9._~-] as %XX, so an encoded
 // tenant never holds ':', '{', '}' or '%' unescaped and tenants never share
