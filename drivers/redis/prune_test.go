@@ -109,8 +109,9 @@ func TestShardPruneKeepsUp(t *testing.T) {
 	}
 }
 
-// tenantState reads shard 0's state (claim.lua's s: "e x l p o"): the
-// level, the split pointer and o; ok false when it has none.
+// tenantState reads shard 0's state (claim.lua's s: "S", l in 1 byte, p
+// in 4, o in 1, e and x in 6 each): the level, the split pointer and o; ok
+// false when it has none.
 func tenantState(t *testing.T, admin goredis.UniversalClient, s0 string) (l, p int, o, ok bool) {
 	t.Helper()
 	v, err := admin.HGet(ctx(t), s0, "s").Result()
@@ -120,11 +121,10 @@ func tenantState(t *testing.T, admin goredis.UniversalClient, s0 string) (l, p i
 	if err != nil {
 		t.Fatal(err)
 	}
-	var e, x, oi int64
-	if n, err := fmt.Sscanf(v, "%d %d %d %d %d", &e, &x, &l, &p, &oi); n != 5 || err != nil {
-		t.Fatalf("shard 0's state %q: %v", v, err)
+	if len(v) != 19 || v[0] != 'S' || v[6] > 1 {
+		t.Fatalf("shard 0's state %x: want S and 18 bytes", v)
 	}
-	return l, p, oi == 1, true
+	return int(v[1]), int(binary.BigEndian.Uint32([]byte(v[2:6]))), v[6] == 1, true
 }
 
 // shardOf is claim.lua's shard_index: the shard of the claim whose digest
@@ -281,8 +281,10 @@ func TestMalformedShardState(t *testing.T) {
 	srv := testserver.StartRedis(t)
 	st, prefix := openStore(t, srv.URL())
 	admin := adminClient(t, "", srv.Addr)
-	for i, fv := range [][]string{{"s", "x"}, {"s", ""}, {"s", "1 0"}, {"s", "1 0 1 2 0"}, {"s", "1 0 40 0 0"},
-		{"s", "1 0 0 0 2"}, {"s", "1 0 0 0 0 "}, {"s", "-1 0 0 0 0"}, {"s", "1.5 0 0 0 0"}, {"s", "1e3 0 0 0 0"}} {
+	ex := "\x00\x01\xa2\x34\x38\x01" + "\x00\x00\x00\x00\x00\x00"
+	for i, fv := range [][]string{{"s", "x"}, {"s", ""}, {"s", "S" + ex}, {"s", "T\x00\x00\x00\x00\x00\x00" + ex},
+		{"s", "S\x00\x00\x00\x00\x00\x00" + ex + "\x00"}, {"s", "S\x01\x00\x00\x00\x02\x00" + ex},
+		{"s", "S\x28\x00\x00\x00\x00\x00" + ex}, {"s", "S\x00\x00\x00\x00\x00\x02" + ex}} {
 		tenant := "t-" + strconv.Itoa(i)
 		args := make([]any, len(fv))
 		for j := range fv {

@@ -32,10 +32,10 @@
 -- reads the field, then the string when the field holds no live record.
 --
 -- Besides its records (16-byte fields), a shard holds one field of one
--- byte, s, its state: decimal integers separated by spaces,
+-- byte, s, its state: "S", then integers big-endian, in bytes
 --
---   e x          in shard i > 0
---   e x l p o    in shard 0
+--   e (6) x (6)                   in shard i > 0
+--   l (1) p (4) o (1) e (6) x (6) in shard 0
 --
 --   e  the shard key's expiry, ms on the server's clock, as this code last
 --      set it (PEXPIREAT): no PEXPIRETIME is needed to know it
@@ -47,7 +47,9 @@
 --
 -- One field, so that reading the state is one step of HMGET: a listpack
 -- finds a field by walking it from the head, so a new shard gets its state
--- first (only the lookup of a record walks the shard).
+-- first (only the lookup of a record walks the shard). It is written only
+-- when it changes: e at most once a second (SLACK), x at a prune, split or
+-- a shard's first record, l and p at a split.
 --
 -- The claims of a tenant are spread over buckets by linear hashing: there
 -- are 2^l + p buckets; claim D is in bucket h mod 2^l, or h mod 2^(l+1)
@@ -202,33 +204,53 @@ function C.check_state(l, p)
 end
 
 -- read_state parses a shard's state s (nil: none): e and x, and in shard 0
--- (zero true) l, p and o.
+-- (zero true) l, p and o. Binary, so that reading it is one string.byte
+-- and some arithmetic (decimal digits cost a match and a tonumber each,
+-- several µs a call).
 function C.read_state(v, zero)
   if not v then
     return nil
   end
-  if not zero then
-    local e, x = string.match(v, '^(%d+) (%d+)$')
-    if not e then
-      C.malformed()
-    end
-    return tonumber(e), tonumber(x)
-  end
-  local e, x, l, p, o = string.match(v, '^(%d+) (%d+) (%d+) (%d+) ([01])$')
-  if not e then
+  local n = zero and 19 or 13
+  if #v ~= n or string.byte(v, 1) ~= 83 then
     C.malformed()
   end
-  l, p = C.check_state(tonumber(l), tonumber(p))
-  return tonumber(e), tonumber(x), l, p, o == '1'
+  local i = 2
+  local l, p, o
+  if zero then
+    local p1, p2, p3, p4, ob
+    l, p1, p2, p3, p4, ob = string.byte(v, 2, 7)
+    if ob > 1 then
+      C.malformed()
+    end
+    l, p = C.check_state(l, ((p1 * 256 + p2) * 256 + p3) * 256 + p4)
+    o = ob == 1
+    i = 8
+  end
+  local e1, e2, e3, e4, e5, e6, x1, x2, x3, x4, x5, x6 = string.byte(v, i, i + 11)
+  local e = ((((e1 * 256 + e2) * 256 + e3) * 256 + e4) * 256 + e5) * 256 + e6
+  local x = ((((x1 * 256 + x2) * 256 + x3) * 256 + x4) * 256 + x5) * 256 + x6
+  return e, x, l, p, o
 end
 
--- state is the value of a shard's state field (every number below 10^14,
--- which Lua writes in full digits).
+-- bytes returns n as k bytes, big-endian (n an integer below 256^k).
+function C.bytes(n, k)
+  local b = {}
+  for i = k, 1, -1 do
+    local r = n % 256
+    b[i] = r
+    n = (n - r) / 256
+  end
+  return string.char(unpack(b))
+end
+
+-- state is the value of a shard's state field: "S", then in shard 0 l (1
+-- byte), p (4) and o (1), then e and x (6 bytes each: ms below 2^48).
 function C.state(e, x, l, p, o)
   if l then
-    return e .. ' ' .. x .. ' ' .. l .. ' ' .. p .. ' ' .. (o and 1 or 0)
+    return 'S' .. string.char(l) .. C.bytes(p, 4) .. (o and '\1' or '\0') .. C.bytes(e, 6) .. C.bytes(x, 6)
   end
-  return e .. ' ' .. x
+  return 'S' .. C.bytes(e, 6) .. C.bytes(x, 6)
 end
 
 -- old_state reads the level and split pointer of a tenant whose shard 0
@@ -360,7 +382,7 @@ end
 -- dropping its expired records on the way; loc takes the new l and p, and
 -- put_claim writes them. It returns the state it wrote, key → {e, x}: the
 -- shards it moved records to, and the one it split unless that is shard 0
--- (whose x goes to loc.x0).
+-- (whose new x goes to loc.nx0, for put_claim to write).
 function C.split(loc, now)
   local l, p = loc.l, loc.p
   local hi = p + 2 ^ l
@@ -419,7 +441,7 @@ function C.split(loc, now)
     redis.call('HDEL', src, unpack(gone))
   end
   if src == loc.s0 then
-    loc.x0 = C.due(keptx)
+    loc.nx0 = C.due(keptx)
   else
     local e = se or math.max(redis.call('PEXPIRETIME', src), 0)
     local x = C.due(keptx)
@@ -443,16 +465,20 @@ function C.put_claim(loc, st, hook, expires, now)
     redis.call('SET', loc.short, v, 'PXAT', at)
     return
   end
+  -- e and x: the claim shard's state as the server holds it (nil: none);
+  -- nx its x after this write.
+  local e, x = loc.e, loc.x
+  local nx = x
   local moved = false -- l or p changed
   if not loc.field then
     local left
-    if loc.x and loc.x > 0 and now >= loc.x * 1000 then
-      left, loc.x = C.prune(loc.shard, now)
+    if x and x > 0 and now >= x * 1000 then
+      left, nx = C.prune(loc.shard, now)
+      if loc.shard == loc.s0 then
+        loc.nx0 = nx
+      end
     else
       left = redis.call('HLEN', loc.shard)
-    end
-    if loc.shard == loc.s0 then
-      loc.x0 = loc.x
     end
     if left >= C.CAP then
       local wrote = C.split(loc, now)
@@ -461,40 +487,54 @@ function C.put_claim(loc, st, hook, expires, now)
       -- split, where split wrote (nothing written: an empty shard).
       local key = C.bucket_key(loc, C.shard_index(loc.d, loc.l, loc.p), loc.l, loc.p)
       if key == loc.s0 then
-        loc.e, loc.x = loc.e0, loc.x0
+        e, x, nx = loc.e0, loc.x0, loc.nx0 or loc.x0
       elseif wrote[key] then
-        loc.e, loc.x = wrote[key][1], wrote[key][2]
+        e, x = wrote[key][1], wrote[key][2]
+        nx = x
       elseif key ~= loc.shard then
-        loc.e, loc.x = nil, nil
+        e, x, nx = nil, nil, nil
       end
       loc.shard = key
     end
-    if not loc.x or loc.x == 0 then
+    if not nx or nx == 0 then
       -- The shard's first record (since its last prune): prune when it
       -- has expired.
-      loc.x = at
+      nx = at
     end
   end
-  if loc.shard == loc.s0 then
-    loc.x0 = loc.x
-  end
-  -- Shard 0's expiry must cover the record; when it had no state, its
-  -- expiry covers the state key's too (every shard's latest record, in
-  -- the version before).
+  -- Shard 0's expiry must cover the record, wherever it is; when it had no
+  -- state, its expiry covers the state key's too (every shard's latest
+  -- record, in the version before). Each state is written only when it
+  -- changed.
   local e0 = C.expiry(loc.s0, loc.e0, at)
   if loc.old and loc.o then
     e0 = math.max(e0, redis.call('PEXPIRETIME', loc.meta))
   end
-  local s0 = C.state(e0, loc.x0 or 0, loc.l, loc.p, loc.o)
+  local nx0 = loc.nx0 or loc.x0 or 0
   if loc.shard == loc.s0 then
-    redis.call('HSET', loc.s0, 's', s0, loc.d, v)
-  else
-    local e = C.expiry(loc.shard, loc.e, at)
-    redis.call('HSET', loc.shard, 's', C.state(e, loc.x or 0), loc.d, v)
-    if e ~= loc.e then
-      redis.call('PEXPIREAT', loc.shard, e)
+    nx0 = nx or 0
+  end
+  local s0
+  if loc.old or moved or e0 ~= loc.e0 or nx0 ~= loc.x0 then
+    s0 = C.state(e0, nx0, loc.l, loc.p, loc.o)
+  end
+  if loc.shard == loc.s0 then
+    if s0 then
+      redis.call('HSET', loc.s0, 's', s0, loc.d, v)
+    else
+      redis.call('HSET', loc.s0, loc.d, v)
     end
-    if e0 ~= loc.e0 or moved or loc.old then
+  else
+    local ne = C.expiry(loc.shard, e, at)
+    if ne ~= e or nx ~= x then
+      redis.call('HSET', loc.shard, 's', C.state(ne, nx or 0), loc.d, v)
+    else
+      redis.call('HSET', loc.shard, loc.d, v)
+    end
+    if ne ~= e then
+      redis.call('PEXPIREAT', loc.shard, ne)
+    end
+    if s0 then
       redis.call('HSET', loc.s0, 's', s0)
     end
   end
