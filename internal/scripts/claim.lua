@@ -189,20 +189,6 @@ function C.shard_index(d, l, p)
   return i
 end
 
--- malformed raises the script error of a shard state this code did not
--- write (V4): an error reply, never a decision.
-function C.malformed()
-  error('fleetstore: malformed claim shard state')
-end
-
--- check_state checks a level and split pointer read back.
-function C.check_state(l, p)
-  if l > 32 or p >= 2 ^ l then
-    C.malformed()
-  end
-  return l, p
-end
-
 -- read_state parses a shard's state s (nil: none): e and x, and in shard 0
 -- (zero true) l, p and o. Binary, so that reading it is one string.byte
 -- and some arithmetic (decimal digits cost a match and a tonumber each,
@@ -213,7 +199,7 @@ function C.read_state(v, zero)
   end
   local n = zero and 19 or 13
   if #v ~= n or string.byte(v, 1) ~= 83 then
-    C.malformed()
+    error('fleetstore: malformed claim shard state')
   end
   local i = 2
   local l, p, o
@@ -221,9 +207,12 @@ function C.read_state(v, zero)
     local p1, p2, p3, p4, ob
     l, p1, p2, p3, p4, ob = string.byte(v, 2, 7)
     if ob > 1 then
-      C.malformed()
+      error('fleetstore: malformed claim shard state')
     end
-    l, p = C.check_state(l, ((p1 * 256 + p2) * 256 + p3) * 256 + p4)
+    p = ((p1 * 256 + p2) * 256 + p3) * 256 + p4
+    if l > 32 or p >= 2 ^ l then
+      error('fleetstore: malformed claim shard state')
+    end
     o = ob == 1
     i = 8
   end
@@ -231,40 +220,6 @@ function C.read_state(v, zero)
   local e = ((((e1 * 256 + e2) * 256 + e3) * 256 + e4) * 256 + e5) * 256 + e6
   local x = ((((x1 * 256 + x2) * 256 + x3) * 256 + x4) * 256 + x5) * 256 + x6
   return e, x, l, p, o
-end
-
--- bytes returns n as k bytes, big-endian (n an integer below 256^k).
-function C.bytes(n, k)
-  local b = {}
-  for i = k, 1, -1 do
-    local r = n % 256
-    b[i] = r
-    n = (n - r) / 256
-  end
-  return string.char(unpack(b))
-end
-
--- state is the value of a shard's state field: "S", then in shard 0 l (1
--- byte), p (4) and o (1), then e and x (6 bytes each: ms below 2^48).
-function C.state(e, x, l, p, o)
-  if l then
-    return 'S' .. string.char(l) .. C.bytes(p, 4) .. (o and '\1' or '\0') .. C.bytes(e, 6) .. C.bytes(x, 6)
-  end
-  return 'S' .. C.bytes(e, 6) .. C.bytes(x, 6)
-end
-
--- old_state reads the level and split pointer of a tenant whose shard 0
--- holds no state: from the state key of the version before (0, 0 while it
--- is absent).
-function C.old_state(meta)
-  local m = redis.call('HMGET', meta, 'l', 'p')
-  if not m[1] and not m[2] then
-    return 0, 0
-  end
-  if not (m[1] and m[2] and string.match(m[1], '^%d+$') and string.match(m[2], '^%d+$')) then
-    C.malformed()
-  end
-  return C.check_state(tonumber(m[1]), tonumber(m[2]))
 end
 
 -- bucket_key is the key of bucket b of loc's tenant at level l and split
@@ -291,6 +246,7 @@ function C.find_claim(meta, short, now)
   if m[2] then
     loc.e0, loc.x0, loc.l, loc.p, loc.o = C.read_state(m[2], true)
   else
+    C.rare()
     loc.l, loc.p = C.old_state(meta)
     loc.old = true
     loc.o = loc.l > 0 or loc.p > 0
@@ -323,26 +279,6 @@ function C.find_claim(meta, short, now)
   return nil, nil, nil, loc
 end
 
--- ms is µs rounded up to the ms.
-function C.ms(us)
-  return math.floor((us + 999) / 1000)
-end
-
--- due returns when a prune of records whose expiries are exps (µs, any
--- order) is next due, ms: once about an eighth of them have expired (the
--- expiry of the ceil(n/8)-th to go), 0 when there are none. Between two
--- prunes at most that eighth lingers expired (and what was inserted since
--- with an earlier expiry), so a shard holds about 1.14 fields per live
--- record at most; each prune reads its fields once per eighth of them
--- gone, about 8 field reads per expired record.
-function C.due(exps)
-  if #exps == 0 then
-    return 0
-  end
-  table.sort(exps)
-  return C.ms(exps[math.ceil(#exps / 8)])
-end
-
 -- expiry returns the expiry (ms) to give key so that it lives until at
 -- least at (ms): e, its expiry as recorded, when that already does, else
 -- SLACK past at, or the key's own later expiry when none was recorded (a
@@ -357,99 +293,165 @@ function C.expiry(key, e, at)
   return math.max(at + C.SLACK, redis.call('PEXPIRETIME', key))
 end
 
--- prune removes shard's expired records and returns how many are left and
--- when the next prune is due (ms, 0: none); the caller writes it.
-function C.prune(shard, now)
-  local all = redis.call('HGETALL', shard)
-  local dead, exps = {}, {}
-  for j = 1, #all, 2 do
-    if #all[j] == C.DIGEST then
-      local st, _, exp = C.decode_claim(all[j + 1], now)
-      if st then
-        exps[#exps + 1] = exp
-      else
-        dead[#dead + 1] = all[j]
-      end
+-- rare defines the functions of the rare paths — a prune, a split, a
+-- state write, the version before's state — when one is first needed in
+-- a script call: this source runs on every call, and every function it
+-- defines costs the call its closure (about 0.1 µs each, and the garbage).
+function C.rare()
+  if C.split then
+    return
+  end
+  -- check_state checks a level and split pointer read back.
+  function C.check_state(l, p)
+    if l > 32 or p >= 2 ^ l then
+      error('fleetstore: malformed claim shard state')
     end
+    return l, p
   end
-  if #dead > 0 then
-    redis.call('HDEL', shard, unpack(dead))
-  end
-  return #exps, C.due(exps)
-end
 
--- split splits bucket p of loc's tenant (linear hashing, see above),
--- dropping its expired records on the way; loc takes the new l and p, and
--- put_claim writes them. It returns the state it wrote, key → {e, x}: the
--- shards it moved records to, and the one it split unless that is shard 0
--- (whose new x goes to loc.nx0, for put_claim to write).
-function C.split(loc, now)
-  local l, p = loc.l, loc.p
-  local hi = p + 2 ^ l
-  local nl, np = l, p + 1
-  if np == 2 ^ l then
-    nl, np = l + 1, 0
+  -- bytes returns n as k bytes, big-endian (n an integer below 256^k).
+  function C.bytes(n, k)
+    local b = {}
+    for i = k, 1, -1 do
+      local r = n % 256
+      b[i] = r
+      n = (n - r) / 256
+    end
+    return string.char(unpack(b))
   end
-  local src = C.bucket_key(loc, p, l, p)
-  local stay, dst = C.bucket_key(loc, p, nl, np), C.bucket_key(loc, hi, nl, np)
-  local all = redis.call('HGETALL', src)
-  local gone, kept, moved, keptx, movedx = {}, {}, {}, {}, {}
-  local se
-  for j = 1, #all, 2 do
-    local f, v = all[j], all[j + 1]
-    if #f == C.DIGEST then
-      local st, _, exp = C.decode_claim(v, now)
-      if not st then
-        gone[#gone + 1] = f
-      elseif C.shard_index(f, nl, np) == hi then
-        gone[#gone + 1] = f
-        moved[#moved + 1] = f
-        moved[#moved + 1] = v
-        movedx[#movedx + 1] = exp
-      else
-        kept[#kept + 1] = f
-        kept[#kept + 1] = v
-        keptx[#keptx + 1] = exp
+
+  -- state is the value of a shard's state field: "S", then in shard 0 l (1
+  -- byte), p (4) and o (1), then e and x (6 bytes each: ms below 2^48).
+  function C.state(e, x, l, p, o)
+    if l then
+      return 'S' .. string.char(l) .. C.bytes(p, 4) .. (o and '\1' or '\0') .. C.bytes(e, 6) .. C.bytes(x, 6)
+    end
+    return 'S' .. C.bytes(e, 6) .. C.bytes(x, 6)
+  end
+
+  -- old_state reads the level and split pointer of a tenant whose shard 0
+  -- holds no state: from the state key of the version before (0, 0 while it
+  -- is absent).
+  function C.old_state(meta)
+    local m = redis.call('HMGET', meta, 'l', 'p')
+    if not m[1] and not m[2] then
+      return 0, 0
+    end
+    if not (m[1] and m[2] and string.match(m[1], '^%d+$') and string.match(m[2], '^%d+$')) then
+      error('fleetstore: malformed claim shard state')
+    end
+    return C.check_state(tonumber(m[1]), tonumber(m[2]))
+  end
+
+  -- due returns when a prune of records whose expiries are exps (µs, any
+  -- order) is next due, ms: once about an eighth of them have expired (the
+  -- expiry of the ceil(n/8)-th to go), 0 when there are none. Between two
+  -- prunes at most that eighth lingers expired (and what was inserted since
+  -- with an earlier expiry), so a shard holds about 1.14 fields per live
+  -- record at most; each prune reads its fields once per eighth of them
+  -- gone, about 8 field reads per expired record.
+  function C.due(exps)
+    if #exps == 0 then
+      return 0
+    end
+    table.sort(exps)
+    return math.floor((exps[math.ceil(#exps / 8)] + 999) / 1000)
+  end
+
+  -- prune removes shard's expired records and returns how many are left and
+  -- when the next prune is due (ms, 0: none); the caller writes it.
+  function C.prune(shard, now)
+    local all = redis.call('HGETALL', shard)
+    local dead, exps = {}, {}
+    for j = 1, #all, 2 do
+      if #all[j] == C.DIGEST then
+        local st, _, exp = C.decode_claim(all[j + 1], now)
+        if st then
+          exps[#exps + 1] = exp
+        else
+          dead[#dead + 1] = all[j]
+        end
       end
-    elseif f == 's' then
-      se = C.read_state(v, src == loc.s0)
     end
-  end
-  local wrote = {}
-  -- put writes records (field, value pairs) expiring at exps (µs) into
-  -- key, a new shard or an emptied one that has not expired yet: its
-  -- state first.
-  local function put(key, fv, exps)
-    if #fv == 0 then
-      return
+    if #dead > 0 then
+      redis.call('HDEL', shard, unpack(dead))
     end
-    local e = C.expiry(key, nil, C.ms(math.max(unpack(exps))))
-    local x = C.due(exps)
-    redis.call('HSET', key, 's', C.state(e, x), unpack(fv))
-    redis.call('PEXPIREAT', key, e)
-    wrote[key] = {e, x}
+    return #exps, C.due(exps)
   end
-  put(dst, moved, movedx)
-  if stay ~= src then
-    put(stay, kept, keptx)
-    for j = 1, #kept, 2 do
-      gone[#gone + 1] = kept[j]
+
+  -- split splits bucket p of loc's tenant (linear hashing, see above),
+  -- dropping its expired records on the way; loc takes the new l and p, and
+  -- put_claim writes them. It returns the state it wrote, key → {e, x}: the
+  -- shards it moved records to, and the one it split unless that is shard 0
+  -- (whose new x goes to loc.nx0, for put_claim to write).
+  function C.split(loc, now)
+    local l, p = loc.l, loc.p
+    local hi = p + 2 ^ l
+    local nl, np = l, p + 1
+    if np == 2 ^ l then
+      nl, np = l + 1, 0
     end
-    keptx = {}
+    local src = C.bucket_key(loc, p, l, p)
+    local stay, dst = C.bucket_key(loc, p, nl, np), C.bucket_key(loc, hi, nl, np)
+    local all = redis.call('HGETALL', src)
+    local gone, kept, moved, keptx, movedx = {}, {}, {}, {}, {}
+    local se
+    for j = 1, #all, 2 do
+      local f, v = all[j], all[j + 1]
+      if #f == C.DIGEST then
+        local st, _, exp = C.decode_claim(v, now)
+        if not st then
+          gone[#gone + 1] = f
+        elseif C.shard_index(f, nl, np) == hi then
+          gone[#gone + 1] = f
+          moved[#moved + 1] = f
+          moved[#moved + 1] = v
+          movedx[#movedx + 1] = exp
+        else
+          kept[#kept + 1] = f
+          kept[#kept + 1] = v
+          keptx[#keptx + 1] = exp
+        end
+      elseif f == 's' then
+        se = C.read_state(v, src == loc.s0)
+      end
+    end
+    local wrote = {}
+    -- put writes records (field, value pairs) expiring at exps (µs) into
+    -- key, a new shard or an emptied one that has not expired yet: its
+    -- state first.
+    local function put(key, fv, exps)
+      if #fv == 0 then
+        return
+      end
+      local e = C.expiry(key, nil, math.floor((math.max(unpack(exps)) + 999) / 1000))
+      local x = C.due(exps)
+      redis.call('HSET', key, 's', C.state(e, x), unpack(fv))
+      redis.call('PEXPIREAT', key, e)
+      wrote[key] = {e, x}
+    end
+    put(dst, moved, movedx)
+    if stay ~= src then
+      put(stay, kept, keptx)
+      for j = 1, #kept, 2 do
+        gone[#gone + 1] = kept[j]
+      end
+      keptx = {}
+    end
+    if #gone > 0 then
+      redis.call('HDEL', src, unpack(gone))
+    end
+    if src == loc.s0 then
+      loc.nx0 = C.due(keptx)
+    else
+      local e = se or math.max(redis.call('PEXPIRETIME', src), 0)
+      local x = C.due(keptx)
+      redis.call('HSET', src, 's', C.state(e, x))
+      wrote[src] = {e, x}
+    end
+    loc.l, loc.p = nl, np
+    return wrote
   end
-  if #gone > 0 then
-    redis.call('HDEL', src, unpack(gone))
-  end
-  if src == loc.s0 then
-    loc.nx0 = C.due(keptx)
-  else
-    local e = se or math.max(redis.call('PEXPIRETIME', src), 0)
-    local x = C.due(keptx)
-    redis.call('HSET', src, 's', C.state(e, x))
-    wrote[src] = {e, x}
-  end
-  loc.l, loc.p = nl, np
-  return wrote
 end
 
 -- put_claim writes the record of loc's claim: state st ('C' or 'q') for
@@ -460,7 +462,7 @@ end
 -- when it had none (a new tenant, or one of the version before).
 function C.put_claim(loc, st, hook, expires, now)
   local v = C.encode_claim(st, hook, expires)
-  local at = C.ms(expires)
+  local at = math.floor((expires + 999) / 1000)
   if #v > C.PACKED then
     redis.call('SET', loc.short, v, 'PXAT', at)
     return
@@ -473,6 +475,7 @@ function C.put_claim(loc, st, hook, expires, now)
   if not loc.field then
     local left
     if x and x > 0 and now >= x * 1000 then
+      C.rare()
       left, nx = C.prune(loc.shard, now)
       if loc.shard == loc.s0 then
         loc.nx0 = nx
@@ -481,6 +484,7 @@ function C.put_claim(loc, st, hook, expires, now)
       left = redis.call('HLEN', loc.shard)
     end
     if left >= C.CAP then
+      C.rare()
       local wrote = C.split(loc, now)
       moved = true
       -- The claim's shard: where it was, or, when its bucket was the one
@@ -516,6 +520,7 @@ function C.put_claim(loc, st, hook, expires, now)
   end
   local s0
   if loc.old or moved or e0 ~= loc.e0 or nx0 ~= loc.x0 then
+    C.rare()
     s0 = C.state(e0, nx0, loc.l, loc.p, loc.o)
   end
   if loc.shard == loc.s0 then
@@ -527,6 +532,7 @@ function C.put_claim(loc, st, hook, expires, now)
   else
     local ne = C.expiry(loc.shard, e, at)
     if ne ~= e or nx ~= x then
+      C.rare()
       redis.call('HSET', loc.shard, 's', C.state(ne, nx or 0), loc.d, v)
     else
       redis.call('HSET', loc.shard, loc.d, v)
