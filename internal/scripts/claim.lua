@@ -251,7 +251,11 @@ function C.find_claim(meta, short, now)
     loc.old = true
     loc.o = loc.l > 0 or loc.p > 0
   end
-  loc.shard = C.bucket_key(loc, C.shard_index(d, loc.l, loc.p), loc.l, loc.p)
+  if loc.l == 0 and loc.p == 0 then
+    loc.shard = s0
+  else
+    loc.shard = C.bucket_key(loc, C.shard_index(d, loc.l, loc.p), loc.l, loc.p)
+  end
   local v
   if loc.shard == s0 then
     v, loc.e, loc.x = m[1], loc.e0, loc.x0
