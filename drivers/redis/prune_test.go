@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,8 +111,8 @@ func TestShardPruneKeepsUp(t *testing.T) {
 }
 
 // tenantState reads shard 0's state (claim.lua's s: "S", l in 1 byte, p
-// in 4, o in 1, e and x in 6 each): the level, the split pointer and o; ok
-// false when it has none.
+// in 4, o in 1, e and x in 6 each): the level, the split pointer and o;
+// ok false when it has none.
 func tenantState(t *testing.T, admin goredis.UniversalClient, s0 string) (l, p int, o, ok bool) {
 	t.Helper()
 	v, err := admin.HGet(ctx(t), s0, "s").Result()
@@ -284,7 +285,7 @@ func TestMalformedShardState(t *testing.T) {
 	ex := "\x00\x01\xa2\x34\x38\x01" + "\x00\x00\x00\x00\x00\x00"
 	for i, fv := range [][]string{{"s", "x"}, {"s", ""}, {"s", "S" + ex}, {"s", "T\x00\x00\x00\x00\x00\x00" + ex},
 		{"s", "S\x00\x00\x00\x00\x00\x00" + ex + "\x00"}, {"s", "S\x01\x00\x00\x00\x02\x00" + ex},
-		{"s", "S\x28\x00\x00\x00\x00\x00" + ex}, {"s", "S\x00\x00\x00\x00\x00\x02" + ex}} {
+		{"s", "S\x28\x00\x00\x00\x00\x00" + ex}, {"s", "S\x00\x00\x00\x00\x00\x04" + ex}} {
 		tenant := "t-" + strconv.Itoa(i)
 		args := make([]any, len(fv))
 		for j := range fv {
@@ -326,5 +327,32 @@ func TestMalformedBinaryRecord(t *testing.T) {
 		wantErrIs(t, fmt.Sprintf("hit on record %q", v), err, fleetstore.ErrUnavailable)
 		err = st.Commit(ctx(t), *c)
 		wantErrIs(t, fmt.Sprintf("commit on record %q", v), err, fleetstore.ErrUnavailable)
+	}
+}
+
+// TestLongHookIDFound: a claim whose record is too long for a shard (a
+// hook_id over 56 bytes) lives at its short key: a tenant with packed
+// claims already that takes a long one answers Pending for it while it is
+// pending and Duplicate naming it once committed.
+func TestLongHookIDFound(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartRedis(t)
+	st, _ := openStore(t, srv.URL())
+	tenant := "t-" + randHex(4)
+	for i := range 5 {
+		if err := st.Commit(ctx(t), *claim(tenant, "github", "short-"+strconv.Itoa(i), "hook-"+strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := claim(tenant, "github", "long", "h"+strings.Repeat("x", 99))
+	mustHit(t, st, nil, long, fleetstore.OK)
+	other := *long
+	other.HookID = "other"
+	mustHit(t, st, nil, &other, fleetstore.Pending)
+	if err := st.Commit(ctx(t), *long); err != nil {
+		t.Fatal(err)
+	}
+	if res := mustHit(t, st, nil, &other, fleetstore.Duplicate); res.HookID != long.HookID {
+		t.Errorf("Duplicate names %q, want the long hook_id", res.HookID)
 	}
 }
