@@ -39,13 +39,15 @@ var _ rediscore.Client = (*client)(nil)
 //
 // It also carries the caller's context: leftBehind drops from a batch the
 // commands whose caller has already returned (T1), before they are written.
+// The command is held by value, so a script call is one allocation for the
+// command and its NoRetry mark, not two.
 type noRetry struct {
-	*goredis.Cmd
+	goredis.Cmd
 	ctx context.Context
 }
 
 // NoRetry implements goredis.Cmder.
-func (noRetry) NoRetry() bool { return true }
+func (*noRetry) NoRetry() bool { return true }
 
 // leftBehind is a go-redis hook: a script command whose caller's context
 // is done by the time its batch is written is not written (it gets the
@@ -58,7 +60,7 @@ type leftBehind struct{}
 
 // left reports the context error of cmd's caller when it has returned.
 func left(cmd goredis.Cmder) error {
-	if nr, ok := cmd.(noRetry); ok && nr.ctx != nil {
+	if nr, ok := cmd.(*noRetry); ok && nr.ctx != nil {
 		if err := nr.ctx.Err(); err != nil {
 			return leftErr{err}
 		}
@@ -117,22 +119,34 @@ func (leftBehind) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.
 	}
 }
 
-// evalCmd builds EVALSHA (or EVAL) of s over keys and args.
-func evalCmd(ctx context.Context, s *scripts.Script, eval bool, keys, args []string) *goredis.Cmd {
-	a := make([]any, 0, 3+len(keys)+len(args))
+// evalCmd builds EVALSHA (or EVAL) of s over keys and args, marked
+// NoRetry, carrying caller (nil: none) for leftBehind.
+//
+// go-redis takes a command's arguments as []any and writes a *string as
+// the string it points to: every key and argument goes as a pointer into
+// keys and args (and the script's SHA1 or source), so none is boxed into
+// an allocation of its own; the caller never changes keys or args after.
+// The first key's position is set here, so a cluster client finds the
+// slot without formatting the key count back into a string.
+func evalCmd(ctx, caller context.Context, s *scripts.Script, eval bool, keys, args []string) *noRetry {
+	a := make([]any, 3+len(keys)+len(args))
 	if eval {
-		a = append(a, "eval", s.Source)
+		a[0], a[1] = "eval", &s.Source
 	} else {
-		a = append(a, "evalsha", s.SHA1)
+		a[0], a[1] = "evalsha", &s.SHA1
 	}
-	a = append(a, len(keys))
-	for _, k := range keys {
-		a = append(a, k)
+	a[2] = len(keys)
+	for i := range keys {
+		a[3+i] = &keys[i]
 	}
-	for _, v := range args {
-		a = append(a, v)
+	for i := range args {
+		a[3+len(keys)+i] = &args[i]
 	}
-	return goredis.NewCmd(ctx, a...)
+	cmd := &noRetry{Cmd: *goredis.NewCmd(ctx, a...), ctx: caller}
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3)
+	}
+	return cmd
 }
 
 // Eval implements rediscore.Client. A call alone (no other Eval in
@@ -144,19 +158,20 @@ func evalCmd(ctx context.Context, s *scripts.Script, eval bool, keys, args []str
 // and a command whose caller left before its batch was written is not
 // sent (leftBehind).
 func (c *client) Eval(ctx context.Context, s *scripts.Script, eval bool, keys, args []string) (any, error) {
-	cmd := evalCmd(ctx, s, eval, keys, args)
 	alone := true
 	if c.ap != nil {
 		alone = c.inFlight.Add(1) == 1 && !c.always
 		defer c.inFlight.Add(-1)
 	}
 	if alone {
-		if err := c.c.Process(ctx, noRetry{cmd, nil}); err != nil {
+		cmd := evalCmd(ctx, nil, s, eval, keys, args)
+		if err := c.c.Process(ctx, cmd); err != nil {
 			return nil, c.failed(err)
 		}
 		return cmd.Val(), nil
 	}
-	if err := c.ap.Submit(ctx, noRetry{cmd, ctx}).WaitContext(ctx); err != nil {
+	cmd := evalCmd(ctx, ctx, s, eval, keys, args)
+	if err := c.ap.Submit(ctx, cmd).WaitContext(ctx); err != nil {
 		// ctx's error when it ran out first: the batch may still run, so
 		// cmd is never read then. A timeout may mean a dead node, as on
 		// the plain path (failed reloads a cluster's slot map).
@@ -168,11 +183,11 @@ func (c *client) Eval(ctx context.Context, s *scripts.Script, eval bool, keys, a
 // EvalMulti implements rediscore.Client: one pipeline, which go-redis
 // sends as one round trip per node.
 func (c *client) EvalMulti(ctx context.Context, s *scripts.Script, eval bool, calls []*rediscore.Call) {
-	cmds := make([]*goredis.Cmd, len(calls))
+	cmds := make([]*noRetry, len(calls))
 	pipe := c.c.Pipeline()
 	for i, call := range calls {
-		cmds[i] = evalCmd(ctx, s, eval, call.Keys, call.Args)
-		_ = pipe.Process(ctx, noRetry{cmds[i], nil})
+		cmds[i] = evalCmd(ctx, nil, s, eval, call.Keys, call.Args)
+		_ = pipe.Process(ctx, cmds[i])
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	for i, call := range calls {

@@ -69,7 +69,11 @@ func NewMemcached(c net.Conn) net.Conn { return guard(c, &stream{p: mcParser{}})
 func guard(c net.Conn, p parser) net.Conn {
 	g := &conn{Conn: c, p: p}
 	if sc, ok := c.(syscall.Conn); ok {
-		return &sysConn{conn: g, sc: sc}
+		raw, err := sc.SyscallConn()
+		if err != nil {
+			raw = nil
+		}
+		return &sysConn{conn: g, sc: sc, raw: raw}
 	}
 	return g
 }
@@ -78,13 +82,25 @@ func guard(c net.Conn, p parser) net.Conn {
 // pooled connection through its file descriptor (a peek that finds a
 // closed or chattering socket), which a plain wrapper would hide, so that
 // a server restart between two calls stays invisible (T5).
+//
+// go-redis asks for the RawConn at every check, that is at every call
+// that takes a pooled connection; a socket's RawConn stays valid for the
+// connection's life (once closed, its methods fail, as a new one's
+// would), so the one made at dial is kept rather than one allocated per
+// call.
 type sysConn struct {
 	*conn
-	sc syscall.Conn
+	sc  syscall.Conn
+	raw syscall.RawConn // sc's, made at dial; nil: ask sc each time
 }
 
 // SyscallConn implements syscall.Conn.
-func (c *sysConn) SyscallConn() (syscall.RawConn, error) { return c.sc.SyscallConn() }
+func (c *sysConn) SyscallConn() (syscall.RawConn, error) {
+	if c.raw != nil {
+		return c.raw, nil
+	}
+	return c.sc.SyscallConn()
+}
 
 // parser follows a reply stream. feed is given the bytes read so far that
 // the client has not been handed yet, and returns how many of them may be

@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // chunks is a net.Conn whose reads return the given chunks, then EOF, or
@@ -165,5 +167,75 @@ func TestMemcachedGuard(t *testing.T) {
 				t.Fatalf("err %v, want ErrHostile", err)
 			}
 		})
+	}
+}
+
+// TestGuardedSocketCheckable: a guarded TCP connection still shows its
+// socket to go-redis's pool check (syscall.Conn), and the RawConn it keeps
+// from the dial behaves as a fresh one would: a peek finds nothing waiting
+// while the peer is open, finds the peer's close (EOF), and fails once the
+// connection itself is closed. SyscallConn allocates nothing per call.
+func TestGuardedSocketCheckable(t *testing.T) { // not parallel: AllocsPerRun
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := <-accepted
+	if peer == nil {
+		t.Fatal("accept failed")
+	}
+	g, ok := NewRESP(raw).(syscall.Conn)
+	if !ok {
+		t.Fatal("a guarded TCP connection hides its socket")
+	}
+	// peek is go-redis's check: 0 bytes and no error at the peer's close.
+	peek := func() (n int, eof bool, err error) {
+		rc, err := g.SyscallConn()
+		if err != nil {
+			return 0, false, err
+		}
+		err = rc.Read(func(fd uintptr) bool {
+			var b [1]byte
+			var e error
+			n, _, e = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			eof = n == 0 && e == nil
+			return true
+		})
+		return n, eof, err
+	}
+	if n, eof, err := peek(); n > 0 || eof || err != nil {
+		t.Fatalf("open, idle socket: peek %d bytes, eof %v, err %v", n, eof, err)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = g.SyscallConn() }); allocs != 0 {
+		t.Errorf("SyscallConn: %v allocations per call, want 0", allocs)
+	}
+	_ = peer.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, eof, err := peek()
+		if err != nil {
+			t.Fatalf("peer closed: peek err %v", err)
+		}
+		if eof {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the peer's close is never seen through the kept RawConn")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = g.(net.Conn).Close()
+	if _, _, err := peek(); err == nil {
+		t.Fatal("closed connection: peek succeeded")
 	}
 }

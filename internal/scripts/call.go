@@ -13,6 +13,9 @@ import (
 // one tenant) and claim (nil: none), as validated by the Store. Increments
 // and capacities go as whole µs, the pending TTL as whole µs (the record's
 // exact expiry; its key's expiry is that µs rounded up to the ms).
+// Its keys are BucketKey, then with a claim ShardStateKey and ClaimKey;
+// all of them and its numbers are built in one buffer (callBuf): two
+// allocations in all.
 func HitCall(keyPrefix string, charges []driver.Charge, claim *driver.Claim) (keys, args []string) {
 	tenant := ""
 	if len(charges) > 0 {
@@ -20,21 +23,29 @@ func HitCall(keyPrefix string, charges []driver.Charge, claim *driver.Claim) (ke
 	} else {
 		tenant = claim.Tenant
 	}
-	keys = make([]string, 1, 3)
-	keys[0] = BucketKey(keyPrefix, tenant)
-	args = make([]string, 0, 1+3*len(charges)+2)
-	args = append(args, strconv.Itoa(len(charges)))
+	nKeys, n, size := 1, 1+1+3*len(charges), tagLen(keyPrefix, tenant)+len(":b")+numLen*(1+2*len(charges))
+	if claim != nil {
+		tag := tagLen(keyPrefix, claim.Tenant)
+		nKeys, n, size = 3, n+2+2, size+2*tag+len(":n")+DigestSize+numLen
+	}
+	c := newCallBuf(n, size)
+	c.tagged(keyPrefix, tenant, ":b")
+	if claim != nil {
+		c.tagged(keyPrefix, claim.Tenant, ":n")
+		c.claimKey(keyPrefix, claim.Tenant, claim.SourceID, claim.Key)
+	}
+	c.int(int64(len(charges)))
 	for i := range charges {
-		c := &charges[i]
-		args = append(args, string(c.Kind),
-			strconv.FormatInt(c.Increment.Microseconds(), 10),
-			strconv.FormatInt(c.Capacity.Microseconds(), 10))
+		ch := &charges[i]
+		c.given(string(ch.Kind))
+		c.int(ch.Increment.Microseconds())
+		c.int(ch.Capacity.Microseconds())
 	}
 	if claim != nil {
-		keys = append(keys, ShardStateKey(keyPrefix, claim.Tenant), ClaimKey(keyPrefix, claim.Tenant, claim.SourceID, claim.Key))
-		args = append(args, claim.HookID, micros(claim.PendingTTL))
+		c.given(claim.HookID)
+		c.micros(claim.PendingTTL)
 	}
-	return keys, args
+	return c.done(nKeys)
 }
 
 // SettleCall returns the KEYS and ARGV of a Settle script call over claims:
@@ -43,19 +54,26 @@ func HitCall(keyPrefix string, charges []driver.Charge, claim *driver.Claim) (ke
 // whole µs (rounded up: a claim never expires early, C9). On a cluster,
 // every claim of one call must hash to one slot (one tenant does).
 func SettleCall(keyPrefix string, commit bool, claims []driver.Claim) (keys, args []string) {
-	keys = make([]string, 2*len(claims))
-	args = make([]string, 1, 1+2*len(claims))
-	args[0] = "r"
+	size := 0
+	for i := range claims {
+		size += 2*tagLen(keyPrefix, claims[i].Tenant) + len(":n") + DigestSize + numLen
+	}
+	c := newCallBuf(1+4*len(claims), size)
+	for i := range claims {
+		cl := &claims[i]
+		c.tagged(keyPrefix, cl.Tenant, ":n")
+		c.claimKey(keyPrefix, cl.Tenant, cl.SourceID, cl.Key)
+	}
 	if commit {
-		args[0] = "c"
+		c.given("c")
+	} else {
+		c.given("r")
 	}
 	for i := range claims {
-		c := &claims[i]
-		keys[2*i] = ShardStateKey(keyPrefix, c.Tenant)
-		keys[2*i+1] = ClaimKey(keyPrefix, c.Tenant, c.SourceID, c.Key)
-		args = append(args, c.HookID, micros(c.TTL))
+		c.given(claims[i].HookID)
+		c.micros(claims[i].TTL)
 	}
-	return keys, args
+	return c.done(2 * len(claims))
 }
 
 // PresentCall returns the KEYS of a Present script call over claims (no
@@ -70,9 +88,9 @@ func PresentCall(keyPrefix string, claims []driver.Claim) []string {
 	return keys
 }
 
-// micros formats d as whole µs, rounded up, at least 1.
-func micros(d time.Duration) string {
-	return strconv.FormatInt(max(int64((d+time.Microsecond-1)/time.Microsecond), 1), 10)
+// micros is d in whole µs, rounded up, at least 1.
+func micros(d time.Duration) int64 {
+	return max(int64((d+time.Microsecond-1)/time.Microsecond), 1)
 }
 
 // ErrMalformed is the error of a reply that is not what the script
