@@ -28,9 +28,8 @@
 -- today), so the arithmetic below is exact integer arithmetic. Numbers
 -- go to redis.call as Lua numbers, which Redis (and Valkey) write with
 -- %.17g: every integer below 2^53 in full digits, with no string.format
--- (the one left is encode_claim's, which pads a new claim's expiry to
--- its 16 digits). tostring() would write %.14g (1.78e+15) and lose
--- digits: it is never used on a number.
+-- (claim.lua writes its expiries as bytes). tostring() would write %.14g
+-- (1.78e+15) and lose digits: it is never used on a number.
 
 -- Redis < 5 replicates scripts verbatim and refuses writes after TIME
 -- unless told to replicate effects; later versions always do (no-op).
