@@ -104,10 +104,12 @@ func openScriptFloor(e *env) (op, func(), error) {
 	return func(ctx context.Context, w *worker) (time.Duration, bool, error) {
 		tenant := e.tenants[w.next()%uint64(len(e.tenants))]
 		key := w.key()
-		// The KEYS and ARGV of a Hit with two charges and a claim
-		// (internal/scripts.HitCall).
-		keys := []string{"fs" + e.run + ":{" + tenant + "}:b", "fs" + e.run + ":{" + tenant + "}:c:github:" + key}
-		err := floorScript.Run(ctx, c, keys, "2", "hooks", "1", "3600000000", "bytes", "1", "3600000000", key, "edge-1", "30000").Err()
+		// KEYS and ARGV the shape of a Hit's with two charges and a claim
+		// (internal/scripts.HitCall: the bucket, state and claim keys; the
+		// charges, hook_id and pending TTL).
+		tag := "fs" + e.run + ":{" + tenant + "}"
+		keys := []string{tag + ":b", tag + ":n", tag + "0123456789abcdef"}
+		err := floorScript.Run(ctx, c, keys, "2", "hooks", "1", "3600000000", "bytes", "1", "3600000000", key, "30000000").Err()
 		return 0, err == nil, err
 	}, func() { _ = c.Close() }, nil
 }
