@@ -27,7 +27,7 @@
 -- 16-byte digest of its source and key (the last 16 bytes of its short key
 -- PREFIX:{T}D, which the Go side sends). A record of at most PACKED bytes
 -- (a hook_id of at most 56 bytes) is field D of a shard, a small hash
--- PREFIX:{T}:s<i> that the server keeps as a listpack (about 70 bytes per
+-- PREFIX:{T}:s<i> that the server keeps as a listpack (about 60 bytes per
 -- claim); a longer one is the string at the short key itself. A lookup
 -- reads the field, then the string when the field holds no live record.
 --
@@ -162,10 +162,12 @@ function C.decode_claim(v, now, old)
       if exp <= now then
         return nil
       end
-      if st == 'q' then
-        return 'p', string.sub(v, 18), exp
+      if exp - now <= C.FAR then
+        if st == 'q' then
+          return 'p', string.sub(v, 18), exp
+        end
+        return 'c', string.sub(v, 18), exp
       end
-      return 'c', string.sub(v, 18), exp
     end
   end
   error('fleetstore: malformed claim record')
@@ -433,6 +435,7 @@ function C.rare()
       redis.call('HSET', key, 's', C.state(e, x), unpack(fv))
       redis.call('PEXPIREAT', key, e)
       wrote[key] = {e, x}
+      loc.cover = math.max(loc.cover or 0, e)
     end
     put(dst, moved, movedx)
     if stay ~= src then
@@ -448,10 +451,18 @@ function C.rare()
     if src == loc.s0 then
       loc.nx0 = C.due(keptx)
     else
-      local e = se or math.max(redis.call('PEXPIRETIME', src), 0)
-      local x = C.due(keptx)
-      redis.call('HSET', src, 's', C.state(e, x))
-      wrote[src] = {e, x}
+      local e = se
+      if not e then
+        local pe = redis.call('PEXPIRETIME', src)
+        if pe > 0 then
+          e = pe
+        end
+      end
+      if e then
+        local x = C.due(keptx)
+        redis.call('HSET', src, 's', C.state(e, x))
+        wrote[src] = {e, x}
+      end
     end
     loc.l, loc.p = nl, np
     return wrote
@@ -514,7 +525,11 @@ function C.put_claim(loc, st, hook, expires, now)
   -- state, its expiry covers the state key's too (every shard's latest
   -- record, in the version before). Each state is written only when it
   -- changed.
-  local e0 = C.expiry(loc.s0, loc.e0, at)
+  local e0 = C.expiry(loc.s0, loc.e0, math.max(at, loc.cover or 0))
+  if loc.at == 's' then
+    -- The record moves from the short key to the field: drop the old one.
+    redis.call('DEL', loc.short)
+  end
   if loc.old and loc.o then
     e0 = math.max(e0, redis.call('PEXPIRETIME', loc.meta))
   end

@@ -106,7 +106,9 @@ func ShardStateKey(keyPrefix, tenant string) string {
 }
 
 // ShardKey is shard i of tenant's claims: a hash of ClaimDigest → record
-// (claim.lua). A tenant has 2^l + p shards, l and p in its ShardStateKey.
+// and its state field (claim.lua). A tenant of 2^l + p buckets keeps them
+// at shard 0 (one bucket) or shards 1 to 2^l + p, l and p in shard 0's
+// state.
 func ShardKey(keyPrefix, tenant string, i int) string {
 	return TenantTag(keyPrefix, tenant) + ":s" + strconv.Itoa(i)
 }
@@ -140,7 +142,8 @@ func IsShardStateKey(key string) bool {
 // record's (and at most a second more), so the records are what a claim's
 // TTL bounds (C9); the shard's state fields are not records. The Key of
 // a record is the shard's and its field in hex. A value that is not a
-// record is reported with TTL -1 (no expiry), for a test to fail on.
+// record (or one expiring further ahead than any claim TTL allows) is
+// reported with TTL -1 (no expiry), for a test to fail on.
 func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 	var out []driver.Record
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -150,7 +153,7 @@ func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 		k := key + "#" + hex.EncodeToString([]byte(kv[i]))
 		_, _, us, ok := DecodeRecord(kv[i+1])
 		switch {
-		case !ok:
+		case !ok || us-nowMicros > farMicros:
 			out = append(out, driver.Record{Key: k, TTL: -1})
 		case us > nowMicros:
 			out = append(out, driver.Record{Key: k, TTL: time.Duration(us-nowMicros) * time.Microsecond})
@@ -158,6 +161,11 @@ func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 	}
 	return out
 }
+
+// farMicros is claim.lua's C.FAR: no record this code writes expires
+// further ahead (three claim TTLs of 366 days); one that does is not a
+// record (the scripts answer it with an error).
+const farMicros = 3 * 366 * 86400 * 1000000
 
 // isShardStateField reports whether f is the one-byte field that holds a
 // shard's own state beside its records (claim.lua: s).
