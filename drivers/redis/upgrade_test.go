@@ -15,11 +15,19 @@ import (
 	"github.com/fleetstore/fleetstore/internal/testserver"
 )
 
-// The version before's scripts (git show d593f01:internal/scripts/...),
-// claim.lua prepended, exactly as that version loaded them.
-//
-//go:embed testdata/d593f01_settle.lua
-var oldSettleLua string
+// The version before's scripts (d593f01's internal/scripts claim.lua,
+// settle.lua and hit.lua), put together as that version loaded them:
+// claim.lua, a newline, the script.
+var (
+	//go:embed testdata/d593f01_claim.lua
+	oldClaimLua string
+	//go:embed testdata/d593f01_settle.lua
+	oldSettleBody string
+	//go:embed testdata/d593f01_hit.lua
+	oldHitBody   string
+	oldSettleLua = oldClaimLua + "\n" + oldSettleBody
+	oldHitLua    = oldClaimLua + "\n" + oldHitBody
+)
 
 // oldCommit commits claims with the version before's settle script: an
 // authentic old-layout tenant.
@@ -204,9 +212,6 @@ func TestUpgradeShortKeyPendingCommitted(t *testing.T) {
 		t.Errorf("commit TTL 500ms passed 1s ago: Hit %v (retry-after %v), want OK", res.Outcome, res.RetryAfter)
 	}
 }
-
-//go:embed testdata/d593f01_hit.lua
-var oldHitLua string
 
 // oldHit takes a pending claim with the version before's hit script.
 func oldHit(t *testing.T, admin goredis.UniversalClient, prefix string, c *fleetstore.Claim) int64 {
