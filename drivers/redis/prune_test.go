@@ -286,20 +286,27 @@ func TestMalformedShardState(t *testing.T) {
 	for i, fv := range [][]string{{"s", "x"}, {"s", ""}, {"s", "S" + ex}, {"s", "T\x00\x00\x00\x00\x00\x00" + ex},
 		{"s", "S\x00\x00\x00\x00\x00\x00" + ex + "\x00"}, {"s", "S\x01\x00\x00\x00\x02\x00" + ex},
 		{"s", "S\x28\x00\x00\x00\x00\x00" + ex}, {"s", "S\x00\x00\x00\x00\x00\x04" + ex}} {
-		tenant := "t-" + strconv.Itoa(i)
-		args := make([]any, len(fv))
-		for j := range fv {
-			args[j] = fv[j]
-		}
-		if err := admin.HSet(ctx(t), scripts.ShardKey(prefix, tenant, 0), args...).Err(); err != nil {
-			t.Fatal(err)
-		}
-		c := claim(tenant, "s", "k", "h")
-		_, err := st.Hit(ctx(t), nil, c)
-		wantErrIs(t, fmt.Sprintf("hit on shard state %v", fv), err, fleetstore.ErrUnavailable)
-		err = st.Commit(ctx(t), *c)
-		wantErrIs(t, fmt.Sprintf("commit on shard state %v", fv), err, fleetstore.ErrUnavailable)
+		wantRefused(t, st, admin, prefix, "t-"+strconv.Itoa(i), fv[0], fv[1])
 	}
+}
+
+// wantRefused writes value into field of tenant's shard 0 (field "" is
+// the field of the claim on "k" of source "s") and wants a Hit and a
+// Commit of that claim refused as the server's malformed reply (V4).
+func wantRefused(t *testing.T, st *fleetstore.Store, admin goredis.UniversalClient, prefix, tenant, field, value string) {
+	t.Helper()
+	c := claim(tenant, "s", "k", "h")
+	if field == "" {
+		d := scripts.ClaimDigest(c.SourceID, c.Key)
+		field = string(d[:])
+	}
+	if err := admin.HSet(ctx(t), scripts.ShardKey(prefix, tenant, 0), field, value).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := st.Hit(ctx(t), nil, c)
+	wantErrIs(t, fmt.Sprintf("hit on field %q = %q", field, value), err, fleetstore.ErrUnavailable)
+	err = st.Commit(ctx(t), *c)
+	wantErrIs(t, fmt.Sprintf("commit on field %q = %q", field, value), err, fleetstore.ErrUnavailable)
 }
 
 // TestMalformedBinaryRecord: a field that starts like a record (D or P)
@@ -317,16 +324,7 @@ func TestMalformedBinaryRecord(t *testing.T) {
 	binary.BigEndian.PutUint64(farBytes[:], uint64(far))
 	for i, v := range []string{"Dgarbage!", "Pgarbage!", "D\x1f\xff\xff\xff\xff\xff\xffh", "P" + string(farBytes[1:]) + "h",
 		"D" + string(farBytes[1:])} {
-		tenant := "t-" + strconv.Itoa(i)
-		c := claim(tenant, "s", "k", "h")
-		d := scripts.ClaimDigest(c.SourceID, c.Key)
-		if err := admin.HSet(ctx(t), scripts.ShardKey(prefix, tenant, 0), string(d[:]), v).Err(); err != nil {
-			t.Fatal(err)
-		}
-		_, err := st.Hit(ctx(t), nil, c)
-		wantErrIs(t, fmt.Sprintf("hit on record %q", v), err, fleetstore.ErrUnavailable)
-		err = st.Commit(ctx(t), *c)
-		wantErrIs(t, fmt.Sprintf("commit on record %q", v), err, fleetstore.ErrUnavailable)
+		wantRefused(t, st, admin, prefix, "t-"+strconv.Itoa(i), "", v)
 	}
 }
 

@@ -159,21 +159,13 @@ func TestSplitOfExpiredBucketKeepsExpiries(t *testing.T) {
 // three 366-day TTLs, or past 2^53 µs where tonumber rounds) is an error,
 // never a decision (V4), as it is in the binary format. Found by review.
 func TestMalformedOldRecordExpiry(t *testing.T) {
+	t.Parallel()
 	srv := testserver.StartRedis(t)
 	st, prefix := openStore(t, srv.URL())
 	admin := adminClient(t, "", srv.Addr)
 	far := time.Now().Add(4 * 366 * 24 * time.Hour).UnixMicro()
 	for i, v := range []string{"C" + fmt.Sprintf("%016d", far) + "h", "C9999999999999999h", "q" + fmt.Sprintf("%016d", far) + "h"} {
-		tenant := "t-" + strconv.Itoa(i)
-		c := claim(tenant, "s", "k", "other")
-		d := scripts.ClaimDigest(c.SourceID, c.Key)
-		if err := admin.HSet(ctx(t), scripts.ShardKey(prefix, tenant, 0), string(d[:]), v).Err(); err != nil {
-			t.Fatal(err)
-		}
-		res, err := st.Hit(ctx(t), nil, c)
-		if err == nil {
-			t.Errorf("hit on record %q: decision %v (hook %q, retry-after %v), want an error", v, res.Outcome, res.HookID, res.RetryAfter)
-		}
+		wantRefused(t, st, admin, prefix, "t-"+strconv.Itoa(i), "", v)
 	}
 }
 
