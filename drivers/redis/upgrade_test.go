@@ -268,3 +268,29 @@ func TestSkewedKeysKeepExpiries(t *testing.T) {
 		mustHit(t, st, nil, &o, fleetstore.Duplicate)
 	}
 }
+
+// TestOldNodeRefusesNewRecord: a node of the version before, running its
+// own hit script over a claim this version committed, gets an error (the
+// 7-byte expiry is no record it knows), never a decision: a mixed fleet
+// answers such a redelivery 503 on its old nodes (README, Upgrading).
+func TestOldNodeRefusesNewRecord(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartRedis(t)
+	st, prefix := openStore(t, srv.URL())
+	admin := adminClient(t, "", srv.Addr)
+	c := claim("t-"+randHex(4), "github", "evt", "hook-new")
+	if err := st.Commit(ctx(t), *c); err != nil {
+		t.Fatal(err)
+	}
+	other := *c
+	other.HookID = "hook-old-node"
+	keys, args := scripts.HitCall(prefix, nil, &other)
+	a := make([]any, len(args))
+	for i := range args {
+		a[i] = args[i]
+	}
+	v, err := admin.Eval(ctx(t), oldHitLua, keys, a...).Result()
+	if err == nil || !strings.Contains(err.Error(), "malformed claim record") {
+		t.Errorf("old hit script over a new record: %v, %v; want the malformed-record error", v, err)
+	}
+}

@@ -27,8 +27,8 @@ func (c *Conn) answered() {
 //     restarted server accepts those hooks again;
 //   - hash-max-listpack-entries below 192 or hash-max-listpack-value below
 //     64: some claim shards (up to about 140 fields of up to 64 bytes, see
-//     internal/scripts' claim.lua) become hashtables, about 123 bytes per
-//     claim instead of 70 (memory only: every decision is the same).
+//     internal/scripts' claim.lua) become hashtables, about 120 bytes per
+//     claim instead of 60 (memory only: every decision is the same).
 //
 // It gives up for good when CONFIG is refused (managed services rename
 // it), and tries again after the next answered call when the server did
@@ -62,7 +62,7 @@ func (c *Conn) warnSettings(server string, cfg map[string]string) {
 			zap.String("url", c.display), zap.String("server", server), zap.String("save", cfg["save"]))
 	}
 	if below(cfg["hash-max-listpack-entries"], minListpackEntries) || below(cfg["hash-max-listpack-value"], minListpackValue) {
-		c.log.Warn("fleetstore: hash-max-listpack-entries or -value is below what claim shards need: claims take about 123 bytes instead of 70; set hash-max-listpack-entries 512 and hash-max-listpack-value 64",
+		c.log.Warn("fleetstore: hash-max-listpack-entries or -value is below what claim shards need: claims take about 120 bytes instead of 60; set hash-max-listpack-entries 512 and hash-max-listpack-value 64",
 			zap.String("url", c.display), zap.String("server", server),
 			zap.String("hash-max-listpack-entries", cfg["hash-max-listpack-entries"]), zap.String("hash-max-listpack-value", cfg["hash-max-listpack-value"]))
 	}

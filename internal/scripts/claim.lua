@@ -105,7 +105,7 @@ C.SLACK = 1000
 C.DIGEST = 16
 
 -- encode_claim builds the record of a claim in state st ('C' committed,
--- 'q' pending) for hook until expires (µs, an integer below 2^53: every
+-- 'q' pending; written as D and P) for hook until expires (µs, an integer below 2^53: every
 -- step below is exact in a double).
 function C.encode_claim(st, hook, expires)
   local x = expires
@@ -492,6 +492,7 @@ function C.put_claim(loc, st, hook, expires, now)
     if x and x > 0 and now >= x * 1000 then
       C.rare()
       left, nx = C.prune(loc.shard, now)
+      left = left + 1 -- and the state field, as HLEN counts
       if loc.shard == loc.s0 then
         loc.nx0 = nx
       end

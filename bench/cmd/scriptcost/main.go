@@ -37,7 +37,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:6379", "a running redis-server or valkey-server nothing else uses")
 	n := flag.Int("n", 3000, "calls per round")
 	rounds := flag.Int("rounds", 5, "rounds")
-	mode := flag.String("mode", "hit", "hit, limited, duplicate or commit")
+	mode := flag.String("mode", "hit", "hit, limited, duplicate, commit or memory")
 	flag.Parse()
 	run := run
 	if *mode == "memory" {
