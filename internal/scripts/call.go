@@ -157,8 +157,10 @@ func DecodeHit(reply any, n int) (driver.Result, error) {
 	return res, nil
 }
 
-// maxMicros bounds a reset-after: a TAT is at most a capacity of 366 days
-// ahead of the now that wrote it; twice that, with room.
+// maxMicros bounds a reset-after (a TAT is at most a capacity of 366 days
+// ahead of the now that wrote it; twice that, with room) and how far ahead
+// a claim record can expire (claim.lua's C.FAR, the same bound: a claim
+// TTL is at most 366 days).
 const maxMicros = 3 * 366 * 24 * 3600 * 1000 * 1000
 
 // maxMillis bounds a retry-after: two capacities of 366 days, with room.

@@ -228,7 +228,10 @@ end
 -- pointer p: shard 0 while the tenant has one bucket, then shard b + 1 (a
 -- tenant moved from the version before: shard b).
 function C.bucket_key(loc, b, l, p)
-  if loc.o or (l == 0 and p == 0) then
+  if l == 0 and p == 0 then
+    return loc.s0
+  end
+  if loc.o then
     return C.shard_key(loc.meta, b)
   end
   return C.shard_key(loc.meta, b + 1)
@@ -253,11 +256,7 @@ function C.find_claim(meta, short, now)
     loc.old = true
     loc.o = loc.l > 0 or loc.p > 0
   end
-  if loc.l == 0 and loc.p == 0 then
-    loc.shard = s0
-  else
-    loc.shard = C.bucket_key(loc, C.shard_index(d, loc.l, loc.p), loc.l, loc.p)
-  end
+  loc.shard = C.bucket_key(loc, C.shard_index(d, loc.l, loc.p), loc.l, loc.p)
   local v
   if loc.shard == s0 then
     v, loc.e, loc.x = m[1], loc.e0, loc.x0

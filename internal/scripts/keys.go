@@ -153,7 +153,7 @@ func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 		k := key + "#" + hex.EncodeToString([]byte(kv[i]))
 		_, _, us, ok := DecodeRecord(kv[i+1])
 		switch {
-		case !ok || us-nowMicros > farMicros:
+		case !ok || us-nowMicros > maxMicros:
 			out = append(out, driver.Record{Key: k, TTL: -1})
 		case us > nowMicros:
 			out = append(out, driver.Record{Key: k, TTL: time.Duration(us-nowMicros) * time.Microsecond})
@@ -161,11 +161,6 @@ func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 	}
 	return out
 }
-
-// farMicros is claim.lua's C.FAR: no record this code writes expires
-// further ahead (three claim TTLs of 366 days); one that does is not a
-// record (the scripts answer it with an error).
-const farMicros = 3 * 366 * 86400 * 1000000
 
 // isShardStateField reports whether f is the one-byte field that holds a
 // shard's own state beside its records (claim.lua: s).
