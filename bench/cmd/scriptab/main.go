@@ -22,6 +22,8 @@ import (
 	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fleetstore/fleetstore/bench/internal/cmdstat"
 )
 
 func main() {
@@ -131,15 +133,12 @@ func mainCPU(ctx context.Context, c *goredis.Client) (float64, error) {
 	return sum, nil
 }
 
+// usec is EVALSHA's usec_per_call in an INFO commandstats reply.
 func usec(info string) float64 {
-	for _, line := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:"); ok {
-			for _, kv := range strings.Split(rest, ",") {
-				if v, ok := strings.CutPrefix(kv, "usec_per_call="); ok {
-					f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-					return f
-				}
-			}
+	for _, st := range cmdstat.Parse(info) {
+		if st.Name == "evalsha" {
+			f, _ := strconv.ParseFloat(st.UsecPerCall, 64)
+			return f
 		}
 	}
 	return 0
