@@ -41,6 +41,17 @@ func mustHit(t *testing.T, st *fleetstore.Store, charges []fleetstore.Charge, cl
 	return res
 }
 
+// wantDuplicate wants a Hit of c's claim by another hook answered
+// Duplicate naming c's hook_id, its committer (C4).
+func wantDuplicate(t *testing.T, st *fleetstore.Store, c fleetstore.Claim) {
+	t.Helper()
+	committer := c.HookID
+	c.HookID = "redelivery-of-" + committer[:min(len(committer), 200)]
+	if res := mustHit(t, st, nil, &c, fleetstore.Duplicate); res.HookID != committer {
+		t.Errorf("claim on %q: Duplicate names %q, want %q", c.Key, res.HookID, committer)
+	}
+}
+
 // TestOneScriptCallPerHit counts EVALSHA in INFO commandstats: one per
 // Hit, and no EVAL once the script is cached.
 func TestOneScriptCallPerHit(t *testing.T) {

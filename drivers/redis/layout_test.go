@@ -134,11 +134,7 @@ func TestClaimRecordLayout(t *testing.T) {
 	if v, err := srv.Do("GET", short); err != nil || v != "c"+old.HookID {
 		t.Errorf("old record after its committer's commit: %v, %v", v, err)
 	}
-	other := *old
-	other.HookID = "hook-new"
-	if res := mustHit(t, st, nil, &other, fleetstore.Duplicate); res.HookID != old.HookID {
-		t.Errorf("old committed claim: Duplicate names %q, want %q", res.HookID, old.HookID)
-	}
+	wantDuplicate(t, st, *old)
 }
 
 // TestClaimBytesAcrossSplits: one tenant's committed claims stay under
@@ -210,11 +206,6 @@ func TestClaimBytesAcrossSplits(t *testing.T) {
 		}
 	}
 	for _, i := range []int{0, 1, len(all) / 2, len(all) - 1} {
-		cl := all[i]
-		cl.HookID = "other"
-		res := mustHit(t, st, nil, &cl, fleetstore.Duplicate)
-		if res.HookID != all[i].HookID {
-			t.Errorf("claim %d: Duplicate names %q, want %q", i, res.HookID, all[i].HookID)
-		}
+		wantDuplicate(t, st, all[i])
 	}
 }

@@ -183,11 +183,7 @@ func TestShardZeroOutlivesEveryRecord(t *testing.T) {
 			t.Errorf("%q expires in %v, want the longest record's %v (at most a second more)", k, ttl, long.TTL)
 		}
 	}
-	other := *long
-	other.HookID = "other"
-	if res := mustHit(t, st, nil, &other, fleetstore.Duplicate); res.HookID != long.HookID {
-		t.Errorf("Duplicate names %q, want %q", res.HookID, long.HookID)
-	}
+	wantDuplicate(t, st, *long)
 }
 
 // TestPreviousShardLayoutRead: the version before kept a tenant's level
@@ -230,12 +226,9 @@ func TestPreviousShardLayoutRead(t *testing.T) {
 	}
 	dup := func(when string) {
 		t.Helper()
+		t.Log(when)
 		for _, c := range old {
-			other := *c
-			other.HookID = "new-hook"
-			if res := mustHit(t, st, nil, &other, fleetstore.Duplicate); res.HookID != c.HookID {
-				t.Errorf("%s: Duplicate names %q, want %q", when, res.HookID, c.HookID)
-			}
+			wantDuplicate(t, st, *c)
 		}
 	}
 	dup("before any write")
@@ -267,11 +260,7 @@ func TestPreviousShardLayoutRead(t *testing.T) {
 	}
 	dup("after splits")
 	for _, i := range []int{0, 199, 399} {
-		other := more[i]
-		other.HookID = "new-hook"
-		if res := mustHit(t, st, nil, &other, fleetstore.Duplicate); res.HookID != more[i].HookID {
-			t.Errorf("claim %d after splits: Duplicate names %q, want %q", i, res.HookID, more[i].HookID)
-		}
+		wantDuplicate(t, st, more[i])
 	}
 }
 

@@ -34,13 +34,20 @@ var (
 func oldCommit(t *testing.T, admin goredis.UniversalClient, prefix string, claims ...fleetstore.Claim) {
 	t.Helper()
 	keys, args := scripts.SettleCall(prefix, true, claims)
+	if _, err := evalOld(t, admin, oldSettleLua, keys, args); err != nil {
+		t.Fatalf("old settle: %v", err)
+	}
+}
+
+// evalOld runs one of the version before's scripts (EVAL) over keys and
+// args as the scripts package builds them.
+func evalOld(t *testing.T, admin goredis.UniversalClient, src string, keys, args []string) (any, error) {
+	t.Helper()
 	a := make([]any, len(args))
 	for i := range args {
 		a[i] = args[i]
 	}
-	if err := admin.Eval(ctx(t), oldSettleLua, keys, a...).Err(); err != nil {
-		t.Fatalf("old settle: %v", err)
-	}
+	return admin.Eval(ctx(t), src, keys, a...).Result()
 }
 
 // TestUpgradeFullOneBucketTenant: a one-bucket tenant of the version
@@ -209,11 +216,7 @@ func TestUpgradeShortKeyPendingCommitted(t *testing.T) {
 func oldHit(t *testing.T, admin goredis.UniversalClient, prefix string, c *fleetstore.Claim) int64 {
 	t.Helper()
 	keys, args := scripts.HitCall(prefix, nil, c)
-	a := make([]any, len(args))
-	for i := range args {
-		a[i] = args[i]
-	}
-	v, err := admin.Eval(ctx(t), oldHitLua, keys, a...).Result()
+	v, err := evalOld(t, admin, oldHitLua, keys, args)
 	if err != nil {
 		t.Fatalf("old hit: %v", err)
 	}
@@ -263,9 +266,7 @@ func TestSkewedKeysKeepExpiries(t *testing.T) {
 		t.Errorf("the hot shard %q is a %s of %d fields", big, enc, biggest)
 	}
 	for _, c := range batch[:50] {
-		o := c
-		o.HookID = "x"
-		mustHit(t, st, nil, &o, fleetstore.Duplicate)
+		wantDuplicate(t, st, c)
 	}
 }
 
@@ -285,11 +286,7 @@ func TestOldNodeRefusesNewRecord(t *testing.T) {
 	other := *c
 	other.HookID = "hook-old-node"
 	keys, args := scripts.HitCall(prefix, nil, &other)
-	a := make([]any, len(args))
-	for i := range args {
-		a[i] = args[i]
-	}
-	v, err := admin.Eval(ctx(t), oldHitLua, keys, a...).Result()
+	v, err := evalOld(t, admin, oldHitLua, keys, args)
 	if err == nil || !strings.Contains(err.Error(), "malformed claim record") {
 		t.Errorf("old hit script over a new record: %v, %v; want the malformed-record error", v, err)
 	}
