@@ -138,39 +138,33 @@ C.FAR = 3 * 366 * 86400 * 1000000
 function C.decode_claim(v, now, old)
   local st = string.sub(v, 1, 1)
   local n = #v
+  -- exp: the record's expiry (µs), from its hook_id's first byte on (at).
+  local exp, at
   if (st == 'D' or st == 'P') and n >= 9 and n <= 264 then
     local a, b, c, d, e, f, g = string.byte(v, 2, 8)
     if a < 32 then
-      local exp = (((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) * 256 + g
-      if exp <= now then
-        return nil
-      end
-      if exp - now <= C.FAR then
-        if st == 'P' then
-          return 'p', string.sub(v, 9), exp
-        end
-        return 'c', string.sub(v, 9), exp
-      end
+      exp = (((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) * 256 + g
+      at = 9
     end
   elseif old and st == 'c' and n >= 2 and n <= 257 then
     return 'c', string.sub(v, 2)
   elseif (st == 'C' or st == 'q') and n >= 18 and n <= 273 then
     -- Exactly 16 digits (tonumber alone would take " 5", "0x5" or "1e1").
-    local exp = string.sub(v, 2, 17)
-    if string.match(exp, '^%d+$') then
-      exp = tonumber(exp)
-      if exp <= now then
-        return nil
-      end
-      if exp - now <= C.FAR then
-        if st == 'q' then
-          return 'p', string.sub(v, 18), exp
-        end
-        return 'c', string.sub(v, 18), exp
-      end
+    local digits = string.sub(v, 2, 17)
+    if string.match(digits, '^%d+$') then
+      exp, at = tonumber(digits), 18
     end
   end
-  error('fleetstore: malformed claim record')
+  if exp and exp <= now then
+    return nil
+  end
+  if not exp or exp - now > C.FAR then
+    error('fleetstore: malformed claim record')
+  end
+  if st == 'P' or st == 'q' then
+    return 'p', string.sub(v, at), exp
+  end
+  return 'c', string.sub(v, at), exp
 end
 
 -- shard_key is the key of shard i of the tenant whose state key is meta
