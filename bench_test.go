@@ -12,6 +12,7 @@ import (
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/observe"
 )
 
 // The Hit of a webhook edge on the memory driver: two charges (hooks,
@@ -54,7 +55,7 @@ func BenchmarkHit(b *testing.B) {
 // shows OpenTelemetry's on top).
 type nopObserver struct{}
 
-func (nopObserver) Observe(context.Context, fleetstore.Event) {}
+func (nopObserver) Observe(context.Context, observe.Event) {}
 
 func benchHitSingle(b *testing.B, store *fleetstore.Store) {
 	keys := benchKeys(b.N)

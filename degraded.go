@@ -15,6 +15,7 @@ import (
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/drivers/memory"
 	"github.com/fleetstore/fleetstore/gcra"
+	"github.com/fleetstore/fleetstore/observe"
 )
 
 // The local store: a memory driver of the fallback's own, so that no other
@@ -56,9 +57,9 @@ type fallback struct {
 
 	// stateMu orders the transitions and their log lines.
 	stateMu sync.Mutex
-	cause   error     // of the current outage
-	since   time.Time // of the current outage
-	atTrip  Stats     // the counters when it began
+	cause   error         // of the current outage
+	since   time.Time     // of the current outage
+	atTrip  observe.Stats // the counters when it began
 
 	mu      sync.Mutex // box, running
 	box     outbox
@@ -421,11 +422,11 @@ func (fb *fallback) recover() {
 }
 
 // stats is Store.Stats.
-func (fb *fallback) stats() Stats {
+func (fb *fallback) stats() observe.Stats {
 	fb.mu.Lock()
 	n := fb.box.len()
 	fb.mu.Unlock()
-	return Stats{
+	return observe.Stats{
 		Degraded:       fb.degraded.Load(),
 		Outages:        fb.outages.Load(),
 		LocalDecisions: fb.localDecisions.Load(),

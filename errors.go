@@ -35,26 +35,6 @@ func (e *opError) Unwrap() []error {
 	return []error{e.kind, e.err}
 }
 
-// ClaimError is the error of one claim of a batch Commit or Release that
-// failed (C10): Index is its place in the batch, Tenant, SourceID and Key
-// name it, Err is its own error (ErrClaimLost, ErrAlreadyCommitted, or a
-// timeout that reached it mid-batch). A batch's failures are joined, one
-// *ClaimError each, so errors.As finds the first and a type switch over
-// the joined errors finds them all; a failure of the whole call is one
-// error, not a ClaimError.
-type ClaimError struct {
-	Index                 int
-	Tenant, SourceID, Key string
-	Err                   error
-}
-
-func (e *ClaimError) Error() string {
-	return fmt.Sprintf("claims[%d] (tenant %.64q, source_id %.64q, key %.64q): %v", e.Index, e.Tenant, e.SourceID, e.Key, e.Err)
-}
-
-// Unwrap returns the claim's own error.
-func (e *ClaimError) Unwrap() error { return e.Err }
-
 // outcomes are the sentinels a driver returns as the server's answer to a
 // call: the store was reached.
 var outcomes = []error{ErrClaimLost, ErrAlreadyCommitted}

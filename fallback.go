@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/observe"
 )
 
 // Fallback configures a Store's degraded mode (CONTRACT §8, WithFallback):
@@ -26,15 +27,18 @@ type Fallback struct {
 	// parts per million (Nodes gives 1/N exactly). URL: fallback_share.
 	Share float64
 	// OutboxSize is how many commits the outbox holds for replay, ≥ 0.
-	// 0: DefaultOutboxSize. A commit that finds it full is not queued
-	// (Stats.Dropped) and its Commit returns the outage's error. URL:
+	// 0: 250 000, 25 s of commits at 10 000 hooks/s a node, about 90 MB
+	// when full (360 bytes a queued commit, its local claim included:
+	// BenchmarkDegradedMemory). A commit that finds it full is not queued
+	// (observe.Stats.Dropped) and its Commit returns the outage's error. URL:
 	// fallback_outbox.
 	OutboxSize int
 	// LocalClaims caps the claims the local store holds, ≥ 0: pending
 	// claims of local Hits and committed claims awaiting replay. 0:
-	// DefaultLocalClaims. A local Hit that finds it full is decided on its
-	// charges alone, with no local claim (Stats.ClaimsDropped). URL:
-	// fallback_claims.
+	// 500 000, a full outbox's committed claims and 250 000 pending ones
+	// (232 bytes each): 30 s of PendingTTL at 8 000 hooks/s. A local Hit
+	// that finds it full is decided on its charges alone, with no local
+	// claim (observe.Stats.ClaimsDropped). URL: fallback_claims.
 	LocalClaims int
 	// OnConflict, when set, is called for every replayed commit that met
 	// another hook's claim in the shared store (ErrClaimLost): a webhook
@@ -48,18 +52,10 @@ type Fallback struct {
 	OnStateChange func(StateChange)
 }
 
-// Defaults of Fallback.
+// Defaults of Fallback (its fields' docs give the figures).
 const (
-	// DefaultOutboxSize is the outbox's size when Fallback.OutboxSize is
-	// 0: 25 s of commits at 10 000 hooks/s a node, 250 s at 1 000; about
-	// 90 MB when full (360 bytes a queued commit, its local claim and the
-	// claim's strings included: BenchmarkDegradedMemory).
-	DefaultOutboxSize = 250_000
-	// DefaultLocalClaims is the local store's claim cap when
-	// Fallback.LocalClaims is 0: a full outbox's committed claims and
-	// 250 000 pending ones (232 bytes each, the strings included): 30 s of
-	// PendingTTL at 8 000 hooks/s.
-	DefaultLocalClaims = 500_000
+	defaultOutboxSize  = 250_000
+	defaultLocalClaims = 500_000
 	maxFallbackNodes   = 1_000_000
 )
 
@@ -67,9 +63,9 @@ const (
 // shared store (Fallback.OnConflict): the outage admitted two hooks for
 // one provider event, Claim's and Holder's.
 type Conflict struct {
-	Claim       Claim     // the commit as it was queued (its full TTL)
-	Holder      string    // the hook_id the shared store holds the key for
-	CommittedAt time.Time // when Commit queued it
+	Claim    Claim     // the commit as it was queued (its full TTL)
+	Holder   string    // the hook_id the shared store holds the key for
+	QueuedAt time.Time // when Commit queued it in the outbox
 }
 
 // StateChange is what Fallback.OnStateChange is told.
@@ -81,23 +77,7 @@ type StateChange struct {
 	// (Degraded only).
 	Cause error
 	// Stats is a snapshot taken at the change.
-	Stats Stats
-}
-
-// Stats is a snapshot of a Store's degraded mode (Store.Stats). The
-// counters count from Open and never go down (metrics counters); Degraded
-// and Outbox are gauges. A Store without a fallback returns zero Stats.
-type Stats struct {
-	Degraded       bool   // deciding from this node's state now
-	Outages        uint64 // times the Store went degraded
-	LocalDecisions uint64 // Hits decided from the local store
-	Outbox         int    // commits queued now, awaiting replay
-	Queued         uint64 // commits queued in all
-	Replayed       uint64 // queued commits recorded in the shared store
-	Conflicts      uint64 // replayed commits that met another hook's claim (OnConflict)
-	Expired        uint64 // queued commits whose TTL ran out before their replay: not sent
-	Dropped        uint64 // commits not queued (the outbox was full), or queued and dropped after the store refused them 8 times
-	ClaimsDropped  uint64 // local Hits decided without a local claim: LocalClaims was reached
+	Stats observe.Stats
 }
 
 // WithFallback turns on the Store's degraded mode (CONTRACT §8) with f.
@@ -176,9 +156,9 @@ func (f *Fallback) check(prefix, nodes, shareName, outbox, claims string) error 
 	case f.Nodes != 0 && f.Share != 0:
 		return driver.Invalid(prefix+nodes, "give the fleet's size or this node's share, not both")
 	case f.OutboxSize < 0:
-		return driver.Invalid(prefix+outbox, fmt.Sprintf("must not be negative (0: the default %d), got %d", DefaultOutboxSize, f.OutboxSize))
+		return driver.Invalid(prefix+outbox, fmt.Sprintf("must not be negative (0: the default %d), got %d", defaultOutboxSize, f.OutboxSize))
 	case f.LocalClaims < 0:
-		return driver.Invalid(prefix+claims, fmt.Sprintf("must not be negative (0: the default %d), got %d", DefaultLocalClaims, f.LocalClaims))
+		return driver.Invalid(prefix+claims, fmt.Sprintf("must not be negative (0: the default %d), got %d", defaultLocalClaims, f.LocalClaims))
 	}
 	return nil
 }
@@ -214,10 +194,10 @@ func fallbackConfig(fromURL, fromOpt *Fallback) (*Fallback, error) {
 		return nil, driver.Invalid("fallback", "set the fleet's size (Fallback.Nodes, fallback_nodes) or this node's share of its limit (Fallback.Share, fallback_share)")
 	}
 	if f.OutboxSize == 0 {
-		f.OutboxSize = DefaultOutboxSize
+		f.OutboxSize = defaultOutboxSize
 	}
 	if f.LocalClaims == 0 {
-		f.LocalClaims = DefaultLocalClaims
+		f.LocalClaims = defaultLocalClaims
 	}
 	return &f, nil
 }

@@ -75,7 +75,7 @@ func (c *flakyConn) fail(ctx context.Context) error {
 		<-ctx.Done()
 		return ctx.Err()
 	case replying:
-		return driver.Reply(errors.New("LOADING the server is loading its dataset"))
+		return driver.ErrorReply(errors.New("LOADING the server is loading its dataset"))
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/observe"
 )
 
 // TestFallbackOptions: a fallback out of range, from the URL or from
@@ -85,7 +86,7 @@ func TestFallbackOptions(t *testing.T) {
 
 	// No fallback: Stats is zero, Result.Local never set.
 	plain := openFake(t, &fakeConn{})
-	if s := plain.Stats(); s != (fleetstore.Stats{}) {
+	if s := plain.Stats(); s != (observe.Stats{}) {
 		t.Errorf("Stats without a fallback: %+v, want zero", s)
 	}
 }

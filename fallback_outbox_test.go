@@ -11,12 +11,13 @@ import (
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/observe"
 )
 
 // recovered waits for st to decide shared again with an empty outbox.
-func recovered(t *testing.T, st *flakyStore) fleetstore.Stats {
+func recovered(t *testing.T, st *flakyStore) observe.Stats {
 	t.Helper()
-	var s fleetstore.Stats
+	var s observe.Stats
 	if !waitFor(5*time.Second, func() bool { s = st.Stats(); return !s.Degraded && s.Outbox == 0 }) {
 		t.Fatalf("not recovered 5s after the store was back: %+v", s)
 	}
@@ -210,7 +211,7 @@ func TestFallbackReplayConflict(t *testing.T) {
 		t.Errorf("stats %+v, want 1 conflict", s)
 	}
 	mu.Lock()
-	if len(got) != 1 || got[0].Holder != "h-there" || got[0].Claim.HookID != "h-here" || got[0].Claim.Key != "evt-1" || got[0].CommittedAt.IsZero() {
+	if len(got) != 1 || got[0].Holder != "h-there" || got[0].Claim.HookID != "h-here" || got[0].Claim.Key != "evt-1" || got[0].QueuedAt.IsZero() {
 		t.Errorf("OnConflict got %+v, want evt-1 of h-here held by h-there", got)
 	}
 	mu.Unlock()
@@ -322,13 +323,13 @@ func TestFallbackReplayRefused(t *testing.T) {
 	}
 	refuse := func(c driver.Claim) error {
 		if c.Key == "bad" {
-			return driver.Reply(errors.New("ERR value is not valid"))
+			return driver.ErrorReply(errors.New("ERR value is not valid"))
 		}
 		return nil
 	}
 	st.d.commitErr.Store(&refuse)
 	st.d.set(healthy)
-	var s fleetstore.Stats
+	var s observe.Stats
 	if !waitFor(20*time.Second, func() bool { s = st.Stats(); return !s.Degraded && s.Outbox == 0 }) {
 		t.Fatalf("still degraded: %+v", s)
 	}

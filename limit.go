@@ -123,9 +123,9 @@ func (l Limit) Burst() int64 { return l.burst }
 // bucket takes to fill again. It is a Charge's Capacity.
 func (l Limit) Capacity() time.Duration { return l.capacity }
 
-// Bytes reports whether l is a byte limit (NewByteLimit): its units are
-// content bytes.
-func (l Limit) Bytes() bool { return l.bytes }
+// InBytes reports whether l is a byte limit (NewByteLimit): its units are
+// content bytes, and a delivery's cost is its body's length.
+func (l Limit) InBytes() bool { return l.bytes }
 
 // Charge returns the charge of cost units (hooks, or bytes for a byte
 // limit) to tenant's bucket of the limit's kind. A cost below 1 is charged

@@ -46,8 +46,8 @@ func TestLimitCharge(t *testing.T) {
 			t.Errorf("%s: %s.Charge(%d) = %+v, want %+v", tt.name, tt.l, tt.cost, c, want)
 		}
 	}
-	if hooks.Burst() != 200 || body.Burst() != 8<<20 || !body.Bytes() || hooks.Bytes() {
-		t.Errorf("accessors: %d %d %v %v", hooks.Burst(), body.Burst(), body.Bytes(), hooks.Bytes())
+	if hooks.Burst() != 200 || body.Burst() != 8<<20 || !body.InBytes() || hooks.InBytes() {
+		t.Errorf("accessors: %d %d %v %v", hooks.Burst(), body.Burst(), body.InBytes(), hooks.InBytes())
 	}
 	if got := hooks.String(); got != "hooks: 100 per 1s, burst 200" {
 		t.Errorf("String: %q", got)

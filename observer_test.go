@@ -11,24 +11,25 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/observe"
 )
 
 // recorder keeps every Event it is told of, and what Attach gave it.
 type recorder struct {
 	mu       sync.Mutex
-	events   []fleetstore.Event
-	info     *fleetstore.StoreInfo
+	events   []observe.Event
+	info     *observe.StoreInfo
 	detached int
 	refuse   error // Attach's answer
 }
 
-func (r *recorder) Observe(_ context.Context, e fleetstore.Event) {
+func (r *recorder) Observe(_ context.Context, e observe.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
 }
 
-func (r *recorder) Attach(info fleetstore.StoreInfo) error {
+func (r *recorder) Attach(info observe.StoreInfo) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.refuse != nil {
@@ -45,7 +46,7 @@ func (r *recorder) Detach() {
 }
 
 // take returns the events so far and forgets them.
-func (r *recorder) take() []fleetstore.Event {
+func (r *recorder) take() []observe.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.events
@@ -54,7 +55,7 @@ func (r *recorder) take() []fleetstore.Event {
 }
 
 // one returns the one event told since the last take, failing otherwise.
-func (r *recorder) one(t *testing.T, what string) fleetstore.Event {
+func (r *recorder) one(t *testing.T, what string) observe.Event {
 	t.Helper()
 	es := r.take()
 	if len(es) != 1 {
@@ -74,7 +75,7 @@ func TestObserverEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.info == nil || r.info.Scheme != "memory" || r.info.Fallback || r.info.Stats == nil || r.info.Stats() != (fleetstore.Stats{}) {
+	if r.info == nil || r.info.Scheme != "memory" || r.info.Fallback || r.info.Stats == nil || r.info.Stats() != (observe.Stats{}) {
 		t.Fatalf("attach: %+v, want scheme memory, no fallback, zero Stats", r.info)
 	}
 	ctx := context.Background()
@@ -88,7 +89,7 @@ func TestObserverEvents(t *testing.T) {
 	}
 	took := time.Since(t0)
 	e := r.one(t, "hit")
-	if e.Op != fleetstore.OpHit || e.Outcome != fleetstore.OK || e.Err != fleetstore.NoError || e.Local || e.Charges != 2 || e.Claims != 1 || e.NDenied != 0 {
+	if e.Op != observe.OpHit || e.Outcome != fleetstore.OK || e.Class != observe.ClassNone || e.Local || e.Charges != 2 || e.Claims != 1 || e.NDenied != 0 {
 		t.Errorf("OK hit: %+v", e)
 	}
 	if e.Start.Before(t0) || e.Duration <= 0 || e.Duration > took {
@@ -117,7 +118,7 @@ func TestObserverEvents(t *testing.T) {
 	if err := st.Commit(ctx, c1); err != nil {
 		t.Fatal(err)
 	}
-	if e = r.one(t, "commit"); e.Op != fleetstore.OpCommit || e.Claims != 1 || e.Failed != 0 || e.Err != fleetstore.NoError {
+	if e = r.one(t, "commit"); e.Op != observe.OpCommit || e.Claims != 1 || e.Failed != 0 || e.Class != observe.ClassNone {
 		t.Errorf("commit: %+v", e)
 	}
 	if _, err := st.Hit(ctx, nil, &other); err != nil {
@@ -134,20 +135,20 @@ func TestObserverEvents(t *testing.T) {
 	if !errors.Is(err, fleetstore.ErrAlreadyCommitted) || !errors.Is(err, fleetstore.ErrClaimLost) {
 		t.Fatalf("release: %v", err)
 	}
-	if e = r.one(t, "release"); e.Op != fleetstore.OpRelease || e.Claims != 3 || e.Failed != 2 || e.Err != fleetstore.ClassAlreadyCommitted {
+	if e = r.one(t, "release"); e.Op != observe.OpRelease || e.Claims != 3 || e.Failed != 2 || e.Class != observe.ClassAlreadyCommitted {
 		t.Errorf("release: %+v, want 3 claims, 2 failed, classed by the first (already_committed)", e)
 	}
 
 	if err := st.Reset(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
-	if e = r.one(t, "reset"); e.Op != fleetstore.OpReset || e.Err != fleetstore.NoError {
+	if e = r.one(t, "reset"); e.Op != observe.OpReset || e.Class != observe.ClassNone {
 		t.Errorf("reset: %+v", e)
 	}
 	if err := st.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if e = r.one(t, "ping"); e.Op != fleetstore.OpPing {
+	if e = r.one(t, "ping"); e.Op != observe.OpPing {
 		t.Errorf("ping: %+v", e)
 	}
 
@@ -155,14 +156,14 @@ func TestObserverEvents(t *testing.T) {
 	if _, err := st.Hit(ctx, []fleetstore.Charge{{Kind: "Bad", Tenant: "acme", Increment: 1, Capacity: 1}}, nil); !errors.Is(err, fleetstore.ErrInvalid) {
 		t.Fatalf("bad kind: %v", err)
 	}
-	if e = r.one(t, "invalid hit"); e.Err != fleetstore.ClassInvalid || e.Outcome != 0 {
+	if e = r.one(t, "invalid hit"); e.Class != observe.ClassInvalid || e.Outcome != 0 {
 		t.Errorf("invalid hit: %+v", e)
 	}
 	over := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: "acme", Increment: time.Hour, Capacity: time.Second}
 	if _, err := st.Hit(ctx, []fleetstore.Charge{over}, nil); !errors.Is(err, fleetstore.ErrOverCapacity) {
 		t.Fatalf("over capacity: %v", err)
 	}
-	if e = r.one(t, "over-capacity hit"); e.Err != fleetstore.ClassOverCapacity {
+	if e = r.one(t, "over-capacity hit"); e.Class != observe.ClassOverCapacity {
 		t.Errorf("over-capacity hit: %+v", e)
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -170,7 +171,7 @@ func TestObserverEvents(t *testing.T) {
 	if err := st.Commit(cctx, c2); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled commit: %v", err)
 	}
-	if e = r.one(t, "cancelled commit"); e.Err != fleetstore.ClassCancelled || e.Failed != 1 {
+	if e = r.one(t, "cancelled commit"); e.Class != observe.ClassCancelled || e.Failed != 1 {
 		t.Errorf("cancelled commit: %+v", e)
 	}
 	if err := st.Close(); err != nil {
@@ -182,7 +183,7 @@ func TestObserverEvents(t *testing.T) {
 	if _, err := st.Hit(ctx, []fleetstore.Charge{bytes}, nil); !errors.Is(err, fleetstore.ErrClosed) {
 		t.Fatalf("hit after close: %v", err)
 	}
-	if e = r.one(t, "closed hit"); e.Err != fleetstore.ClassClosed {
+	if e = r.one(t, "closed hit"); e.Class != observe.ClassClosed {
 		t.Errorf("closed hit: %+v", e)
 	}
 	st.Close()
@@ -221,13 +222,13 @@ func TestObserverDegraded(t *testing.T) {
 	if err != nil || !res.Local {
 		t.Fatalf("hit: %+v %v, want a local decision", res, err)
 	}
-	if e := r.one(t, "local hit"); e.Op != fleetstore.OpHit || !e.Local || e.Outcome != fleetstore.OK || e.Err != fleetstore.NoError {
+	if e := r.one(t, "local hit"); e.Op != observe.OpHit || !e.Local || e.Outcome != fleetstore.OK || e.Class != observe.ClassNone {
 		t.Errorf("local hit: %+v", e)
 	}
 	if err := st.Commit(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	if e := r.one(t, "local commit"); e.Op != fleetstore.OpCommit || !e.Local || e.Failed != 0 {
+	if e := r.one(t, "local commit"); e.Op != observe.OpCommit || !e.Local || e.Failed != 0 {
 		t.Errorf("local commit: %+v", e)
 	}
 	if s := r.info.Stats(); !s.Degraded || s.Outbox != 1 {
@@ -236,62 +237,29 @@ func TestObserverDegraded(t *testing.T) {
 	if err := st.Reset(ctx, "acme"); !errors.Is(err, fleetstore.ErrUnavailable) {
 		t.Fatalf("reset while degraded: %v", err)
 	}
-	if e := r.one(t, "degraded reset"); e.Op != fleetstore.OpReset || e.Err != fleetstore.ClassUnavailable || e.Local {
+	if e := r.one(t, "degraded reset"); e.Op != observe.OpReset || e.Class != observe.ClassUnavailable || e.Local {
 		t.Errorf("degraded reset: %+v", e)
 	}
 	st.d.set(healthy)
 	if !waitFor(10*time.Second, func() bool { return !st.Stats().Degraded }) {
 		t.Fatal("still degraded 10s after the store is back")
 	}
-	var replays []fleetstore.Event
+	var replays []observe.Event
 	for _, e := range r.take() {
-		if e.Op == fleetstore.OpReplay {
+		if e.Op == observe.OpReplay {
 			replays = append(replays, e)
 		}
 	}
-	if len(replays) == 0 || replays[len(replays)-1].Claims != 1 || replays[len(replays)-1].Failed != 0 || replays[len(replays)-1].Err != fleetstore.NoError {
+	if len(replays) == 0 || replays[len(replays)-1].Claims != 1 || replays[len(replays)-1].Failed != 0 || replays[len(replays)-1].Class != observe.ClassNone {
 		t.Errorf("replays: %+v, want a last batch of 1 commit replayed", replays)
-	}
-}
-
-// TestClassOf: every sentinel has its class, in the documented order.
-func TestClassOf(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		err  error
-		want fleetstore.ErrorClass
-		name string
-	}{
-		{nil, fleetstore.NoError, ""},
-		{fleetstore.ErrClosed, fleetstore.ClassClosed, "closed"},
-		{&fleetstore.InvalidError{Field: "x"}, fleetstore.ClassInvalid, "invalid"},
-		{fleetstore.ErrOverCapacity, fleetstore.ClassOverCapacity, "over_capacity"},
-		{context.Canceled, fleetstore.ClassCancelled, "cancelled"},
-		{&fleetstore.ClaimLostError{Holder: "h"}, fleetstore.ClassClaimLost, "claim_lost"},
-		{fleetstore.ErrAlreadyCommitted, fleetstore.ClassAlreadyCommitted, "already_committed"},
-		{context.DeadlineExceeded, fleetstore.ClassOther, "_OTHER"},
-		{fleetstore.ErrTimeout, fleetstore.ClassTimeout, "timeout"},
-		{errors.Join(fleetstore.ErrUnavailable), fleetstore.ClassUnavailable, "unavailable"},
-		{errors.New("x"), fleetstore.ClassOther, "_OTHER"},
-		{errors.Join(&fleetstore.ClaimError{Err: fleetstore.ErrTimeout}, &fleetstore.ClaimError{Err: fleetstore.ErrClaimLost}), fleetstore.ClassTimeout, "timeout"},
-	} {
-		if got := fleetstore.ClassOf(tt.err); got != tt.want || got.String() != tt.name {
-			t.Errorf("ClassOf(%v) = %v (%q), want %v (%q)", tt.err, got, got, tt.want, tt.name)
-		}
-	}
-	for op, name := range map[fleetstore.Op]string{fleetstore.OpHit: "hit", fleetstore.OpCommit: "commit", fleetstore.OpRelease: "release",
-		fleetstore.OpReset: "reset", fleetstore.OpPing: "ping", fleetstore.OpReplay: "replay", 0: "", 200: ""} {
-		if op.String() != name {
-			t.Errorf("Op(%d) = %q, want %q", op, op.String(), name)
-		}
 	}
 }
 
 // panicOnReplay is an observer that panics on every replay event.
 type panicOnReplay struct{ replays atomic.Int64 }
 
-func (p *panicOnReplay) Observe(_ context.Context, e fleetstore.Event) {
-	if e.Op == fleetstore.OpReplay {
+func (p *panicOnReplay) Observe(_ context.Context, e observe.Event) {
+	if e.Op == observe.OpReplay {
 		p.replays.Add(1)
 		panic("observer bug: s3cret")
 	}

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/observe"
 )
 
 // Open returns a Store for rawURL, e.g. "memory://", "redis://cache:6379/0",
@@ -125,8 +126,8 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 	}
 	if o.observer != nil {
 		s.obs = o.observer
-		if so, ok := o.observer.(StoreObserver); ok {
-			if err := so.Attach(StoreInfo{Scheme: u.Scheme, Fallback: s.fb != nil, Stats: s.Stats}); err != nil {
+		if so, ok := o.observer.(observe.StoreObserver); ok {
+			if err := so.Attach(observe.StoreInfo{Scheme: u.Scheme, Fallback: s.fb != nil, Stats: s.Stats}); err != nil {
 				_ = s.Close()
 				return nil, openErr(driver.Invalid("observer", err.Error()))
 			}

@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fleetstore/fleetstore/drivers/memory"
+	"github.com/fleetstore/fleetstore/observe"
 )
 
 // Option configures Open.
@@ -15,9 +16,9 @@ type options struct {
 	logger     *zap.Logger
 	timeout    time.Duration
 	timeoutSet bool
-	fallback   *Fallback    // WithFallback
-	localClock memory.Clock // the fallback's local store's clock (tests); nil: monotonic
-	observer   Observer     // WithObserver
+	fallback   *Fallback        // WithFallback
+	localClock memory.Clock     // the fallback's local store's clock (tests); nil: monotonic
+	observer   observe.Observer // WithObserver
 }
 
 // DefaultTimeout is the per-call budget when neither WithTimeout nor the

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/observe"
 )
 
 // The probe's backoff (CONTRACT §8): from minProbe, doubling, up to
@@ -188,7 +189,7 @@ func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []que
 	start := time.Now()
 	errs, err := fb.s.conn.Commit(cctx, claims)
 	if err == nil && len(errs) != len(claims) {
-		err = driver.Reply(errResultCount(len(errs), len(claims)))
+		err = driver.ErrorReply(errResultCount(len(errs), len(claims)))
 	}
 	if fb.s.obs != nil {
 		fb.observeReplay(cctx, start, len(claims), errs, err)
@@ -281,7 +282,7 @@ func (fb *fallback) conflict(q queued, holder string) {
 		}
 	}
 	if fb.cfg.OnConflict != nil {
-		fb.cfg.OnConflict(Conflict{Claim: q.claim, Holder: holder, CommittedAt: q.at})
+		fb.cfg.OnConflict(Conflict{Claim: q.claim, Holder: holder, QueuedAt: q.at})
 	}
 }
 
@@ -305,7 +306,7 @@ func (fb *fallback) observeReplay(ctx context.Context, start time.Time, n int, e
 				zap.String("scheme", fb.s.scheme), zap.String("panic_type", fmt.Sprintf("%T", r)))
 		}
 	}()
-	e := Event{Op: OpReplay, Start: start, Duration: time.Since(start), Claims: n}
+	e := observe.Event{Op: observe.OpReplay, Start: start, Duration: time.Since(start), Claims: n}
 	first := err
 	if err != nil {
 		e.Failed = n
@@ -320,7 +321,7 @@ func (fb *fallback) observeReplay(ctx context.Context, start time.Time, n int, e
 	}
 	if first != nil {
 		_, kind := classify(ctx, first)
-		e.Err = ClassOf(opErr("replay", kind, first))
+		e.Class = observe.ClassOf(opErr("replay", kind, first))
 	}
 	fb.s.obs.Observe(ctx, e)
 }

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/observe"
 )
 
 // Store is an open fleet store. It is safe for concurrent use; open one per
@@ -43,8 +44,8 @@ type Store struct {
 
 	// obs is told of every call (WithObserver); nil without. sobs is obs
 	// as a StoreObserver, detached at Close; nil when it is not one.
-	obs  Observer
-	sobs StoreObserver
+	obs  observe.Observer
+	sobs observe.StoreObserver
 
 	// Every call counts itself in calls while it runs; Close sets closed,
 	// then waits for calls to drain. No lock is shared by calls, and a call
@@ -169,7 +170,7 @@ func (s *Store) hit(ctx context.Context, charges []Charge, claim *Claim) (res Re
 // Errors: ErrInvalid (nothing is sent), ErrClaimLost, ErrTimeout,
 // ErrUnavailable, ErrClosed.
 func (s *Store) Commit(ctx context.Context, claims ...Claim) error {
-	return s.observedSettle(ctx, OpCommit, claims, s.conn.Commit)
+	return s.observedSettle(ctx, observe.OpCommit, claims, s.conn.Commit)
 }
 
 // Release gives up pending claims after the hook failed to become durable
@@ -187,11 +188,11 @@ func (s *Store) Commit(ctx context.Context, claims ...Claim) error {
 // in the local store only, with the local store's result: a pending claim
 // in the shared store then expires by its PendingTTL.
 func (s *Store) Release(ctx context.Context, claims ...Claim) error {
-	return s.observedSettle(ctx, OpRelease, claims, s.conn.Release)
+	return s.observedSettle(ctx, observe.OpRelease, claims, s.conn.Release)
 }
 
 // observedSettle is settle, reported to the observer.
-func (s *Store) observedSettle(ctx context.Context, op Op, claims []Claim, call func(context.Context, []Claim) ([]error, error)) error {
+func (s *Store) observedSettle(ctx context.Context, op observe.Op, claims []Claim, call func(context.Context, []Claim) ([]error, error)) error {
 	if s.obs == nil {
 		_, err := s.settle(ctx, op.String(), claims, call)
 		return err
@@ -279,7 +280,7 @@ func (s *Store) Reset(ctx context.Context, tenant string) error {
 	}
 	start := time.Now()
 	err := s.reset(ctx, tenant)
-	s.observe(ctx, OpReset, start, err)
+	s.observe(ctx, observe.OpReset, start, err)
 	return err
 }
 
@@ -304,7 +305,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	}
 	start := time.Now()
 	err := s.call(ctx, "ping", s.conn.Ping)
-	s.observe(ctx, OpPing, start, err)
+	s.observe(ctx, observe.OpPing, start, err)
 	return err
 }
 
@@ -476,9 +477,9 @@ func doneErr(err error) error {
 // degraded, the outbox's length and the counters of CONTRACT §8. A Store
 // opened without a fallback returns zero Stats. Safe to call at any time,
 // also after Close.
-func (s *Store) Stats() Stats {
+func (s *Store) Stats() observe.Stats {
 	if s.fb == nil {
-		return Stats{}
+		return observe.Stats{}
 	}
 	return s.fb.stats()
 }

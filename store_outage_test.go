@@ -115,7 +115,7 @@ func TestOutageLoggedOnce(t *testing.T) {
 		case 1:
 			return refused
 		case 2:
-			return driver.Reply(errors.New("ERR wrong number of arguments"))
+			return driver.ErrorReply(errors.New("ERR wrong number of arguments"))
 		}
 		return nil
 	}

@@ -26,6 +26,11 @@ type (
 	// InvalidError is a bad argument (V1): Field names it ("claims[1].key",
 	// "url: timeout"), Reason says why. It matches ErrInvalid.
 	InvalidError = driver.InvalidError
+	// ClaimError is the error of one failed claim of a batch Commit or
+	// Release (C10): Index, Tenant, SourceID and Key name the claim, Err
+	// is its own error. A batch's failures are joined, one *ClaimError
+	// each; a failure of the whole call is one error, not a ClaimError.
+	ClaimError = driver.ClaimError
 )
 
 // MaxCharges is the most charges one Hit takes (CONTRACT §6).

@@ -62,7 +62,7 @@ func (c *netConn) call(ctx context.Context) error {
 			_ = make([]byte, n) // makeslice: len out of range
 		}
 	}
-	return driver.Reply(fmt.Errorf("unexpected reply of %d bytes", len(line)))
+	return driver.ErrorReply(fmt.Errorf("unexpected reply of %d bytes", len(line)))
 }
 
 // declared is the length a RESP bulk or aggregate header, or a memcached

@@ -33,7 +33,7 @@
 //     error once (deadline or socket timeout: ErrTimeout; the caller's
 //     cancellation as is; anything else: ErrUnavailable) and logs an
 //     outage's start and end once per Store. A driver marks only what it
-//     alone knows: [Reply] for an error that was the server's own answer
+//     alone knows: [ErrorReply] for an error that was the server's own answer
 //     (an error reply, a malformed reply: the store was reached), a wrap of
 //     [ErrTimeout] or [ErrUnavailable] where only the driver can tell (a
 //     client's pool timeout), and [ErrClaimLost] / [ErrAlreadyCommitted]

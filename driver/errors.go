@@ -52,18 +52,40 @@ func (e *ClaimLostError) Error() string {
 // Is makes errors.Is(err, ErrClaimLost) true.
 func (e *ClaimLostError) Is(target error) bool { return target == ErrClaimLost }
 
-// Reply marks err as the server's own answer to a call: an error reply, or
-// a reply the driver cannot decode (V4). The Store reports it as
+// ClaimError is the error a Store returns for one claim of a batch Commit
+// or Release that failed (C10); drivers do not return it. Index is the
+// claim's place in the batch, Tenant, SourceID and Key name it, Err is its
+// own error (ErrClaimLost, ErrAlreadyCommitted, or a timeout that reached
+// it mid-batch). A batch's failures are joined, one *ClaimError each, so
+// errors.As finds the first and a type switch over the joined errors finds
+// them all; a failure of the whole call is one error, not a ClaimError.
+type ClaimError struct {
+	Index                 int
+	Tenant, SourceID, Key string
+	Err                   error
+}
+
+func (e *ClaimError) Error() string {
+	return fmt.Sprintf("claims[%d] (tenant %.64q, source_id %.64q, key %.64q): %v",
+		e.Index, e.Tenant, e.SourceID, e.Key, e.Err)
+}
+
+// Unwrap returns the claim's own error.
+func (e *ClaimError) Unwrap() error { return e.Err }
+
+// ErrorReply marks err as the server's own error reply to a call: an
+// error the server answered with, or a reply the driver cannot decode
+// (V4). It returns a *ReplyError wrapping err. The Store reports it as
 // ErrUnavailable (the store refused the call) but not as an outage: the
-// server was reached. Reply(nil) is nil.
-func Reply(err error) error {
+// server was reached. ErrorReply(nil) is nil.
+func ErrorReply(err error) error {
 	if err == nil {
 		return nil
 	}
 	return &ReplyError{Err: err}
 }
 
-// ReplyError is an error the server answered with; see [Reply]. It
+// ReplyError is an error the server answered with; see [ErrorReply]. It
 // matches ErrUnavailable and unwraps to the client's error.
 type ReplyError struct {
 	Err error

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/observe"
 )
 
 // TestDegradedFleet runs a fleet of 3 nodes (3 Stores with
@@ -358,8 +359,8 @@ func (f *fleet) waitRecovered(d time.Duration) (time.Duration, bool) {
 }
 
 // stats sums the nodes' Stats.
-func (f *fleet) stats() fleetstore.Stats {
-	var sum fleetstore.Stats
+func (f *fleet) stats() observe.Stats {
+	var sum observe.Stats
 	for _, s := range f.nodes {
 		st := s.Stats()
 		sum.Degraded = sum.Degraded || st.Degraded

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/observe"
 )
 
 // TestReplayAfterOutage queues 10 000 commits on a Store with a fallback
@@ -61,7 +62,7 @@ func TestReplayAfterOutage(t *testing.T) {
 		}
 		upAt := time.Now()
 		var firstAt, lastAt time.Time
-		var st fleetstore.Stats
+		var st observe.Stats
 		for time.Since(upAt) < 10*time.Second {
 			st = s.Stats()
 			if st.Replayed > 0 && firstAt.IsZero() {

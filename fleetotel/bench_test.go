@@ -14,6 +14,7 @@ import (
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/fleetotel"
+	"github.com/fleetstore/fleetstore/observe"
 )
 
 // BenchmarkHit is the root package's BenchmarkHit/single (a memory Hit:
@@ -24,7 +25,7 @@ import (
 // span sampled and ended, exported nowhere). Compare the variants of one
 // run as ratios.
 func BenchmarkHit(b *testing.B) {
-	otelObs := func(b *testing.B, opts ...fleetotel.Option) fleetstore.Observer {
+	otelObs := func(b *testing.B, opts ...fleetotel.Option) observe.Observer {
 		o, err := fleetotel.New(opts...)
 		if err != nil {
 			b.Fatal(err)
@@ -33,19 +34,19 @@ func BenchmarkHit(b *testing.B) {
 	}
 	for _, v := range []struct {
 		name string
-		obs  func(b *testing.B) fleetstore.Observer
+		obs  func(b *testing.B) observe.Observer
 	}{
-		{"observer=none", func(*testing.B) fleetstore.Observer { return nil }},
-		{"observer=nop", func(*testing.B) fleetstore.Observer { return nopObserver{} }},
-		{"otel=noop", func(b *testing.B) fleetstore.Observer {
+		{"observer=none", func(*testing.B) observe.Observer { return nil }},
+		{"observer=nop", func(*testing.B) observe.Observer { return nopObserver{} }},
+		{"otel=noop", func(b *testing.B) observe.Observer {
 			return otelObs(b, fleetotel.WithMeterProvider(metricnoop.NewMeterProvider()), fleetotel.WithTracerProvider(tracenoop.NewTracerProvider()))
 		}},
-		{"otel=sdk-metrics", func(b *testing.B) fleetstore.Observer {
+		{"otel=sdk-metrics", func(b *testing.B) observe.Observer {
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 			b.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 			return otelObs(b, fleetotel.WithMeterProvider(mp), fleetotel.WithTracerProvider(tracenoop.NewTracerProvider()))
 		}},
-		{"otel=sdk", func(b *testing.B) fleetstore.Observer {
+		{"otel=sdk", func(b *testing.B) observe.Observer {
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 			tp := sdktrace.NewTracerProvider()
 			b.Cleanup(func() { _ = mp.Shutdown(context.Background()); _ = tp.Shutdown(context.Background()) })
@@ -69,7 +70,7 @@ func BenchmarkHit(b *testing.B) {
 
 type nopObserver struct{}
 
-func (nopObserver) Observe(context.Context, fleetstore.Event) {}
+func (nopObserver) Observe(context.Context, observe.Event) {}
 
 var benchRun atomic.Int64
 
@@ -112,9 +113,9 @@ func benchHits(b *testing.B, store *fleetstore.Store) {
 // charge) on no-op providers, the SDK's meter, and the SDK's meter and
 // tracer.
 func BenchmarkObserve(b *testing.B) {
-	events := map[string]fleetstore.Event{
-		"hit=ok":           {Op: fleetstore.OpHit, Start: time.Now(), Duration: 700 * time.Nanosecond, Outcome: fleetstore.OK, Charges: 2, Claims: 1},
-		"hit=rate_limited": {Op: fleetstore.OpHit, Start: time.Now(), Duration: 700 * time.Nanosecond, Outcome: fleetstore.RateLimited, Charges: 2, Claims: 1, NDenied: 1, Denied: [fleetstore.MaxCharges]fleetstore.Kind{fleetstore.Hooks}},
+	events := map[string]observe.Event{
+		"hit=ok":           {Op: observe.OpHit, Start: time.Now(), Duration: 700 * time.Nanosecond, Outcome: fleetstore.OK, Charges: 2, Claims: 1},
+		"hit=rate_limited": {Op: observe.OpHit, Start: time.Now(), Duration: 700 * time.Nanosecond, Outcome: fleetstore.RateLimited, Charges: 2, Claims: 1, NDenied: 1, Denied: [fleetstore.MaxCharges]fleetstore.Kind{fleetstore.Hooks}},
 	}
 	for _, p := range []struct {
 		name string
@@ -141,7 +142,7 @@ func BenchmarkObserve(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if err := o.Attach(fleetstore.StoreInfo{Scheme: "memory"}); err != nil {
+				if err := o.Attach(observe.StoreInfo{Scheme: "memory"}); err != nil {
 					b.Fatal(err)
 				}
 				e, ctx := events[ev], context.Background()

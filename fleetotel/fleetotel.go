@@ -1,5 +1,5 @@
 // Package fleetotel reports a fleetstore Store's calls to OpenTelemetry:
-// metrics and spans made from the Store's Observer events (fleetstore
+// metrics and spans made from the Store's observe.Event values (fleetstore
 // CONTRACT §1.5), following the OpenTelemetry semantic conventions for
 // database clients (semconv v1.43.0).
 //
@@ -29,7 +29,7 @@
 //     "bytes", …: the application's few kinds, at most MaxKinds of them,
 //     the rest "_OTHER").
 //   - fleetstore.client.errors (counter, {error}): every call that failed,
-//     with db.operation.name and error.type (fleetstore.ErrorClass:
+//     with db.operation.name and error.type (observe.Class:
 //     "timeout", "unavailable", "invalid", "claim_lost", "closed",
 //     "cancelled", …).
 //   - With the degraded mode (WithFallback), observable instruments read
@@ -86,6 +86,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/observe"
 )
 
 // ScopeName is the instrumentation scope of the meter and tracer.
@@ -152,7 +153,7 @@ func WithAttributes(attrs ...attribute.KeyValue) Option {
 	return func(c *config) { c.attrs = append(c.attrs, attrs...) }
 }
 
-// Observer is a fleetstore.StoreObserver reporting to OpenTelemetry. Give
+// Observer is an observe.StoreObserver reporting to OpenTelemetry. Give
 // it to one Store (fleetstore.WithObserver); New makes one per Store. It
 // is safe for concurrent use. Observers of several Stores on one
 // MeterProvider need distinguishing WithAttributes (see there): the
@@ -194,12 +195,12 @@ type attached struct {
 }
 
 const (
-	nOps      = int(fleetstore.OpReplay) + 1
-	nClasses  = int(fleetstore.ClassOther) + 1
+	nOps      = int(observe.OpReplay) + 1
+	nClasses  = int(observe.ClassOther) + 1
 	nOutcomes = int(fleetstore.RateLimited) + 1
 )
 
-var _ fleetstore.StoreObserver = (*Observer)(nil)
+var _ observe.StoreObserver = (*Observer)(nil)
 
 // New returns an Observer on the providers opts give (the global ones by
 // default), its instruments created.
@@ -269,7 +270,7 @@ var errAttached = errors.New("fleetotel: this Observer already observes a Store 
 // Errors: the Observer is nil (not made by New: fleetstore.Open then
 // fails with ErrInvalid naming "observer"); the Observer already observes
 // a Store; the meter's, registering the callback.
-func (o *Observer) Attach(info fleetstore.StoreInfo) error {
+func (o *Observer) Attach(info observe.StoreInfo) error {
 	if o == nil {
 		return errNil
 	}
@@ -335,11 +336,11 @@ func (o *Observer) prepare(system attribute.KeyValue) *attached {
 	}
 	a.otherOpt = []metric.AddOption{metric.WithAttributeSet(with(KindKey.String("_OTHER")))}
 	for op := 1; op < nOps; op++ {
-		name := semconv.DBOperationName(fleetstore.Op(op).String())
+		name := semconv.DBOperationName(observe.Op(op).String())
 		for class := range nClasses {
 			var errType []attribute.KeyValue
-			if class != int(fleetstore.NoError) {
-				errType = []attribute.KeyValue{semconv.ErrorTypeKey.String(fleetstore.ErrorClass(class).String())}
+			if class != int(observe.ClassNone) {
+				errType = []attribute.KeyValue{semconv.ErrorTypeKey.String(observe.Class(class).String())}
 				a.errOpt[op][class] = []metric.AddOption{metric.WithAttributeSet(with(append(errType, name)...))}
 			}
 			for local := range 2 {
@@ -376,12 +377,12 @@ func System(scheme string) attribute.KeyValue {
 // Observe records e: its duration, its outcome or error class, its
 // denied kinds, and a span. It is called by the Store after every call.
 // A nil Observer records nothing.
-func (o *Observer) Observe(ctx context.Context, e fleetstore.Event) {
+func (o *Observer) Observe(ctx context.Context, e observe.Event) {
 	if o == nil {
 		return
 	}
 	a := o.store.Load()
-	op, class := int(e.Op), int(e.Err)
+	op, class := int(e.Op), int(e.Class)
 	if a == nil || op <= 0 || op >= nOps || class < 0 || class >= nClasses {
 		return
 	}
@@ -390,9 +391,9 @@ func (o *Observer) Observe(ctx context.Context, e fleetstore.Event) {
 		local = 1
 	}
 	o.duration.Record(ctx, e.Duration.Seconds(), a.durOpt[op][class][local]...)
-	if e.Err != fleetstore.NoError {
+	if e.Class != observe.ClassNone {
 		o.errs.Add(ctx, 1, a.errOpt[op][class]...)
-	} else if e.Op == fleetstore.OpHit && int(e.Outcome) > 0 && int(e.Outcome) < nOutcomes {
+	} else if e.Op == observe.OpHit && int(e.Outcome) > 0 && int(e.Outcome) < nOutcomes {
 		o.hits.Add(ctx, 1, a.hitOpt[e.Outcome][local]...)
 		for _, k := range e.DeniedKinds() {
 			o.denials.Add(ctx, 1, o.kindOpt(a, k)...)
@@ -433,14 +434,14 @@ func (o *Observer) kindOpt(a *attached, k fleetstore.Kind) []metric.AddOption {
 }
 
 // span records e as a client span, from e.Start for e.Duration.
-func (o *Observer) span(ctx context.Context, a *attached, e *fleetstore.Event) {
+func (o *Observer) span(ctx context.Context, a *attached, e *observe.Event) {
 	attrs := make([]attribute.KeyValue, 0, len(a.base)+8)
 	attrs = append(attrs, a.base...)
 	attrs = append(attrs, semconv.DBOperationName(e.Op.String()), LocalKey.Bool(e.Local))
 	switch e.Op {
-	case fleetstore.OpHit:
+	case observe.OpHit:
 		attrs = append(attrs, ChargesKey.Int(e.Charges), ClaimsKey.Int(e.Claims))
-		if e.Err == fleetstore.NoError {
+		if e.Class == observe.ClassNone {
 			attrs = append(attrs, OutcomeKey.String(e.Outcome.String()))
 		}
 		if e.NDenied > 0 {
@@ -450,19 +451,19 @@ func (o *Observer) span(ctx context.Context, a *attached, e *fleetstore.Event) {
 			}
 			attrs = append(attrs, DeniedKindsKey.StringSlice(kinds))
 		}
-	case fleetstore.OpCommit, fleetstore.OpRelease, fleetstore.OpReplay:
+	case observe.OpCommit, observe.OpRelease, observe.OpReplay:
 		attrs = append(attrs, ClaimsKey.Int(e.Claims), FailedKey.Int(e.Failed))
 		if e.Claims >= 2 {
 			attrs = append(attrs, semconv.DBOperationBatchSize(e.Claims))
 		}
 	}
-	if e.Err != fleetstore.NoError {
-		attrs = append(attrs, semconv.ErrorTypeKey.String(e.Err.String()))
+	if e.Class != observe.ClassNone {
+		attrs = append(attrs, semconv.ErrorTypeKey.String(e.Class.String()))
 	}
 	_, span := o.tracer.Start(ctx, e.Op.String(), trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithTimestamp(e.Start), trace.WithAttributes(attrs...))
-	if e.Err != fleetstore.NoError {
-		span.SetStatus(codes.Error, e.Err.String())
+	if e.Class != observe.ClassNone {
+		span.SetStatus(codes.Error, e.Class.String())
 	}
 	span.End(trace.WithTimestamp(e.Start.Add(e.Duration)))
 }

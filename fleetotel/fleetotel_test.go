@@ -20,6 +20,7 @@ import (
 	"github.com/fleetstore/fleetstore"
 	_ "github.com/fleetstore/fleetstore/drivers/redis"
 	"github.com/fleetstore/fleetstore/fleetotel"
+	"github.com/fleetstore/fleetstore/observe"
 )
 
 // sdk is an Observer on the OTel SDK with an in-memory metric reader and
@@ -452,7 +453,7 @@ func TestNilObserver(t *testing.T) {
 	if st, err := fleetstore.Open("memory://fleetotel-nil", fleetstore.WithObserver(o)); st != nil || !errors.As(err, &ie) || ie.Field != "observer" {
 		t.Fatalf("Open: %v, want ErrInvalid naming observer", err)
 	}
-	o.Observe(context.Background(), fleetstore.Event{Op: fleetstore.OpHit})
+	o.Observe(context.Background(), observe.Event{Op: observe.OpHit})
 	o.Detach()
 }
 
@@ -520,13 +521,13 @@ func TestSystem(t *testing.T) {
 // kinds cannot grow the metric without bound.
 func TestDenialKindsCapped(t *testing.T) {
 	s := newSDK(t)
-	if err := s.obs.Attach(fleetstore.StoreInfo{Scheme: "memory"}); err != nil {
+	if err := s.obs.Attach(observe.StoreInfo{Scheme: "memory"}); err != nil {
 		t.Fatal(err)
 	}
 	defer s.obs.Detach()
 	const extra = 5
 	for i := range fleetotel.MaxKinds + extra {
-		e := fleetstore.Event{Op: fleetstore.OpHit, Start: time.Now(), Outcome: fleetstore.RateLimited, Charges: 1, NDenied: 1}
+		e := observe.Event{Op: observe.OpHit, Start: time.Now(), Outcome: fleetstore.RateLimited, Charges: 1, NDenied: 1}
 		e.Denied[0] = fleetstore.Kind(fmt.Sprintf("k%d", i))
 		s.obs.Observe(context.Background(), e)
 		s.obs.Observe(context.Background(), e) // a kind seen again is the same point

@@ -96,7 +96,7 @@ func Write(h http.Header, res *fleetstore.Result, limits []fleetstore.Limit, opt
 		policy.WriteString(name)
 		policy.WriteString(";q=")
 		policy.WriteString(sfInteger(l.Burst()))
-		if l.Bytes() {
+		if l.InBytes() {
 			policy.WriteString(`;qu="content-bytes"`)
 		}
 		policy.WriteString(";w=")

@@ -247,7 +247,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	charges := buf[:0]
 	for _, l := range h.cfg.Limits {
 		cost := int64(1)
-		if l.Bytes() {
+		if l.InBytes() {
 			cost = int64(len(body))
 		}
 		charges = append(charges, l.Charge(tenant, cost))

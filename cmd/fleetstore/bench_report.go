@@ -12,6 +12,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/observe"
 )
 
 // benchReport is what a bench run measured; -json prints it as is.
@@ -70,7 +71,7 @@ type fallbackReport struct {
 }
 
 // addFallback reports the degraded mode's counters between two Stats.
-func (r *benchReport) addFallback(before, after fleetstore.Stats) {
+func (r *benchReport) addFallback(before, after observe.Stats) {
 	r.Fallback = &fallbackReport{
 		LocalDecisions: r.local,
 		Degraded:       after.Degraded,

@@ -24,7 +24,7 @@ func conflict(err error) bool {
 // classify names the memcached step that failed and marks what only this
 // driver knows; the Store classifies the rest (CONTRACT §1): gomemcache's
 // connect timeout, which is not a net.Error, is ErrTimeout; a SERVER_ERROR
-// is the server's answer (driver.Reply). ctx is the call's.
+// is the server's answer (driver.ErrorReply). ctx is the call's.
 func classify(ctx context.Context, op string, err error) error {
 	var cte *memcache.ConnectTimeoutError
 	switch {
@@ -33,7 +33,7 @@ func classify(ctx context.Context, op string, err error) error {
 	case errors.As(err, &cte) && ctx.Err() == nil:
 		return fmt.Errorf("memcached: %s: %w: %w", op, driver.ErrTimeout, err)
 	case errors.Is(err, memcache.ErrServerError):
-		return driver.Reply(fmt.Errorf("memcached: %s: %w", op, err))
+		return driver.ErrorReply(fmt.Errorf("memcached: %s: %w", op, err))
 	}
 	return fmt.Errorf("memcached: %s: %w", op, err)
 }

@@ -138,5 +138,5 @@ func parseClaim(v []byte) (r claim.State, err error) {
 
 // malformed is the error of an item this driver cannot read (V4).
 func malformed(key string, err error) error {
-	return driver.Reply(fmt.Errorf("memcached: item %s: %w", key, err))
+	return driver.ErrorReply(fmt.Errorf("memcached: item %s: %w", key, err))
 }

@@ -190,7 +190,7 @@ func backoff(n int) time.Duration {
 // unreachable) makes the store unavailable.
 func buildErr(err error) error {
 	if _, ok := valkey.IsValkeyErr(err); ok {
-		return driver.Reply(fmt.Errorf("connect: %w", err))
+		return driver.ErrorReply(fmt.Errorf("connect: %w", err))
 	}
 	if isTimeout(err) {
 		return fmt.Errorf("%w: connect: %w", driver.ErrTimeout, err)

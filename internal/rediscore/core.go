@@ -107,7 +107,7 @@ func (c *Conn) Hit(ctx context.Context, charges []driver.Charge, claim *driver.C
 	}
 	c.answered()
 	res, err := scripts.DecodeHit(reply, len(charges))
-	return res, driver.Reply(err)
+	return res, driver.ErrorReply(err)
 }
 
 // Commit implements driver.Conn (C5–C8, C10).
@@ -157,7 +157,7 @@ func (c *Conn) settle(ctx context.Context, commit bool, claims []driver.Claim) (
 		err := calls[g].Err
 		if err == nil {
 			res, err = scripts.DecodeSettle(calls[g].Reply, len(idx))
-			err = driver.Reply(err)
+			err = driver.ErrorReply(err)
 		} else {
 			err = c.mark(err)
 		}
@@ -234,7 +234,7 @@ func (c *Conn) runAll(ctx context.Context, s *scripts.Script, calls []*Call) {
 func (c *Conn) mark(err error) error {
 	if c.cl.IsReply(err) {
 		c.answered()
-		return driver.Reply(err)
+		return driver.ErrorReply(err)
 	}
 	return err
 }

@@ -37,6 +37,7 @@ import (
 	_ "github.com/fleetstore/fleetstore/drivers/redis"
 	_ "github.com/fleetstore/fleetstore/drivers/valkey"
 	"github.com/fleetstore/fleetstore/fleetotel"
+	"github.com/fleetstore/fleetstore/observe"
 )
 
 func main() {
@@ -95,10 +96,10 @@ func run(url string, n, tenants int, rate, burst int64, dup, traces int) error {
 		r, err := store.Hit(hctx, []fleetstore.Charge{limit.Charge(tenant, 1)}, &claim)
 		switch {
 		case err != nil:
-			counts["error: "+fleetstore.ClassOf(err).String()]++
+			counts["error: "+observe.ClassOf(err).String()]++
 		case r.Outcome == fleetstore.OK:
 			if err := store.Commit(hctx, claim); err != nil {
-				counts["commit error: "+fleetstore.ClassOf(err).String()]++
+				counts["commit error: "+observe.ClassOf(err).String()]++
 			}
 			fallthrough
 		default:
