@@ -13,8 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fleetstore/fleetstore/driver"
-	"github.com/fleetstore/fleetstore/drivers/memory"
 	"github.com/fleetstore/fleetstore/gcra"
+	"github.com/fleetstore/fleetstore/internal/memstore"
 	"github.com/fleetstore/fleetstore/observe"
 )
 
@@ -31,7 +31,7 @@ type fallback struct {
 	s     *Store
 	cfg   Fallback
 	share share
-	mem   *memory.Driver
+	mem   *memstore.Driver
 	local driver.Conn // never blocks: called without a budget
 
 	// Read by every call; written once an outage (or a count). Kept off
@@ -50,7 +50,7 @@ type fallback struct {
 	// retry meeting this node right after the switch back is Pending, not
 	// a second admission of the hook the outage admitted locally.
 	pendingUntil atomic.Int64
-	clock        memory.Clock
+	clock        memstore.Clock
 
 	fullLogged    atomic.Bool // "outbox full", once an outage
 	refusedLogged atomic.Bool // "replayed commits refused", once an outage
@@ -81,11 +81,11 @@ type fallback struct {
 	chargeBufs sync.Pool // *[]Charge: a local Hit's charges at this node's share
 }
 
-func newFallback(s *Store, cfg *Fallback, clock memory.Clock) (*fallback, error) {
+func newFallback(s *Store, cfg *Fallback, clock memstore.Clock) (*fallback, error) {
 	if clock == nil {
-		clock = memory.Monotonic
+		clock = memstore.Monotonic
 	}
-	mem := memory.New(clock)
+	mem := memstore.New(clock)
 	local, err := mem.Open(driver.Config{URL: &url.URL{Scheme: "memory", Host: localName}, KeyPrefix: localPrefix, Timeout: s.timeout, Logger: s.log})
 	if err != nil {
 		return nil, err

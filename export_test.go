@@ -3,12 +3,12 @@ package fleetstore
 import (
 	"time"
 
-	"github.com/fleetstore/fleetstore/drivers/memory"
+	"github.com/fleetstore/fleetstore/internal/memstore"
 )
 
 // WithLocalClock runs the fallback's local store on clock (µs): the
 // degraded-mode tests drive its buckets by an injected time.
-func WithLocalClock(clock memory.Clock) Option {
+func WithLocalClock(clock memstore.Clock) Option {
 	return func(o *options) { o.localClock = clock }
 }
 

@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/fleetstore/fleetstore/drivers/memory"
+	"github.com/fleetstore/fleetstore/internal/memstore"
 	"github.com/fleetstore/fleetstore/observe"
 )
 
@@ -17,7 +17,7 @@ type options struct {
 	timeout    time.Duration
 	timeoutSet bool
 	fallback   *Fallback        // WithFallback
-	localClock memory.Clock     // the fallback's local store's clock (tests); nil: monotonic
+	localClock memstore.Clock   // the fallback's local store's clock (tests); nil: monotonic
 	observer   observe.Observer // WithObserver
 }
 

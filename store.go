@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/storeaccess"
 	"github.com/fleetstore/fleetstore/observe"
 )
 
@@ -62,9 +63,9 @@ func newStore(d driver.Driver, conn driver.Conn, scheme, display string, timeout
 	return &Store{drv: d, conn: conn, scheme: scheme, display: display, timeout: timeout, log: log, nonBlock: nb, drained: make(chan struct{}, 1), now: time.Now}
 }
 
-// Driver returns the Store's driver, as sql.DB.Driver does: a caller can
-// look for an optional interface on it (driver.ExpiryGranularity).
-func (s *Store) Driver() driver.Driver { return s.drv }
+func init() {
+	storeaccess.Driver = func(s any) driver.Driver { return s.(*Store).drv }
+}
 
 // Hit charges every bucket in charges and, when claim is not nil, claims its
 // key, in one round trip (CONTRACT §3, §4: G1–G10, C1–C4).

@@ -17,11 +17,12 @@ import (
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/drivers/memory"
+	"github.com/fleetstore/fleetstore/internal/storeaccess"
 )
 
 // TestOpenDriver: a Store on a driver value, no scheme registered, with
 // the common parameters parsed as by Open and the driver given back by
-// Store.Driver.
+// storeaccess.Driver.
 func TestOpenDriver(t *testing.T) {
 	t.Parallel()
 	d := memory.New(nil)
@@ -30,8 +31,8 @@ func TestOpenDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if st.Driver() != driver.Driver(d) {
-		t.Errorf("Driver() = %v, want the driver given", st.Driver())
+	if got := storeaccess.Driver(st); got != driver.Driver(d) {
+		t.Errorf("the Store's driver = %v, want the driver given", got)
 	}
 	if res, err := st.Hit(context.Background(), []fleetstore.Charge{testCharge}, nil); err != nil || res.Outcome != fleetstore.OK {
 		t.Errorf("hit: %+v %v", res, err)
