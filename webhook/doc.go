@@ -55,27 +55,47 @@
 //
 // # Statuses
 //
-//	Hit                       retrying provider              GitHub (does not retry)
-//	OK, stored                202 Accepted                   202 Accepted
-//	OK, the Sink failed       503, Retry-After; released     503, Retry-After; released
-//	Duplicate                 200 OK (already stored)        200 OK
-//	Pending                   409 Conflict, Retry-After      409 Conflict, Retry-After
-//	RateLimited, then the claim alone:
-//	  Duplicate               200 OK                         200 OK
-//	  Pending                 409 Conflict, Retry-After      409 Conflict, Retry-After
-//	  OK                      429, Retry-After; released     202 Accepted, stored with Hook.Deferred
-//	ErrOverCapacity           413 (a body over the byte      as RateLimited: the claim alone, 202
-//	                          burst never conforms)          with Hook.Deferred (or 200, 409)
-//	ErrInvalid                400 (an event id over 1024 bytes, a bad tenant);
-//	                          500 for a bad hook id or Node (the handler's, logged once)
-//	ErrTimeout/ErrUnavailable 503, Retry-After (Config.RetryAfter)
-//	ErrClosed, cancelled      503, Retry-After
+// Every answer is one row of this table, in the order a delivery meets
+// them. "Retries" is Provider.Retries: a provider that redelivers a
+// delivery not answered 2xx on its own (all built-in ones but GitHub).
+//
+//	outcome                        status                        Retry-After
+//	not a POST                     405 Method Not Allowed
+//	body over Config.MaxBody       413 Request Entity Too Large
+//	body unreadable                400 Bad Request
+//	unknown tenant                 404 Not Found
+//	signature fails                401 Unauthorized
+//	secrets unusable               500 Internal Server Error
+//	no event id                    400 Bad Request
+//	OK, stored                     202 Accepted
+//	OK, the Sink failed            503 Service Unavailable       Config.RetryAfter
+//	Duplicate                      200 OK
+//	Pending                        409 Conflict                  the claim's time left
+//	denied, new, Retries           429 Too Many Requests         the denied charges'
+//	denied, new, not Retries       202 Accepted
+//	ErrOverCapacity, Retries       413 Request Entity Too Large
+//	ErrInvalid: tenant, event id   400 Bad Request
+//	ErrInvalid: hook id, Node      500 Internal Server Error
+//	store out, closed, cancelled   503 Service Unavailable       Config.RetryAfter
+//
+// "unknown tenant" is Config.Tenant failing or Config.Secrets saying
+// ErrUnknownTenant; "secrets unusable" is any other error of Secrets, or
+// an empty secret. After the Sink fails, and on a 429, the claim is
+// released, so that the provider's retry is taken. "denied" is a Hit
+// that returned RateLimited, or ErrOverCapacity (a body over the byte
+// burst) for a provider that does not retry; "new" is what the claim
+// alone then says (below); "not Retries" stores the hook with
+// Hook.Deferred. A 500 for a bad hook id or Node is the handler's own
+// configuration, logged once. "store out" is ErrTimeout or ErrUnavailable;
+// "closed" ErrClosed; "cancelled" the request's context.
 //
 // A Hit decides its charges before its claim (CONTRACT §4): a denied one
 // does not say whether the delivery is new. So on a denial the handler
 // makes one more Hit, the claim alone, charging nothing — a second round
 // trip, only then — so that a redelivery of a stored hook is 200 and one
-// of a hook being stored 409 whatever the tenant's limit, never 429.
+// of a hook being stored 409 whatever the tenant's limit, never 429: a
+// denied delivery the claim finds Duplicate or Pending is the row of that
+// name.
 //
 // Stripe (up to 3 days), Standard Webhooks senders such as Svix (about a
 // day and a half) and Shopify (8 times in 4 hours) redeliver a delivery

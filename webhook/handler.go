@@ -211,28 +211,27 @@ func randomID() string {
 // answer.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "webhooks are POSTed", http.StatusMethodNotAllowed)
+		h.reply(w, replyNotPost)
 		return
 	}
 	received := h.cfg.Now()
-	body, status, why := h.read(w, r)
-	if status != 0 {
-		http.Error(w, why, status)
+	body, rep := h.read(w, r)
+	if rep != replyNone {
+		h.reply(w, rep)
 		return
 	}
 	tenant, err := h.cfg.Tenant(r, body)
 	if err != nil {
-		http.Error(w, "unknown tenant", http.StatusNotFound)
+		h.reply(w, replyUnknownTenant)
 		return
 	}
-	if status, why := h.verify(r.Header, body, tenant, received); status != 0 {
-		http.Error(w, why, status)
+	if rep := h.verify(r.Header, body, tenant, received); rep != replyNone {
+		h.reply(w, rep)
 		return
 	}
 	event, err := h.cfg.Provider.EventID(r.Header, body)
 	if err != nil {
-		http.Error(w, "no event id", http.StatusBadRequest)
+		h.reply(w, replyNoEvent)
 		return
 	}
 	hook := &Hook{
@@ -254,7 +253,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	res, err := h.cfg.Store.Hit(r.Context(), charges, &claim)
-	if err == nil && res.Outcome == fleetstore.RateLimited || errors.Is(err, fleetstore.ErrOverCapacity) && !h.cfg.Provider.Retries() {
+	denied := err == nil && res.Outcome == fleetstore.RateLimited ||
+		errors.Is(err, fleetstore.ErrOverCapacity) && !h.cfg.Provider.Retries()
+	if denied {
 		h.refused(w, r, res, hook, claim)
 		return
 	}
@@ -267,17 +268,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // answer answers a Hit's decision res: Duplicate 200, Pending 409, OK the
 // Sink then 202 (or 503), each with the fields of package headers.
-func (h *Handler) answer(w http.ResponseWriter, r *http.Request, res fleetstore.Result, hook *Hook, claim fleetstore.Claim) {
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, res fleetstore.Result, hook *Hook,
+	claim fleetstore.Claim) {
 	h.claiming.clear(h.log, "webhook: deliveries are claimed again")
 	headers.Write(w.Header(), &res, h.cfg.Limits, headers.Options{Legacy: h.cfg.LegacyHeaders})
 	switch res.Outcome {
 	case fleetstore.Duplicate:
-		w.WriteHeader(http.StatusOK)
-		io.WriteString(w, "duplicate: already stored\n")
+		h.reply(w, replyDuplicate)
 	case fleetstore.Pending:
-		http.Error(w, "another delivery of this event is being stored: retry", http.StatusConflict)
-	case fleetstore.RateLimited: // from refused: a new event of a provider that retries, its claim released
-		http.Error(w, "rate limited: retry after Retry-After", http.StatusTooManyRequests)
+		h.reply(w, replyPending)
+	case fleetstore.RateLimited:
+		// From refused: a new event of a provider that retries, its
+		// claim released.
+		h.reply(w, replyLimited)
 	case fleetstore.OK:
 		hook.Local = res.Local
 		h.store(w, r, hook, claim)
@@ -294,7 +297,8 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, res fleetstore.
 // not, the hook is stored with Hook.Deferred (the package doc's
 // "Statuses"). The extra round trip is only made on a denial. The
 // RateLimit fields stay the charges' (none for ErrOverCapacity).
-func (h *Handler) refused(w http.ResponseWriter, r *http.Request, limited fleetstore.Result, hook *Hook, claim fleetstore.Claim) {
+func (h *Handler) refused(w http.ResponseWriter, r *http.Request, limited fleetstore.Result,
+	hook *Hook, claim fleetstore.Claim) {
 	res, err := h.cfg.Store.Hit(r.Context(), nil, &claim)
 	if err != nil {
 		h.hitFailed(w, r, err)
@@ -314,19 +318,19 @@ func (h *Handler) refused(w http.ResponseWriter, r *http.Request, limited fleets
 
 // read reads the body, at most MaxBody bytes: a larger one is 413, a
 // read that fails 400, never a truncated body.
-func (h *Handler) read(w http.ResponseWriter, r *http.Request) ([]byte, int, string) {
+func (h *Handler) read(w http.ResponseWriter, r *http.Request) ([]byte, reply) {
 	if r.ContentLength > h.cfg.MaxBody {
-		return nil, http.StatusRequestEntityTooLarge, "body over " + strconv.FormatInt(h.cfg.MaxBody, 10) + " bytes"
+		return nil, replyTooLarge
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return nil, http.StatusRequestEntityTooLarge, "body over " + strconv.FormatInt(h.cfg.MaxBody, 10) + " bytes"
+		return nil, replyTooLarge
 	case err != nil:
-		return nil, http.StatusBadRequest, "reading the body failed"
+		return nil, replyUnreadable
 	}
-	return body, 0, ""
+	return body, replyNone
 }
 
 // verify checks the delivery's signature under tenant's secrets: 404 for
@@ -336,10 +340,10 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request) ([]byte, int, str
 // cleared only by a delivery that verifies a minute or more after the last
 // failure (senderState): a sender can name a tenant, not sign for it, and
 // cannot turn the line on and off between real deliveries.
-func (h *Handler) verify(hd http.Header, body []byte, tenant string, now time.Time) (int, string) {
+func (h *Handler) verify(hd http.Header, body []byte, tenant string, now time.Time) reply {
 	secrets, err := h.cfg.Secrets(tenant)
 	if errors.Is(err, ErrUnknownTenant) {
-		return http.StatusNotFound, "unknown tenant"
+		return replyUnknownTenant
 	}
 	if err == nil {
 		err = checkSecrets(h.cfg.Provider.Name(), secrets)
@@ -348,35 +352,52 @@ func (h *Handler) verify(hd http.Header, body []byte, tenant string, now time.Ti
 		err = h.cfg.Provider.Verify(hd, body, secrets, now)
 		if err != nil && !errors.Is(err, ErrSecret) {
 			// ErrSignature, or any error of a custom Provider but ErrSecret.
-			h.verifying.set(h.log, now, "webhook: a delivery failed signature verification (logged once until one verifies, a minute after the last failure)", zap.Error(err))
-			return http.StatusUnauthorized, "signature verification failed"
+			h.verifying.set(h.log, now, msgUnverified, zap.Error(err))
+			return replyBadSignature
 		}
 	}
 	if err != nil { // Secrets failed, or a secret is unusable: ours to fix
-		h.secrets.set(h.log, now, "webhook: cannot verify deliveries: secrets unusable (logged once until a delivery verifies, a minute after the last failure)", zap.Error(err))
-		return http.StatusInternalServerError, "cannot verify deliveries"
+		h.secrets.set(h.log, now, msgSecrets, zap.Error(err))
+		return replySecrets
 	}
 	h.secrets.clear(h.log, now, "webhook: secrets usable again")
 	h.verifying.clear(h.log, now, "webhook: deliveries verify again")
-	return 0, ""
+	return replyNone
 }
+
+// The log lines of conditions, each logged once until it ends.
+const (
+	msgUnverified = "webhook: a delivery failed signature verification" +
+		" (logged once until one verifies, a minute after the last failure)"
+	msgSecrets = "webhook: cannot verify deliveries: secrets unusable" +
+		" (logged once until a delivery verifies, a minute after the last failure)"
+	msgUnclaimable = "webhook: deliveries cannot be claimed: a bad hook id or node," +
+		" the handler's configuration (logged once until one is claimed)"
+	msgSink = "webhook: the sink fails; deliveries are answered 503" +
+		" (logged once until it stores again)"
+	msgCommit = "webhook: a commit failed after the hook was stored: answered 202;" +
+		" without a commit the claim frees after pending_ttl and a redelivery is stored" +
+		" again (logged once until a settle succeeds)"
+	msgRelease = "webhook: a release failed; its claim frees after pending_ttl" +
+		" (logged once until a settle succeeds)"
+)
 
 // hitFailed answers a Hit that returned no decision.
 func (h *Handler) hitFailed(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, fleetstore.ErrOverCapacity):
 		// A body over the byte limit's burst can never conform.
-		http.Error(w, "body over the tenant's byte burst", http.StatusRequestEntityTooLarge)
+		h.reply(w, replyOverBurst)
 	case errors.Is(err, fleetstore.ErrInvalid) && ours(err):
-		h.claiming.set(h.log, "webhook: deliveries cannot be claimed: a bad hook id or node, the handler's configuration (logged once until one is claimed)", zap.Error(err))
-		http.Error(w, "cannot claim deliveries", http.StatusInternalServerError)
+		h.claiming.set(h.log, msgUnclaimable, zap.Error(err))
+		h.reply(w, replyUnclaimable)
 	case errors.Is(err, fleetstore.ErrInvalid):
-		http.Error(w, "invalid delivery (tenant or event id)", http.StatusBadRequest)
+		h.reply(w, replyInvalid)
 	default:
 		// ErrTimeout, ErrUnavailable (no fallback), ErrClosed, the
 		// request's cancellation: none is the sender's fault, and the
 		// Store logs its outages.
-		h.unavailable(w, "store unavailable")
+		h.reply(w, replyStoreOut)
 	}
 }
 
@@ -386,11 +407,6 @@ func (h *Handler) hitFailed(w http.ResponseWriter, r *http.Request, err error) {
 func ours(err error) bool {
 	var inv *fleetstore.InvalidError
 	return errors.As(err, &inv) && (inv.Field == "claim.hook_id" || inv.Field == "claim.node")
-}
-
-func (h *Handler) unavailable(w http.ResponseWriter, why string) {
-	w.Header().Set("Retry-After", strconv.FormatInt(headers.RetryAfterSeconds(h.cfg.RetryAfter), 10))
-	http.Error(w, why+": retry", http.StatusServiceUnavailable)
 }
 
 // store hands hook to the Sink, then commits its claim (202) or releases
@@ -408,17 +424,20 @@ func (h *Handler) store(w http.ResponseWriter, r *http.Request, hook *Hook, clai
 	detached := context.WithoutCancel(r.Context())
 	if err := h.sink(detached, hook); err != nil {
 		// The Sink's error is logged as it is: it must not hold the body.
-		h.sinking.set(h.log, "webhook: the sink fails; deliveries are answered 503 (logged once until it stores again)", zap.Error(err))
+		h.sinking.set(h.log, msgSink, zap.Error(err))
 		h.release(detached, claim)
-		h.unavailable(w, "not stored")
+		h.reply(w, replySinkFailed)
 		return
 	}
 	h.sinking.clear(h.log, "webhook: the sink stores again")
 	ctx, cancel := context.WithTimeout(detached, h.cfg.SettleTimeout)
 	defer cancel()
-	h.settled(h.cfg.Store.Commit(ctx, claim), "webhook: a commit failed after the hook was stored: answered 202; without a commit the claim frees after pending_ttl and a redelivery is stored again (logged once until a settle succeeds)")
-	w.WriteHeader(http.StatusAccepted)
-	io.WriteString(w, "accepted\n")
+	h.settled(h.cfg.Store.Commit(ctx, claim), msgCommit)
+	if hook.Deferred {
+		h.reply(w, replyDeferred)
+		return
+	}
+	h.reply(w, replyStored)
 }
 
 // release releases claim within SettleTimeout, on detached: a failure
@@ -427,7 +446,7 @@ func (h *Handler) store(w http.ResponseWriter, r *http.Request, hook *Hook, clai
 func (h *Handler) release(detached context.Context, claim fleetstore.Claim) {
 	ctx, cancel := context.WithTimeout(detached, h.cfg.SettleTimeout)
 	defer cancel()
-	h.settled(h.cfg.Store.Release(ctx, claim), "webhook: a release failed; its claim frees after pending_ttl (logged once until a settle succeeds)")
+	h.settled(h.cfg.Store.Release(ctx, claim), msgRelease)
 }
 
 // settled starts the settling state with msg when err is not nil, and
