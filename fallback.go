@@ -17,6 +17,80 @@ import (
 // limit, commits are queued in an outbox and replayed when the shared
 // store is back, and a background probe decides when that is. Set Nodes
 // or Share, not both.
+//
+// Local decisions. A Hit the shared store fails with ErrTimeout or
+// ErrUnavailable (the server refused, did not answer within the budget,
+// answered with an error or with nonsense) is decided from a node-local
+// memory store, private to the Store, and its Result has Local set. Never
+// on ErrInvalid, ErrOverCapacity, a claim outcome, ErrClosed, the caller's
+// cancellation or a deadline already passed: those are returned as they
+// are. The caller tells an outage from a decision by Result.Local (and
+// Store.Stats), not by an error.
+//
+// This node's share. The local store charges every bucket at this node's
+// share s of the fleet's limit: s = 1/Nodes, or Share (rounded down to
+// parts per million). A charge of emission interval I and capacity C is
+// charged locally as
+//
+//	I' = ceil(I / s)     (whole µs, at most 366 days)
+//	C' = max(C, I')
+//
+// which is the rate times s and the burst C/I times s, never less than one
+// charge, so that a single hook still passes. The bound: N nodes whose
+// shares add up to at most 1, all degraded for a time t, admit at most
+// what the fleet's limit admits in t (its burst, then one charge per
+// emission interval: t/I + C/I charges) plus one charge per node for
+// rounding (for charges of unequal cost, such as bytes: the sum of their
+// increments is at most t + C plus N times the largest). The local buckets
+// start full at the outage, so a fleet whose shared buckets were drained
+// admits up to one burst more during an outage than it would have shared.
+// TestFallbackBound proves it for fleets of 1–8 nodes.
+//
+// The breaker. The first call that meets an outage spends its budget and
+// opens the breaker; from then on Hits and Commits go local at once
+// (BenchmarkHitDegraded) without touching the shared store. One goroutine
+// probes it with Ping within the budget, waiting 25ms doubling up to 1s
+// between probes (each wait drawn from [b/2, b]); no call waits for it.
+// When a probe is answered, the outbox is replayed, and then the breaker
+// closes: calls go shared again, so that a provider's retry of a hook
+// committed during the outage meets that commit. An outage that begins
+// within 5s of the last one's end continues its backoff.
+//
+// The outbox. A Commit that cannot reach the shared store (the breaker is
+// open, or the Commit itself failed for an outage) is committed in the
+// local store (a retry at this node is a Duplicate) and queued, and the
+// Commit returns nil. The replay commits the queue in batches of up to
+// 256, each claim's TTL less the time it waited (one whose TTL ran out in
+// the queue is not sent: Stats.Expired). Committing an absent claim
+// records it (CONTRACT C7), so after the replay a retry at any node is a
+// Duplicate. A replayed commit that meets another hook's claim
+// (ErrClaimLost) is a webhook the outage let in twice: it is counted
+// (Stats.Conflicts), logged once with the claim's identity (the first 100
+// of an outage; never a body) and handed to OnConflict. A commit the
+// shared store refuses with an error reply 8 times is dropped. A commit
+// that finds the outbox full (OutboxSize) is not queued and not committed
+// locally, is counted (Stats.Dropped), and its Commit fails with the
+// outage's error: a call never blocks on it. The outbox lives in the
+// process: Close makes one last replay within one budget and logs the
+// number of commits it could not replay; those claims expire by their
+// PendingTTL.
+//
+// Release during an outage releases the claim in the local store only; a
+// claim pending in the shared store expires by its PendingTTL. Reset
+// forgets the tenant's local buckets too, and while the breaker is open
+// returns ErrUnavailable at once. Ping always asks the shared store; one
+// that fails for an outage opens the breaker.
+//
+// Memory. The local store keeps the claims decided locally (pending until
+// their PendingTTL) and those committed locally while queued (forgotten
+// once replayed and the breaker closed), at most about LocalClaims. The
+// local buckets, one record per tenant, expire as the memory driver's do.
+//
+// Visible state. One warning when the Store goes degraded (with the cause)
+// and one info line when it decides shared again (with the outage's
+// figures), through WithLogger, never one per call; they replace the
+// Store's own "unreachable" and "reachable again" lines. OnStateChange is
+// told both, in order; Store.Stats returns the counters (observe.Stats).
 type Fallback struct {
 	// Nodes is the fleet's size N, 1–1 000 000: while degraded this node
 	// charges every bucket at 1/N of its rate and 1/N of its burst, never
