@@ -86,11 +86,13 @@ func newFallback(s *Store, cfg *Fallback, clock memstore.Clock) (*fallback, erro
 		clock = memstore.Monotonic
 	}
 	mem := memstore.New(clock)
-	local, err := mem.Open(driver.Config{URL: &url.URL{Scheme: "memory", Host: localName}, KeyPrefix: localPrefix, Timeout: s.timeout, Logger: s.log})
+	local, err := mem.Open(driver.Config{URL: &url.URL{Scheme: "memory", Host: localName},
+		KeyPrefix: localPrefix, Timeout: s.timeout, Logger: s.log})
 	if err != nil {
 		return nil, err
 	}
-	fb := &fallback{s: s, cfg: *cfg, share: cfg.share(), mem: mem, local: local, box: outbox{size: cfg.OutboxSize}, batch: replayBatch, clock: clock,
+	fb := &fallback{s: s, cfg: *cfg, share: cfg.share(), mem: mem, local: local,
+		box: outbox{size: cfg.OutboxSize}, batch: replayBatch, clock: clock,
 		checkEvery: uint64(min(max(cfg.LocalClaims/16, 1), 256))}
 	fb.stopCtx, fb.stop = context.WithCancel(context.Background())
 	fb.chargeBufs.New = func() any { b := make([]Charge, 0, 8); return &b }
@@ -100,7 +102,8 @@ func newFallback(s *Store, cfg *Fallback, clock memstore.Clock) (*fallback, erro
 // errDegraded is the error of a call the breaker kept from the shared
 // store (a Reset, a commit the outbox could not take).
 func errDegraded(op string) error {
-	return &opError{op: op, kind: ErrUnavailable, err: errors.New("degraded: the shared store is out, not tried")}
+	return &opError{op: op, kind: ErrUnavailable,
+		err: errors.New("degraded: the shared store is out, not tried")}
 }
 
 // hit is Store.Hit with the fallback, after validation: shared while the
@@ -169,11 +172,15 @@ func (fb *fallback) localHit(charges []Charge, claim *Claim) (Result, error) {
 	*bufp = local[:0]
 	fb.chargeBufs.Put(bufp)
 	if err != nil { // the memory driver never fails; say so if it did
-		return Result{}, &opError{op: "hit", kind: ErrUnavailable, err: fmt.Errorf("local store: %w", err)}
+		err = fmt.Errorf("local store: %w", err)
+		return Result{}, &opError{op: "hit", kind: ErrUnavailable, err: err}
 	}
 	if claim != nil && res.Outcome == OK {
 		until := fb.clock() + claim.PendingTTL.Microseconds()
-		for cur := fb.pendingUntil.Load(); until > cur && !fb.pendingUntil.CompareAndSwap(cur, until); cur = fb.pendingUntil.Load() {
+		for cur := fb.pendingUntil.Load(); until > cur; cur = fb.pendingUntil.Load() {
+			if fb.pendingUntil.CompareAndSwap(cur, until) {
+				break
+			}
 		}
 	}
 	res.Local = true
@@ -206,7 +213,8 @@ func (fb *fallback) heldLocally(charges []Charge, claim *Claim) (res Result, ok 
 	*bufp = local[:0]
 	fb.chargeBufs.Put(bufp)
 	if err != nil {
-		return Result{}, true, &opError{op: "hit", kind: ErrUnavailable, err: fmt.Errorf("local store: %w", err)}
+		err = fmt.Errorf("local store: %w", err)
+		return Result{}, true, &opError{op: "hit", kind: ErrUnavailable, err: err}
 	}
 	return res, true, nil
 }
@@ -229,7 +237,8 @@ func (fb *fallback) countClaims() {
 // settle is Store.settle with the fallback, after validation and enter:
 // a Commit that cannot reach the shared store is queued and committed
 // locally; a Release is made locally.
-func (fb *fallback) settle(ctx context.Context, op string, claims []Claim, call func(context.Context, []Claim) ([]error, error)) (local bool, err error) {
+func (fb *fallback) settle(ctx context.Context, op string, claims []Claim,
+	call settleFunc) (local bool, err error) {
 	s := fb.s
 	if fb.degraded.Load() {
 		if err := ctx.Err(); err != nil {
@@ -307,7 +316,8 @@ func (fb *fallback) localSettle(op string, claims []Claim, idx []int, cause erro
 		for j, err := range errs {
 			if err != nil {
 				c := &sub[j]
-				failed = append(failed, &ClaimError{Index: at[j], Tenant: c.Tenant, SourceID: c.SourceID, Key: c.Key, Err: &opError{op: op, err: err}})
+				failed = append(failed, &ClaimError{Index: at[j], Tenant: c.Tenant,
+					SourceID: c.SourceID, Key: c.Key, Err: &opError{op: op, err: err}})
 			}
 		}
 		return failed
@@ -326,8 +336,8 @@ func (fb *fallback) localSettle(op string, claims []Claim, idx []int, cause erro
 			fb.s.log.Warn("fleetstore: outbox full; commits are not queued until it drains",
 				zap.String("scheme", fb.s.scheme), zap.Int("outbox_size", fb.box.size))
 		}
-		failed = append(failed, &ClaimError{Index: at[j], Tenant: c.Tenant, SourceID: c.SourceID, Key: c.Key,
-			Err: fmt.Errorf("%w; outbox full (%d commits), not queued", cause, fb.box.size)})
+		failed = append(failed, &ClaimError{Index: at[j], Tenant: c.Tenant, SourceID: c.SourceID,
+			Key: c.Key, Err: fmt.Errorf("%w; outbox full (%d commits), not queued", cause, fb.box.size)})
 	}
 	// Committed locally under mu: the replayer cannot take (and forget) a
 	// commit before it is committed here.
@@ -394,7 +404,8 @@ func (fb *fallback) trip(cause error) {
 	fb.refusedLogged.Store(false)
 	fb.s.log.Warn("fleetstore: shared store out; deciding from this node until it is back",
 		zap.String("scheme", fb.s.scheme), zap.String("url", fb.s.display), zap.Error(cause),
-		zap.Int("nodes", fb.cfg.Nodes), zap.Float64("share", float64(fb.share.num)/float64(fb.share.den)))
+		zap.Int("nodes", fb.cfg.Nodes),
+		zap.Float64("share", float64(fb.share.num)/float64(fb.share.den)))
 	fb.degraded.Store(true)
 	fb.stateMu.Unlock()
 	fb.ensureWorker()

@@ -27,7 +27,8 @@
 //
 //	hooks := fleetstore.MustLimit(fleetstore.PerSecond(fleetstore.Hooks, 100, 200))
 //	body := fleetstore.MustLimit(fleetstore.NewByteLimit(fleetstore.Bytes, 1<<20, 8<<20))
-//	res, err := store.Hit(ctx, []fleetstore.Charge{hooks.Charge(tenant, 1), body.Charge(tenant, n)}, &claim)
+//	charges := []fleetstore.Charge{hooks.Charge(tenant, 1), body.Charge(tenant, n)}
+//	res, err := store.Hit(ctx, charges, &claim)
 //	left := hooks.Remaining(res.Quota()[0]) // hooks left, rounded down
 //
 // Package headers writes them as Retry-After and the IETF RateLimit

@@ -167,7 +167,9 @@ func WithFallback(f Fallback) Option {
 
 // fallbackParams are the URL parameters of the fallback, common to every
 // driver as timeout and key_prefix are; the Store reads and removes them.
-var fallbackParams = []string{"fallback_nodes", "fallback_share", "fallback_outbox", "fallback_claims"}
+var fallbackParams = []string{
+	"fallback_nodes", "fallback_share", "fallback_outbox", "fallback_claims",
+}
 
 // fallbackFromURL reads the fallback_* parameters off q (removing them):
 // nil when there are none.
@@ -188,7 +190,8 @@ func fallbackFromURL(q url.Values) (*Fallback, error) {
 		if k == "fallback_share" {
 			x, err := strconv.ParseFloat(v, 64)
 			if err != nil || !(x > 0 && x <= 1) {
-				return nil, driver.Invalid("url: "+k, fmt.Sprintf("want a fraction 0 < share ≤ 1 such as 0.25, got %q", v))
+				return nil, driver.Invalid("url: "+k,
+					fmt.Sprintf("want a fraction 0 < share ≤ 1 such as 0.25, got %q", v))
 			}
 			f.Share = x
 			continue
@@ -200,7 +203,8 @@ func fallbackFromURL(q url.Values) (*Fallback, error) {
 		switch k {
 		case "fallback_nodes":
 			if n < 1 {
-				return nil, driver.Invalid("url: "+k, fmt.Sprintf("must be 1–%d nodes, got %d", maxFallbackNodes, n))
+				return nil, driver.Invalid("url: "+k,
+					fmt.Sprintf("must be 1–%d nodes, got %d", maxFallbackNodes, n))
 			}
 			f.Nodes = n
 		case "fallback_outbox":
@@ -222,17 +226,22 @@ func fallbackFromURL(q url.Values) (*Fallback, error) {
 func (f *Fallback) check(prefix, nodes, shareName, outbox, claims string) error {
 	switch {
 	case f.Nodes < 0 || f.Nodes > maxFallbackNodes:
-		return driver.Invalid(prefix+nodes, fmt.Sprintf("must be 1–%d nodes, got %d", maxFallbackNodes, f.Nodes))
+		return driver.Invalid(prefix+nodes,
+			fmt.Sprintf("must be 1–%d nodes, got %d", maxFallbackNodes, f.Nodes))
 	case math.IsNaN(f.Share) || f.Share < 0 || f.Share > 1:
-		return driver.Invalid(prefix+shareName, fmt.Sprintf("must be a fraction 0 < share ≤ 1, got %v", f.Share))
+		return driver.Invalid(prefix+shareName,
+			fmt.Sprintf("must be a fraction 0 < share ≤ 1, got %v", f.Share))
 	case f.Share > 0 && !validShare(f.Share):
-		return driver.Invalid(prefix+shareName, fmt.Sprintf("must be at least 0.000001 (one part per million), got %v", f.Share))
+		return driver.Invalid(prefix+shareName,
+			fmt.Sprintf("must be at least 0.000001 (one part per million), got %v", f.Share))
 	case f.Nodes != 0 && f.Share != 0:
 		return driver.Invalid(prefix+nodes, "give the fleet's size or this node's share, not both")
 	case f.OutboxSize < 0:
-		return driver.Invalid(prefix+outbox, fmt.Sprintf("must not be negative (0: the default %d), got %d", defaultOutboxSize, f.OutboxSize))
+		return driver.Invalid(prefix+outbox, fmt.Sprintf(
+			"must not be negative (0: the default %d), got %d", defaultOutboxSize, f.OutboxSize))
 	case f.LocalClaims < 0:
-		return driver.Invalid(prefix+claims, fmt.Sprintf("must not be negative (0: the default %d), got %d", defaultLocalClaims, f.LocalClaims))
+		return driver.Invalid(prefix+claims, fmt.Sprintf(
+			"must not be negative (0: the default %d), got %d", defaultLocalClaims, f.LocalClaims))
 	}
 	return nil
 }
@@ -241,7 +250,8 @@ func (f *Fallback) check(prefix, nodes, shareName, outbox, claims string) error 
 // no fallback) and checks the result.
 func fallbackConfig(fromURL, fromOpt *Fallback) (*Fallback, error) {
 	if fromOpt != nil {
-		if err := fromOpt.check("fallback.", "nodes", "share", "outbox_size", "local_claims"); err != nil {
+		err := fromOpt.check("fallback.", "nodes", "share", "outbox_size", "local_claims")
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -265,7 +275,8 @@ func fallbackConfig(fromURL, fromOpt *Fallback) (*Fallback, error) {
 		f.OnConflict, f.OnStateChange = o.OnConflict, o.OnStateChange
 	}
 	if f.Nodes == 0 && f.Share == 0 {
-		return nil, driver.Invalid("fallback", "set the fleet's size (Fallback.Nodes, fallback_nodes) or this node's share of its limit (Fallback.Share, fallback_share)")
+		return nil, driver.Invalid("fallback", "set the fleet's size (Fallback.Nodes, fallback_nodes) "+
+			"or this node's share of its limit (Fallback.Share, fallback_share)")
 	}
 	if f.OutboxSize == 0 {
 		f.OutboxSize = defaultOutboxSize

@@ -45,9 +45,11 @@ func NewLimit(kind Kind, n int64, period time.Duration, burst int64) (Limit, err
 	}
 	unit, capacity, err := gcra.Rate(n, period, burst)
 	if err != nil {
-		return Limit{}, limitErr("burst", fmt.Sprintf("%d × %v / %d is over 366 days", burst, period, n))
+		return Limit{}, limitErr("burst",
+			fmt.Sprintf("%d × %v / %d is over 366 days", burst, period, n))
 	}
-	return Limit{kind: kind, n: n, period: period.Truncate(time.Microsecond), burst: burst, unit: unit, capacity: capacity}, nil
+	return Limit{kind: kind, n: n, period: period.Truncate(time.Microsecond), burst: burst,
+		unit: unit, capacity: capacity}, nil
 }
 
 // PerSecond is NewLimit(kind, n, time.Second, burst): n units a second,
@@ -70,16 +72,20 @@ func NewByteLimit(kind Kind, bytesPerSecond, burstBytes int64) (Limit, error) {
 		return Limit{}, limitErr("kind", why)
 	}
 	if bytesPerSecond < 1 {
-		return Limit{}, limitErr("bytes_per_second", "must be at least 1, got "+strconv.FormatInt(bytesPerSecond, 10))
+		return Limit{}, limitErr("bytes_per_second",
+			"must be at least 1, got "+strconv.FormatInt(bytesPerSecond, 10))
 	}
 	if burstBytes < 1 {
-		return Limit{}, limitErr("burst_bytes", "must be at least 1, got "+strconv.FormatInt(burstBytes, 10))
+		return Limit{}, limitErr("burst_bytes",
+			"must be at least 1, got "+strconv.FormatInt(burstBytes, 10))
 	}
 	_, capacity, err := gcra.ByteRate(bytesPerSecond, burstBytes, burstBytes)
 	if err != nil || capacity < time.Microsecond {
-		return Limit{}, limitErr("burst_bytes", fmt.Sprintf("%d bytes at %d bytes/s is over 366 days", burstBytes, bytesPerSecond))
+		return Limit{}, limitErr("burst_bytes",
+			fmt.Sprintf("%d bytes at %d bytes/s is over 366 days", burstBytes, bytesPerSecond))
 	}
-	return Limit{kind: kind, n: bytesPerSecond, period: time.Second, burst: burstBytes, bytes: true, capacity: capacity}, nil
+	return Limit{kind: kind, n: bytesPerSecond, period: time.Second, burst: burstBytes,
+		bytes: true, capacity: capacity}, nil
 }
 
 // MustLimit returns l, and panics if err is not nil: for limits declared

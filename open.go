@@ -48,7 +48,8 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 		opt(&o)
 	}
 	if o.timeoutSet && o.timeout <= 0 {
-		return nil, openErr(driver.Invalid("timeout", fmt.Sprintf("WithTimeout must be positive, got %v", o.timeout)))
+		return nil, openErr(driver.Invalid("timeout",
+			fmt.Sprintf("WithTimeout must be positive, got %v", o.timeout)))
 	}
 	if err := checkUserinfo(rawURL); err != nil {
 		return nil, openErr(err)
@@ -59,7 +60,8 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 		return nil, openErr(driver.Invalid("url", urlReason(err)))
 	}
 	if u.Scheme == "" {
-		return nil, openErr(driver.Invalid("url", "missing scheme (want e.g. memory:// or redis://host:6379)"))
+		return nil, openErr(driver.Invalid("url",
+			"missing scheme (want e.g. memory:// or redis://host:6379)"))
 	}
 	if u.Fragment != "" {
 		return nil, openErr(driver.Invalid("url", "a store URL has no #fragment"))
@@ -67,7 +69,8 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 	if d == nil {
 		var ok bool
 		if d, ok = lookup(u.Scheme); !ok {
-			return nil, openErr(fmt.Errorf("%w %q (registered: %s); forgotten import of github.com/fleetstore/fleetstore/drivers/%s?",
+			return nil, openErr(fmt.Errorf("%w %q (registered: %s); forgotten import of "+
+				"github.com/fleetstore/fleetstore/drivers/%s?",
 				ErrUnknownScheme, u.Scheme, strings.Join(Drivers(), ", "), baseScheme(u.Scheme)))
 		}
 	}
@@ -84,7 +87,8 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 	if vs, ok := q["timeout"]; ok {
 		t, err := time.ParseDuration(vs[0])
 		if err != nil || t <= 0 {
-			return nil, openErr(driver.Invalid("url: timeout", fmt.Sprintf("want a positive Go duration such as 50ms, got %q", vs[0])))
+			return nil, openErr(driver.Invalid("url: timeout",
+				fmt.Sprintf("want a positive Go duration such as 50ms, got %q", vs[0])))
 		}
 		cfg.Timeout = t
 		q.Del("timeout")
@@ -127,7 +131,8 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 	if o.observer != nil {
 		s.obs = o.observer
 		if so, ok := o.observer.(observe.StoreObserver); ok {
-			if err := so.Attach(observe.StoreInfo{Scheme: u.Scheme, Fallback: s.fb != nil, Stats: s.Stats}); err != nil {
+			info := observe.StoreInfo{Scheme: u.Scheme, Fallback: s.fb != nil, Stats: s.Stats}
+			if err := so.Attach(info); err != nil {
 				_ = s.Close()
 				return nil, openErr(driver.Invalid("observer", err.Error()))
 			}
@@ -135,7 +140,8 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 		}
 	}
 	o.logger.Debug("store opened", zap.String("scheme", u.Scheme), zap.String("url", u.Redacted()),
-		zap.Duration("timeout", cfg.Timeout), zap.String("key_prefix", cfg.KeyPrefix), zap.Bool("fallback", fbCfg != nil))
+		zap.Duration("timeout", cfg.Timeout), zap.String("key_prefix", cfg.KeyPrefix),
+		zap.Bool("fallback", fbCfg != nil))
 	return s, nil
 }
 
@@ -160,7 +166,8 @@ func urlReason(err error) string {
 		{"invalid port", "malformed: invalid port after host"},
 		{"invalid URL escape", "malformed: invalid %-escape (a '%' in a password is %25)"},
 		{"missing protocol scheme", "malformed: missing scheme"},
-		{"first path segment in URL cannot contain colon", "malformed: missing scheme (or a space before it)"},
+		{"first path segment in URL cannot contain colon",
+			"malformed: missing scheme (or a space before it)"},
 		{"invalid character", "malformed: invalid character in host"},
 		{"missing ']'", "malformed: missing ']' in host"},
 		{"invalid control character", "malformed: control character in URL"},
@@ -184,8 +191,8 @@ func checkUserinfo(raw string) error {
 		return nil
 	}
 	if end := strings.IndexAny(rest, "/?#"); end >= 0 && strings.Contains(rest[end:], "@") {
-		return driver.Invalid("url", "'@' after the host: percent-encode a '/', '?', '#' or '%' in the user or password "+
-			"(%2F, %3F, %23, %25); a parameter takes no user or password")
+		return driver.Invalid("url", "'@' after the host: percent-encode a '/', '?', '#' or '%' "+
+			"in the user or password (%2F, %3F, %23, %25); a parameter takes no user or password")
 	}
 	return nil
 }
@@ -211,9 +218,11 @@ func checkKeyPrefix(p string) error {
 	}
 	for i := 0; i < len(p); i++ {
 		c := p[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("_-.:/", c) >= 0
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			strings.IndexByte("_-.:/", c) >= 0
 		if !ok {
-			return driver.Invalid("url: key_prefix", fmt.Sprintf("byte %d (%q) not allowed: use letters, digits and _-.:/", i, c))
+			return driver.Invalid("url: key_prefix",
+				fmt.Sprintf("byte %d (%q) not allowed: use letters, digits and _-.:/", i, c))
 		}
 	}
 	return nil
@@ -242,7 +251,8 @@ func parseURL(raw string) (*url.URL, error) {
 		userinfo, hosts = auth[:at+1], auth[at+1:]
 	}
 	if !strings.Contains(hosts, ",") || strings.ContainsFunc(hosts, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-_:[],", r))
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
+			strings.ContainsRune(".-_:[],", r))
 	}) {
 		return nil, err
 	}

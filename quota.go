@@ -31,7 +31,8 @@ func fillQuota(r *Result, charges []Charge) error {
 	for i := range charges {
 		c, b := &charges[i], &r.Buckets[i]
 		if b.ResetAfter < 0 || b.ResetAfter > maxLead || b.ResetAfter%time.Microsecond != 0 {
-			return fmt.Errorf("driver reported reset-after %v for charges[%d] (want whole µs, 0 to %v)", b.ResetAfter, i, maxLead)
+			return fmt.Errorf("driver reported reset-after %v for charges[%d] "+
+				"(want whole µs, 0 to %v)", b.ResetAfter, i, maxLead)
 		}
 		b.Kind = c.Kind
 		b.Headroom = max(c.Capacity-b.ResetAfter, 0)
@@ -47,10 +48,12 @@ func fillQuota(r *Result, charges []Charge) error {
 		return nil
 	}
 	if wait == 0 {
-		return fmt.Errorf("driver returned rate_limited, but none of its %d bucket states denies a charge", len(charges))
+		return fmt.Errorf("driver returned rate_limited, "+
+			"but none of its %d bucket states denies a charge", len(charges))
 	}
 	if want := gcra.RetryAfter(wait.Microseconds()); r.RetryAfter != want {
-		return fmt.Errorf("driver returned rate_limited with retry-after %v, but its bucket states say %v", r.RetryAfter, want)
+		return fmt.Errorf("driver returned rate_limited with retry-after %v, "+
+			"but its bucket states say %v", r.RetryAfter, want)
 	}
 	return nil
 }
@@ -68,7 +71,8 @@ func localQuota(r *Result, shared, local []Charge) error {
 	}
 	for i := range shared {
 		b := &r.Buckets[i]
-		inc, localInc := uint64(shared[i].Increment/time.Microsecond), uint64(local[i].Increment/time.Microsecond)
+		inc := uint64(shared[i].Increment / time.Microsecond)
+		localInc := uint64(local[i].Increment / time.Microsecond)
 		if inc >= localInc {
 			continue // a share of 1: the same bucket
 		}

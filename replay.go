@@ -162,7 +162,8 @@ func (fb *fallback) replay(ctx context.Context) bool {
 // commit that met another hook's claim is a conflict: counted, logged,
 // handed to OnConflict. What the shared store now holds is forgotten
 // locally.
-func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []queued, progress bool, cause error) {
+func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []queued, progress bool,
+	cause error) {
 	now := time.Now()
 	claims := make([]Claim, 0, len(batch))
 	sent := make([]int, 0, len(batch)) // batch index of each claim
@@ -223,7 +224,8 @@ func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []que
 				if q.tries++; q.tries >= maxReplayTries {
 					fb.dropped.Add(1)
 					if !fb.refusedLogged.Load() && fb.refusedLogged.CompareAndSwap(false, true) {
-						fb.s.log.Warn("fleetstore: replayed commits refused too often are dropped (the first is named; Stats counts them)",
+						fb.s.log.Warn("fleetstore: replayed commits refused too often are dropped "+
+							"(the first is named; Stats counts them)",
 							zap.String("scheme", fb.s.scheme), zap.Int("tries", int(q.tries)), zap.Error(err))
 					}
 					forget = append(forget, q.claim)
@@ -272,9 +274,11 @@ func (fb *fallback) conflict(q queued, holder string) {
 	if fb.conflictLogs < maxConflictLogs {
 		fb.conflictLogs++
 		c := &q.claim
-		fb.s.log.Warn("fleetstore: replayed commit met another hook's claim; the outage let this event in twice",
-			zap.String("scheme", fb.s.scheme), zap.String("tenant", cut(c.Tenant)), zap.String("source_id", cut(c.SourceID)),
-			zap.String("key", cut(c.Key)), zap.String("hook_id", cut(c.HookID)), zap.String("holder", cut(holder)),
+		fb.s.log.Warn("fleetstore: replayed commit met another hook's claim; "+
+			"the outage let this event in twice",
+			zap.String("scheme", fb.s.scheme), zap.String("tenant", cut(c.Tenant)),
+			zap.String("source_id", cut(c.SourceID)), zap.String("key", cut(c.Key)),
+			zap.String("hook_id", cut(c.HookID)), zap.String("holder", cut(holder)),
 			zap.String("node", cut(c.Node)), zap.Time("committed_at", q.at))
 		if fb.conflictLogs == maxConflictLogs {
 			fb.s.log.Warn("fleetstore: further replay conflicts of this outage are counted, not logged",
@@ -299,10 +303,12 @@ func cut(s string) string {
 // It runs on the probe goroutine, where an observer's panic would end the
 // process: it is recovered, the event dropped, and the first one logged
 // (its value's type only: the value may hold anything).
-func (fb *fallback) observeReplay(ctx context.Context, start time.Time, n int, errs []error, err error) {
+func (fb *fallback) observeReplay(ctx context.Context, start time.Time, n int, errs []error,
+	err error) {
 	defer func() {
 		if r := recover(); r != nil && fb.obsPanicked.CompareAndSwap(false, true) {
-			fb.s.log.Error("fleetstore: the observer panicked on a replay event; the event is dropped, further panics are not logged",
+			fb.s.log.Error("fleetstore: the observer panicked on a replay event; "+
+				"the event is dropped, further panics are not logged",
 				zap.String("scheme", fb.s.scheme), zap.String("panic_type", fmt.Sprintf("%T", r)))
 		}
 	}()

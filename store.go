@@ -22,7 +22,7 @@ import (
 // package's sentinels and errors.As still finds the driver's own error.
 // Opened with WithFallback, it decides from this node's own state while
 // the shared store is out and replays its commits when it is back
-// (CONTRACT §8, the package doc's "Degraded mode").
+// (CONTRACT §8; Fallback gives the rules).
 type Store struct {
 	drv      driver.Driver
 	conn     driver.Conn
@@ -58,9 +58,11 @@ type Store struct {
 	closeMu sync.Mutex    // serialises Close
 }
 
-func newStore(d driver.Driver, conn driver.Conn, scheme, display string, timeout time.Duration, log *zap.Logger) *Store {
+func newStore(d driver.Driver, conn driver.Conn, scheme, display string, timeout time.Duration,
+	log *zap.Logger) *Store {
 	_, nb := conn.(driver.NonBlocking)
-	return &Store{drv: d, conn: conn, scheme: scheme, display: display, timeout: timeout, log: log, nonBlock: nb, drained: make(chan struct{}, 1), now: time.Now}
+	return &Store{drv: d, conn: conn, scheme: scheme, display: display, timeout: timeout, log: log,
+		nonBlock: nb, drained: make(chan struct{}, 1), now: time.Now}
 }
 
 func init() {
@@ -115,7 +117,8 @@ func (s *Store) hit(ctx context.Context, charges []Charge, claim *Claim) (res Re
 	if err == nil && claim != nil {
 		err = checkClaim(-1, claim, true, true)
 		if err == nil && tenant != "" && claim.Tenant != tenant {
-			err = driver.Invalid("claim.tenant", "every charge and the claim of one Hit must share one tenant")
+			err = driver.Invalid("claim.tenant",
+				"every charge and the claim of one Hit must share one tenant")
 		}
 	}
 	if err != nil {
@@ -192,8 +195,12 @@ func (s *Store) Release(ctx context.Context, claims ...Claim) error {
 	return s.observedSettle(ctx, observe.OpRelease, claims, s.conn.Release)
 }
 
+// settleFunc is a driver's Commit or Release.
+type settleFunc = func(context.Context, []Claim) ([]error, error)
+
 // observedSettle is settle, reported to the observer.
-func (s *Store) observedSettle(ctx context.Context, op observe.Op, claims []Claim, call func(context.Context, []Claim) ([]error, error)) error {
+func (s *Store) observedSettle(ctx context.Context, op observe.Op, claims []Claim,
+	call settleFunc) error {
 	if s.obs == nil {
 		_, err := s.settle(ctx, op.String(), claims, call)
 		return err
@@ -206,7 +213,8 @@ func (s *Store) observedSettle(ctx context.Context, op observe.Op, claims []Clai
 
 // settle is Commit or Release; local reports claims the fallback settled
 // in the local store.
-func (s *Store) settle(ctx context.Context, op string, claims []Claim, call func(context.Context, []Claim) ([]error, error)) (local bool, err error) {
+func (s *Store) settle(ctx context.Context, op string, claims []Claim,
+	call settleFunc) (local bool, err error) {
 	for i := range claims {
 		if err := checkSettle(op, i, &claims[i]); err != nil {
 			return false, &opError{op: op, err: err}
@@ -241,7 +249,8 @@ func (s *Store) settle(ctx context.Context, op string, claims []Claim, call func
 // claim (C10), and keeps the reachability log. A claim that failed for an
 // outage (ErrTimeout, ErrUnavailable) is offered to degrade first, when
 // it is not nil, which reports whether it took it (the fallback).
-func (s *Store) settled(ctx context.Context, op string, claims []Claim, errs []error, degrade func(i int, err error) bool) []error {
+func (s *Store) settled(ctx context.Context, op string, claims []Claim, errs []error,
+	degrade func(i int, err error) bool) []error {
 	var failed []error
 	reached := false
 	for i, err := range errs {
@@ -259,7 +268,8 @@ func (s *Store) settled(ctx context.Context, op string, claims []Claim, errs []e
 		if degrade != nil && degradable(kind, f) && degrade(i, e) {
 			continue
 		}
-		failed = append(failed, &ClaimError{Index: i, Tenant: c.Tenant, SourceID: c.SourceID, Key: c.Key, Err: e})
+		failed = append(failed, &ClaimError{Index: i, Tenant: c.Tenant, SourceID: c.SourceID,
+			Key: c.Key, Err: e})
 	}
 	if reached {
 		s.reached()
@@ -392,7 +402,8 @@ func (s *Store) reached() {
 		return
 	}
 	if s.down.CompareAndSwap(true, false) {
-		s.log.Info("fleetstore: store reachable again", zap.String("scheme", s.scheme), zap.String("url", s.display))
+		s.log.Info("fleetstore: store reachable again",
+			zap.String("scheme", s.scheme), zap.String("url", s.display))
 	}
 }
 
@@ -487,7 +498,8 @@ func (s *Store) Stats() observe.Stats {
 
 func checkResult(r *Result) error {
 	if r.Local {
-		return errors.New("driver returned a result marked local (only the Store's fallback decides locally)")
+		return errors.New("driver returned a result marked local " +
+			"(only the Store's fallback decides locally)")
 	}
 	switch r.Outcome {
 	case OK:
@@ -499,7 +511,8 @@ func checkResult(r *Result) error {
 		return nil
 	case Pending, RateLimited:
 		if r.RetryAfter < time.Millisecond || r.RetryAfter%time.Millisecond != 0 {
-			return fmt.Errorf("driver returned %v with retry-after %v (want whole ms ≥ 1ms)", r.Outcome, r.RetryAfter)
+			return fmt.Errorf("driver returned %v with retry-after %v (want whole ms ≥ 1ms)",
+				r.Outcome, r.RetryAfter)
 		}
 		return nil
 	}

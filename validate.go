@@ -63,7 +63,8 @@ func chargeField(i int, field string) string {
 // none) and whether any Increment or Capacity has a sub-microsecond part.
 func checkCharges(charges []driver.Charge) (tenant string, fractional bool, err error) {
 	if len(charges) > driver.MaxCharges {
-		return "", false, driver.Invalid("charges", "at most "+strconv.Itoa(driver.MaxCharges)+" charges per Hit, got "+strconv.Itoa(len(charges)))
+		return "", false, driver.Invalid("charges", "at most "+strconv.Itoa(driver.MaxCharges)+
+			" charges per Hit, got "+strconv.Itoa(len(charges)))
 	}
 	for i := range charges {
 		c := &charges[i]
@@ -76,27 +77,33 @@ func checkCharges(charges []driver.Charge) (tenant string, fractional bool, err 
 		if i == 0 {
 			tenant = c.Tenant
 		} else if c.Tenant != tenant {
-			return "", false, driver.Invalid(chargeField(i, "tenant"), "every charge and the claim of one Hit must share one tenant")
+			return "", false, driver.Invalid(chargeField(i, "tenant"),
+				"every charge and the claim of one Hit must share one tenant")
 		}
 		for j := 0; j < i; j++ {
 			if charges[j].Kind == c.Kind {
-				return "", false, driver.Invalid(chargeField(i, "kind"), fmt.Sprintf("kind %q charged twice in one Hit", string(c.Kind)))
+				return "", false, driver.Invalid(chargeField(i, "kind"),
+					fmt.Sprintf("kind %q charged twice in one Hit", string(c.Kind)))
 			}
 		}
 		inc := c.Increment.Truncate(time.Microsecond)
 		capacity := c.Capacity.Truncate(time.Microsecond)
 		fractional = fractional || inc != c.Increment || capacity != c.Capacity
 		if inc < time.Microsecond {
-			return "", false, driver.Invalid(chargeField(i, "increment"), fmt.Sprintf("must be at least 1µs, got %v", c.Increment))
+			return "", false, driver.Invalid(chargeField(i, "increment"),
+				fmt.Sprintf("must be at least 1µs, got %v", c.Increment))
 		}
 		if capacity < time.Microsecond {
-			return "", false, driver.Invalid(chargeField(i, "capacity"), fmt.Sprintf("must be at least 1µs, got %v", c.Capacity))
+			return "", false, driver.Invalid(chargeField(i, "capacity"),
+				fmt.Sprintf("must be at least 1µs, got %v", c.Capacity))
 		}
 		if capacity > gcra.MaxCapacity {
-			return "", false, driver.Invalid(chargeField(i, "capacity"), fmt.Sprintf("must be at most 366 days, got %v", c.Capacity))
+			return "", false, driver.Invalid(chargeField(i, "capacity"),
+				fmt.Sprintf("must be at most 366 days, got %v", c.Capacity))
 		}
 		if inc > capacity {
-			return "", false, fmt.Errorf("charges[%d]: increment %v > capacity %v: %w", i, inc, capacity, driver.ErrOverCapacity)
+			return "", false, fmt.Errorf("charges[%d]: increment %v > capacity %v: %w",
+				i, inc, capacity, driver.ErrOverCapacity)
 		}
 	}
 	return tenant, fractional, nil
@@ -134,7 +141,10 @@ func checkClaim(index int, c *driver.Claim, ttl, pendingTTL bool) error {
 		name string
 		v    string
 		max  int
-	}{{"tenant", c.Tenant, maxPartLen}, {"source_id", c.SourceID, maxPartLen}, {"key", c.Key, maxPartLen}, {"hook_id", c.HookID, maxHookIDLen}} {
+	}{
+		{"tenant", c.Tenant, maxPartLen}, {"source_id", c.SourceID, maxPartLen},
+		{"key", c.Key, maxPartLen}, {"hook_id", c.HookID, maxHookIDLen},
+	} {
 		if why := partReason(p.v, p.max); why != "" {
 			return driver.Invalid(field(p.name), why)
 		}
