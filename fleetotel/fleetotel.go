@@ -100,7 +100,9 @@ const MaxKinds = 64
 // in seconds: finer than the convention's advice (1ms–10s) below 1ms,
 // where a memory Hit and a Redis round trip fall, and up to 1s (a budget
 // is 100ms by default).
-var DurationBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
+var DurationBuckets = []float64{
+	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+}
 
 // Attribute keys of this package's own (the convention's are semconv's).
 const (
@@ -168,8 +170,9 @@ type Observer struct {
 	denials  metric.Int64Counter
 	errs     metric.Int64Counter
 
-	degraded, outbox                                                                      metric.Int64ObservableGauge
-	outages, localDecisions, queued, replayed, conflicts, expired, dropped, claimsDropped metric.Int64ObservableCounter
+	degraded, outbox metric.Int64ObservableGauge
+	outages, localDecisions, queued, replayed,
+	conflicts, expired, dropped, claimsDropped metric.Int64ObservableCounter
 
 	mu    sync.Mutex               // attach, kinds' writers
 	store atomic.Pointer[attached] // the last Store's, kept after Detach for its calls after Close
@@ -221,21 +224,28 @@ func New(opts ...Option) (*Observer, error) {
 	var dur dbconv.ClientOperationDuration // the convention's name and unit
 	var err, e error
 	o.duration, err = m.Float64Histogram(dur.Name(), metric.WithUnit(dur.Unit()),
-		metric.WithDescription("Duration of fleetstore Store calls."), metric.WithExplicitBucketBoundaries(DurationBuckets...))
+		metric.WithDescription("Duration of fleetstore Store calls."),
+		metric.WithExplicitBucketBoundaries(DurationBuckets...))
 	type desc struct{ name, unit, text string }
+	const prefix = "fleetstore.client."
 	for inst, d := range map[*metric.Int64Counter]desc{
-		&o.hits:    {"hits", "{hit}", "Hits decided, by outcome and whether this node decided them alone (degraded mode)."},
+		&o.hits: {"hits", "{hit}", "Hits decided, by outcome and whether this node " +
+			"decided them alone (degraded mode)."},
 		&o.denials: {"denials", "{denial}", "Buckets that denied a rate-limited Hit, by bucket kind."},
-		&o.errs:    {"errors", "{error}", "Store calls that returned an error, by operation and error class."},
+		&o.errs: {"errors", "{error}", "Store calls that returned an error, " +
+			"by operation and error class."},
 	} {
-		*inst, e = m.Int64Counter("fleetstore.client."+d.name, metric.WithUnit(d.unit), metric.WithDescription(d.text))
+		*inst, e = m.Int64Counter(prefix+d.name, metric.WithUnit(d.unit), metric.WithDescription(d.text))
 		err = errors.Join(err, e)
 	}
 	for inst, d := range map[*metric.Int64ObservableGauge]desc{
-		&o.degraded: {"degraded", "1", "1 while the Store decides from this node's state (degraded mode), else 0."},
-		&o.outbox:   {"outbox", "{commit}", "Commits queued in the degraded mode's outbox, awaiting replay."},
+		&o.degraded: {"degraded", "1", "1 while the Store decides from this node's state " +
+			"(degraded mode), else 0."},
+		&o.outbox: {"outbox", "{commit}", "Commits queued in the degraded mode's outbox, " +
+			"awaiting replay."},
 	} {
-		*inst, e = m.Int64ObservableGauge("fleetstore.client."+d.name, metric.WithUnit(d.unit), metric.WithDescription(d.text))
+		*inst, e = m.Int64ObservableGauge(prefix+d.name, metric.WithUnit(d.unit),
+			metric.WithDescription(d.text))
 		err = errors.Join(err, e)
 	}
 	for inst, d := range map[*metric.Int64ObservableCounter]desc{
@@ -244,11 +254,14 @@ func New(opts ...Option) (*Observer, error) {
 		&o.queued:         {"queued", "{commit}", "Commits queued in the outbox."},
 		&o.replayed:       {"replayed", "{commit}", "Queued commits recorded in the shared store."},
 		&o.conflicts:      {"conflicts", "{commit}", "Replayed commits that met another hook's claim."},
-		&o.expired:        {"expired", "{commit}", "Queued commits whose TTL ran out before their replay."},
-		&o.dropped:        {"dropped", "{commit}", "Commits not queued (outbox full) or dropped after refused replays."},
-		&o.claimsDropped:  {"claims_dropped", "{hit}", "Local Hits decided without a local claim (the local claim cap)."},
+		&o.expired:        {"expired", "{commit}", "Queued commits whose TTL ran out unreplayed."},
+		&o.dropped: {"dropped", "{commit}", "Commits not queued (outbox full) " +
+			"or dropped after refused replays."},
+		&o.claimsDropped: {"claims_dropped", "{hit}", "Local Hits decided without a local claim " +
+			"(the local claim cap)."},
 	} {
-		*inst, e = m.Int64ObservableCounter("fleetstore.client."+d.name, metric.WithUnit(d.unit), metric.WithDescription(d.text))
+		*inst, e = m.Int64ObservableCounter(prefix+d.name, metric.WithUnit(d.unit),
+			metric.WithDescription(d.text))
 		err = errors.Join(err, e)
 	}
 	if err != nil {
@@ -261,7 +274,8 @@ func New(opts ...Option) (*Observer, error) {
 var errNil = errors.New("fleetotel: a nil *Observer (make one with fleetotel.New)")
 
 // errAttached is Attach's error for a second Store.
-var errAttached = errors.New("fleetotel: this Observer already observes a Store (make one with fleetotel.New for each)")
+var errAttached = errors.New("fleetotel: this Observer already observes a Store " +
+	"(make one with fleetotel.New for each)")
 
 // Attach prepares the attribute sets for the Store's scheme and, when it
 // has the degraded mode, registers the callback that reads its Stats. It
@@ -295,13 +309,16 @@ func (o *Observer) Attach(info observe.StoreInfo) error {
 				inst metric.Int64ObservableCounter
 				v    uint64
 			}{
-				{o.outages, s.Outages}, {o.localDecisions, s.LocalDecisions}, {o.queued, s.Queued}, {o.replayed, s.Replayed},
-				{o.conflicts, s.Conflicts}, {o.expired, s.Expired}, {o.dropped, s.Dropped}, {o.claimsDropped, s.ClaimsDropped},
+				{o.outages, s.Outages}, {o.localDecisions, s.LocalDecisions},
+				{o.queued, s.Queued}, {o.replayed, s.Replayed},
+				{o.conflicts, s.Conflicts}, {o.expired, s.Expired},
+				{o.dropped, s.Dropped}, {o.claimsDropped, s.ClaimsDropped},
 			} {
 				ob.ObserveInt64(c.inst, int64(min(c.v, 1<<63-1)), opt)
 			}
 			return nil
-		}, o.degraded, o.outbox, o.outages, o.localDecisions, o.queued, o.replayed, o.conflicts, o.expired, o.dropped, o.claimsDropped)
+		}, o.degraded, o.outbox, o.outages, o.localDecisions, o.queued, o.replayed,
+			o.conflicts, o.expired, o.dropped, o.claimsDropped)
 		if err != nil {
 			return err
 		}
@@ -341,7 +358,8 @@ func (o *Observer) prepare(system attribute.KeyValue) *attached {
 			var errType []attribute.KeyValue
 			if class != int(observe.ClassNone) {
 				errType = []attribute.KeyValue{semconv.ErrorTypeKey.String(observe.Class(class).String())}
-				a.errOpt[op][class] = []metric.AddOption{metric.WithAttributeSet(with(append(errType, name)...))}
+				set := with(append(errType, name)...)
+				a.errOpt[op][class] = []metric.AddOption{metric.WithAttributeSet(set)}
 			}
 			for local := range 2 {
 				kv := append([]attribute.KeyValue{name, LocalKey.Bool(local == 1)}, errType...)
@@ -351,7 +369,8 @@ func (o *Observer) prepare(system attribute.KeyValue) *attached {
 	}
 	for out := 1; out < nOutcomes; out++ {
 		for local := range 2 {
-			a.hitOpt[out][local] = []metric.AddOption{metric.WithAttributeSet(with(OutcomeKey.String(fleetstore.Outcome(out).String()), LocalKey.Bool(local == 1)))}
+			set := with(OutcomeKey.String(fleetstore.Outcome(out).String()), LocalKey.Bool(local == 1))
+			a.hitOpt[out][local] = []metric.AddOption{metric.WithAttributeSet(set)}
 		}
 	}
 	return a
@@ -423,7 +442,8 @@ func (o *Observer) kindOpt(a *attached, k fleetstore.Kind) []metric.AddOption {
 	if len(old) >= MaxKinds {
 		return a.otherOpt
 	}
-	opt := []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(append(append([]attribute.KeyValue(nil), a.base...), KindKey.String(string(k)))...))}
+	kv := append(append([]attribute.KeyValue(nil), a.base...), KindKey.String(string(k)))
+	opt := []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
 	m := maps.Clone(old)
 	if m == nil {
 		m = map[fleetstore.Kind][]metric.AddOption{}

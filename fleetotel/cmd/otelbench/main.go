@@ -5,8 +5,9 @@
 // first of each other outcome (rate-limited, duplicate), then the metrics
 // of the whole run, as JSON.
 //
-//	cd fleetotel && go run ./cmd/otelbench                                   # memory://, 300 hooks
-//	go run ./cmd/otelbench -url 'redis://127.0.0.1:1/0?fallback_nodes=4'     # a dead store: degraded mode
+//	cd fleetotel && go run ./cmd/otelbench   # memory://, 300 hooks
+//	# a dead store: degraded mode
+//	go run ./cmd/otelbench -url 'redis://127.0.0.1:1/0?fallback_nodes=4'
 //
 // The load: -n hooks over -tenants tenants, one after another, each a Hit
 // of one hooks charge (-rate per second, a burst of -burst) and a claim on
@@ -47,7 +48,8 @@ func main() {
 	rate := flag.Int64("rate", 100, "each tenant's hooks per second")
 	burst := flag.Int64("burst", 80, "each tenant's burst, in hooks")
 	dup := flag.Int("dup", 25, "every dup'th hook redelivers the previous event (0: never)")
-	traces := flag.Int("traces", 2, "hooks whose traces are printed (and the first of each other outcome)")
+	traces := flag.Int("traces", 2,
+		"hooks whose traces are printed (and the first of each other outcome)")
 	flag.Parse()
 	if err := run(*url, *n, *tenants, *rate, *burst, *dup, *traces); err != nil {
 		fmt.Fprintln(os.Stderr, "otelbench:", err)
@@ -68,12 +70,14 @@ func run(url string, n, tenants int, rate, burst int64, dup, traces int) error {
 	if err != nil {
 		return err
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res), sdktrace.WithSyncer(&firstTraces{SpanExporter: texp, max: traces}))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithResource(res),
+		sdktrace.WithSyncer(&firstTraces{SpanExporter: texp, max: traces}))
 	mexp, err := stdoutmetric.New(stdoutmetric.WithPrettyPrint())
 	if err != nil {
 		return err
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(sdkmetric.NewPeriodicReader(mexp, sdkmetric.WithInterval(time.Hour))))
+	reader := sdkmetric.NewPeriodicReader(mexp, sdkmetric.WithInterval(time.Hour))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(reader))
 	obs, err := fleetotel.New(fleetotel.WithMeterProvider(mp), fleetotel.WithTracerProvider(tp))
 	if err != nil {
 		return err
@@ -92,7 +96,8 @@ func run(url string, n, tenants int, rate, burst int64, dup, traces int) error {
 			tenant, key = fmt.Sprintf("tenant-%d", (i-1)%tenants), fmt.Sprintf("delivery-%d", i-1)
 		}
 		hctx, span := tracer.Start(ctx, "webhook", trace.WithSpanKind(trace.SpanKindServer))
-		claim := fleetstore.Claim{Tenant: tenant, SourceID: "github", Key: key, HookID: fmt.Sprintf("hook-%d", i), Node: "edge-1", TTL: time.Hour, PendingTTL: time.Minute}
+		claim := fleetstore.Claim{Tenant: tenant, SourceID: "github", Key: key,
+			HookID: fmt.Sprintf("hook-%d", i), Node: "edge-1", TTL: time.Hour, PendingTTL: time.Minute}
 		r, err := store.Hit(hctx, []fleetstore.Charge{limit.Charge(tenant, 1)}, &claim)
 		switch {
 		case err != nil:
@@ -123,7 +128,8 @@ func run(url string, n, tenants int, rate, burst int64, dup, traces int) error {
 	if err := store.Close(); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "otelbench: %d hooks on %s: %v; degraded mode: %+v\n", n, fleetstoreScheme(url), counts, stats)
+	fmt.Fprintf(os.Stderr, "otelbench: %d hooks on %s: %v; degraded mode: %+v\n",
+		n, fleetstoreScheme(url), counts, stats)
 	return nil
 }
 
