@@ -14,7 +14,8 @@ import (
 // longer: a dial or read outliving the budget would outlive the call
 // (CONTRACT T1, T4). An absent one is the budget. Errors wrap ErrInvalid
 // and name the parameter.
-func Timeouts(q url.Values, budget time.Duration, names ...string) (map[string]time.Duration, error) {
+func Timeouts(q url.Values, budget time.Duration, names ...string) (map[string]time.Duration,
+	error) {
 	out := make(map[string]time.Duration, len(names))
 	for _, name := range names {
 		out[name] = budget
@@ -24,7 +25,8 @@ func Timeouts(q url.Values, budget time.Duration, names ...string) (map[string]t
 		v := q.Get(name)
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 || d > budget {
-			return nil, Invalid("url: "+name, "want a Go duration between 1ns and the timeout ("+budget.String()+"), got "+Quote(v))
+			return nil, Invalid("url: "+name, "want a Go duration between 1ns and the timeout ("+
+				budget.String()+"), got "+Quote(v))
 		}
 		out[name] = d
 	}
@@ -54,7 +56,8 @@ func CheckParams(q url.Values, accepted ...string) error {
 		return nil
 	}
 	slices.Sort(keys)
-	all := append([]string{"timeout", "key_prefix", "fallback_nodes", "fallback_share", "fallback_outbox", "fallback_claims"}, accepted...)
+	all := append([]string{"timeout", "key_prefix", "fallback_nodes", "fallback_share",
+		"fallback_outbox", "fallback_claims"}, accepted...)
 	return Invalid("url: "+keys[0], "unknown parameter (accepted: "+strings.Join(all, ", ")+")")
 }
 

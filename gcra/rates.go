@@ -21,7 +21,8 @@ var ErrRate = errors.New("gcra: rate out of range")
 // rounded up to the microsecond (a limit is never looser than asked),
 // capacity = increment × burst. Exactly burst back-to-back charges conform on
 // a full bucket (G1).
-func Rate(n int64, period time.Duration, burst int64) (increment, capacity time.Duration, err error) {
+func Rate(n int64, period time.Duration, burst int64) (increment, capacity time.Duration,
+	err error) {
 	if n <= 0 || period < time.Microsecond || burst <= 0 {
 		return 0, 0, ErrRate
 	}
@@ -41,7 +42,8 @@ func Rate(n int64, period time.Duration, burst int64) (increment, capacity time.
 // rounding, so a body of exactly burstBytes conforms on a full bucket and a
 // larger one has increment > capacity (ErrOverCapacity at the Store).
 // A bodySize of 0 is charged as 1 byte (the increment must be ≥ 1µs).
-func ByteRate(bytesPerSecond, burstBytes, bodySize int64) (increment, capacity time.Duration, err error) {
+func ByteRate(bytesPerSecond, burstBytes, bodySize int64) (increment, capacity time.Duration,
+	err error) {
 	if bytesPerSecond <= 0 || burstBytes <= 0 || bodySize < 0 {
 		return 0, 0, ErrRate
 	}

@@ -126,7 +126,10 @@ func Write(h http.Header, res *fleetstore.Result, limits []fleetstore.Limit, opt
 }
 
 // fields are the fields Write writes, all deleted first.
-var fields = [...]string{"Retry-After", "RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"}
+var fields = [...]string{
+	"Retry-After", "RateLimit-Policy", "RateLimit",
+	"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
+}
 
 // nextUnit is how long until a bucket b of l, with r units left, holds
 // one more: until its headroom fits the increment of r+1 units (a charge

@@ -3,7 +3,8 @@
 // tenant and claims the event in one round trip, hands the hook to a
 // durable Sink, settles the claim, and answers as the provider expects.
 //
-//	store, err := fleetstore.Open(os.Getenv("FLEETSTORE_URL"), fleetstore.WithFallback(fleetstore.Fallback{Nodes: 8}))
+//	store, err := fleetstore.Open(os.Getenv("FLEETSTORE_URL"),
+//		fleetstore.WithFallback(fleetstore.Fallback{Nodes: 8}))
 //	if err != nil {
 //		return err
 //	}
@@ -11,7 +12,9 @@
 //		Store:    store,
 //		Provider: webhook.GitHub(),
 //		Secrets:  func(tenant string) ([]string, error) { return secretsOf(tenant) },
-//		Tenant:   func(r *http.Request, _ []byte) (string, error) { return r.PathValue("tenant"), nil },
+//		Tenant: func(r *http.Request, _ []byte) (string, error) {
+//			return r.PathValue("tenant"), nil
+//		},
 //		Sink:     queue, // a webhook.Sink: Store(ctx, hook) makes it durable
 //		Limits:   []fleetstore.Limit{hooksPerSecond, bodyBytes},
 //	})

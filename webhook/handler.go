@@ -138,19 +138,23 @@ func New(cfg Config) (*Handler, error) {
 	case len(cfg.Provider.Name()) < 1 || len(cfg.Provider.Name()) > 1024:
 		return nil, invalid("provider", "its name must be 1–1024 bytes")
 	case len(cfg.Limits) > fleetstore.MaxCharges:
-		return nil, invalid("limits", fmt.Sprintf("at most %d, got %d", fleetstore.MaxCharges, len(cfg.Limits)))
+		return nil, invalid("limits",
+			fmt.Sprintf("at most %d, got %d", fleetstore.MaxCharges, len(cfg.Limits)))
 	case cfg.MaxBody < 0:
 		return nil, invalid("max_body", "must not be negative")
 	case len(cfg.Node) > maxNode:
-		return nil, invalid("node", fmt.Sprintf("must be at most %d bytes, got %d", maxNode, len(cfg.Node)))
+		return nil, invalid("node",
+			fmt.Sprintf("must be at most %d bytes, got %d", maxNode, len(cfg.Node)))
 	}
 	for i, l := range cfg.Limits {
 		if l == (fleetstore.Limit{}) {
-			return nil, invalid("limits["+strconv.Itoa(i)+"]", "the zero Limit: build it with fleetstore.NewLimit or NewByteLimit")
+			return nil, invalid("limits["+strconv.Itoa(i)+"]",
+				"the zero Limit: build it with fleetstore.NewLimit or NewByteLimit")
 		}
 		for _, m := range cfg.Limits[:i] {
 			if m.Kind() == l.Kind() {
-				return nil, invalid("limits["+strconv.Itoa(i)+"]", fmt.Sprintf("kind %q charged twice", l.Kind()))
+				return nil, invalid("limits["+strconv.Itoa(i)+"]",
+					fmt.Sprintf("kind %q charged twice", l.Kind()))
 			}
 		}
 	}
@@ -158,8 +162,9 @@ func New(cfg Config) (*Handler, error) {
 		d   *time.Duration
 		def time.Duration
 	}{
-		{&cfg.TTL, DefaultTTL}, {&cfg.PendingTTL, DefaultPendingTTL}, {&cfg.SinkTimeout, DefaultSinkTimeout},
-		{&cfg.SettleTimeout, DefaultSettleTimeout}, {&cfg.RetryAfter, DefaultRetryAfter},
+		{&cfg.TTL, DefaultTTL}, {&cfg.PendingTTL, DefaultPendingTTL},
+		{&cfg.SinkTimeout, DefaultSinkTimeout}, {&cfg.SettleTimeout, DefaultSettleTimeout},
+		{&cfg.RetryAfter, DefaultRetryAfter},
 	}
 	for _, f := range defaults {
 		if *f.d == 0 {
@@ -169,13 +174,18 @@ func New(cfg Config) (*Handler, error) {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"ttl", cfg.TTL}, {"pending_ttl", cfg.PendingTTL}, {"sink_timeout", cfg.SinkTimeout}, {"settle_timeout", cfg.SettleTimeout}, {"retry_after", cfg.RetryAfter}} {
+	}{
+		{"ttl", cfg.TTL}, {"pending_ttl", cfg.PendingTTL}, {"sink_timeout", cfg.SinkTimeout},
+		{"settle_timeout", cfg.SettleTimeout}, {"retry_after", cfg.RetryAfter},
+	} {
 		if f.d < time.Millisecond || f.d > 366*24*time.Hour {
 			return nil, invalid(f.name, fmt.Sprintf("must be between 1ms and 366 days, got %v", f.d))
 		}
 	}
 	if cfg.PendingTTL <= cfg.SinkTimeout+cfg.SettleTimeout {
-		return nil, invalid("pending_ttl", fmt.Sprintf("%v must be more than sink_timeout + settle_timeout (%v): a claim would expire while its hook is stored", cfg.PendingTTL, cfg.SinkTimeout+cfg.SettleTimeout))
+		return nil, invalid("pending_ttl", fmt.Sprintf("%v must be more than sink_timeout + "+
+			"settle_timeout (%v): a claim would expire while its hook is stored",
+			cfg.PendingTTL, cfg.SinkTimeout+cfg.SettleTimeout))
 	}
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = DefaultMaxBody
@@ -420,7 +430,8 @@ func ours(err error) bool {
 // after PendingTTL, and a redelivery after that is stored again;
 // ErrClaimLost means another delivery took the claim after this one's
 // expired: the event may be stored twice.
-func (h *Handler) store(w http.ResponseWriter, r *http.Request, hook *Hook, claim fleetstore.Claim) {
+func (h *Handler) store(w http.ResponseWriter, r *http.Request, hook *Hook,
+	claim fleetstore.Claim) {
 	detached := context.WithoutCancel(r.Context())
 	if err := h.sink(detached, hook); err != nil {
 		// The Sink's error is logged as it is: it must not hold the body.
@@ -465,7 +476,8 @@ func (h *Handler) sink(detached context.Context, hook *Hook) (err error) {
 	defer cancel()
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("webhook: the sink panicked (a %T; its value is not logged: it may hold the body)", p)
+			err = fmt.Errorf("webhook: the sink panicked "+
+				"(a %T; its value is not logged: it may hold the body)", p)
 		}
 	}()
 	return h.cfg.Sink.Store(ctx, hook)

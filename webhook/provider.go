@@ -55,7 +55,10 @@ var (
 // sigError is a verification failure: why, never what was sent.
 type sigError struct{ why string }
 
-func (e *sigError) Error() string        { return "webhook: signature verification failed: " + e.why }
+func (e *sigError) Error() string {
+	return "webhook: signature verification failed: " + e.why
+}
+
 func (e *sigError) Is(target error) bool { return target == ErrSignature }
 
 func sigErr(provider, why string) error { return &sigError{why: provider + ": " + why} }
@@ -85,7 +88,10 @@ var ErrSecret = errors.New("webhook: unusable secret")
 
 type secretError struct{ provider, why string }
 
-func (e *secretError) Error() string        { return "webhook: unusable secret: " + e.provider + ": " + e.why }
+func (e *secretError) Error() string {
+	return "webhook: unusable secret: " + e.provider + ": " + e.why
+}
+
 func (e *secretError) Is(target error) bool { return target == ErrSecret }
 
 // checkSecrets refuses an empty secret (ErrSecret): the one place the
@@ -94,7 +100,8 @@ func (e *secretError) Is(target error) bool { return target == ErrSecret }
 func checkSecrets(provider string, secrets []string) error {
 	for _, s := range secrets {
 		if s == "" {
-			return &secretError{provider: provider, why: "an empty secret (anyone can sign with the empty key)"}
+			why := "an empty secret (anyone can sign with the empty key)"
+			return &secretError{provider: provider, why: why}
 		}
 	}
 	return nil
@@ -110,7 +117,8 @@ func raw(s string) ([]byte, bool) { return []byte(s), true }
 // decodes to no key — checked for every secret before any signature, so
 // that the answer does not depend on what the sender sent; else
 // ErrSignature naming header.
-func verifyHMAC(provider, header string, secrets []string, decode func(string) ([]byte, bool), sigs [][]byte, parts ...[]byte) error {
+func verifyHMAC(provider, header string, secrets []string, decode func(string) ([]byte, bool),
+	sigs [][]byte, parts ...[]byte) error {
 	if err := checkSecrets(provider, secrets); err != nil {
 		return err
 	}

@@ -89,7 +89,8 @@ func (p standard) Verify(h http.Header, body []byte, secrets []string, now time.
 	if len(sigs) == 0 {
 		return sigErr(p.name, "webhook-signature has no v1 signature")
 	}
-	return verifyHMAC(p.name, "webhook-signature", secrets, whsec, sigs, []byte(id), []byte{'.'}, []byte(ts), []byte{'.'}, body)
+	return verifyHMAC(p.name, "webhook-signature", secrets, whsec, sigs,
+		[]byte(id), []byte{'.'}, []byte(ts), []byte{'.'}, body)
 }
 
 func (p standard) EventID(h http.Header, _ []byte) (string, error) {

@@ -26,7 +26,8 @@ func (*conn) NonBlocking() {}
 // write. Every outcome reports each charged bucket's reset-after (G10):
 // the new TAT's lead when the charges were taken, the stored one's when
 // nothing was.
-func (c *conn) Hit(_ context.Context, charges []driver.Charge, cl *driver.Claim) (res driver.Result, err error) {
+func (c *conn) Hit(_ context.Context, charges []driver.Charge,
+	cl *driver.Claim) (res driver.Result, err error) {
 	tenant := ""
 	if len(charges) > 0 {
 		tenant = charges[0].Tenant
@@ -91,7 +92,8 @@ func (c *conn) Hit(_ context.Context, charges []driver.Charge, cl *driver.Claim)
 		}
 	}
 	if cl != nil {
-		sh.claims[id] = claim.State{Phase: claim.Pending, HookID: cl.HookID, Node: cl.Node, Expires: now + cl.PendingTTL.Microseconds()}
+		sh.claims[id] = claim.State{Phase: claim.Pending, HookID: cl.HookID, Node: cl.Node,
+			Expires: now + cl.PendingTTL.Microseconds()}
 	}
 	sh.wrote(now)
 	res.Outcome = driver.OK
@@ -126,7 +128,8 @@ func (c *conn) settle(cl *driver.Claim, op claim.Op) error {
 	s := claim.Settle(sh.claims[id], now, op, cl.HookID, cl.TTL.Microseconds())
 	switch s.Write {
 	case claim.Store:
-		sh.claims[id] = claim.State{Phase: claim.Committed, HookID: cl.HookID, Node: cl.Node, Expires: s.Expires}
+		sh.claims[id] = claim.State{Phase: claim.Committed, HookID: cl.HookID, Node: cl.Node,
+			Expires: s.Expires}
 		sh.wrote(now)
 	case claim.Delete:
 		delete(sh.claims, id)

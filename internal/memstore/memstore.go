@@ -171,7 +171,8 @@ func (st *state) records(tenant string) []driver.Record {
 	}
 	for id, c := range sh.claims {
 		if id.tenant == tenant && c.Live(now) {
-			out = append(out, driver.Record{Key: "claim/" + id.source + "/" + id.key, TTL: micros(c.Expires - now)})
+			key := "claim/" + id.source + "/" + id.key
+			out = append(out, driver.Record{Key: key, TTL: micros(c.Expires - now)})
 		}
 	}
 	return out
@@ -183,7 +184,8 @@ func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecon
 // keyPrefix: the hook holding it pending and the µs it has left, when it
 // is pending and live. It writes nothing. The degraded mode looks at its
 // local claims with it after an outage.
-func (d *Driver) Peek(name, keyPrefix string, cl driver.Claim) (holder string, left int64, pending bool) {
+func (d *Driver) Peek(name, keyPrefix string, cl driver.Claim) (holder string, left int64,
+	pending bool) {
 	st, ok := d.lookup(name, keyPrefix)
 	if !ok {
 		return "", 0, false
