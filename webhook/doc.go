@@ -15,8 +15,8 @@
 //		Tenant: func(r *http.Request, _ []byte) (string, error) {
 //			return r.PathValue("tenant"), nil
 //		},
-//		Sink:     queue, // a webhook.Sink: Store(ctx, hook) makes it durable
-//		Limits:   []fleetstore.Limit{hooksPerSecond, bodyBytes},
+//		Sink:   queue, // a webhook.Sink: Store(ctx, hook) makes it durable
+//		Limits: []fleetstore.Limit{hooksPerSecond, bodyBytes},
 //	})
 //	if err != nil {
 //		return err
