@@ -103,24 +103,35 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&cfg.concurrency, "c", 16, "concurrent workers (hooks in flight)")
 	fs.DurationVar(&cfg.duration, "d", 10*time.Second, "measured duration")
 	fs.DurationVar(&cfg.warmup, "warmup", 0, "load before the measured duration, not counted")
-	fs.DurationVar(&cfg.ping, "ping", time.Second, "Ping baseline at concurrency 1 before the load, at most 5000 pings (0: skip)")
+	fs.DurationVar(&cfg.ping, "ping", time.Second,
+		"Ping baseline at concurrency 1 before the load, at most 5000 pings (0: skip)")
 	// The defaults leave most hooks accepted at any throughput one machine
 	// reaches: 10,000 tenants at 1,000 hooks/s each is 10M hooks/s before
 	// any bucket denies. A Zipf skew puts a share of every hook on the top
 	// tenant (about 18% at s=1.1 over 10,000), which its limit then denies
 	// once the store is fast: a measure of denials, not of the common path.
 	fs.IntVar(&cfg.tenants, "tenants", 10000, "number of tenants")
-	fs.Float64Var(&cfg.skew, "skew", 0, "Zipf exponent s > 1 of the tenants' share of hooks, e.g. 1.1 (0: uniform)")
-	fs.IntVar(&cfg.kinds, "kinds", 2, "buckets charged per hook, 1–16: hooks, bytes, then k3, k4, …")
-	fs.Float64Var(&cfg.dup, "dup", 0.05, "fraction 0–1 of hooks that reuse a recently claimed event key")
-	fs.Float64Var(&cfg.rate, "rate", 1000, "hooks per second per tenant (bytes: rate × body; k3…: 2 × rate)")
-	fs.Int64Var(&cfg.burst, "burst", 100, "burst per tenant, in hooks (bytes: burst × body; k3…: 2 × burst)")
-	fs.Int64Var(&cfg.body, "body", 4096, "mean body size in bytes, charged to the bytes bucket (uniform in body/2 … 3·body/2)")
-	fs.DurationVar(&cfg.hold, "hold", 0, "time a hook takes to become durable, between Hit and Commit")
-	fs.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "claim TTL after commit (short: the bench writes many keys)")
+	fs.Float64Var(&cfg.skew, "skew", 0,
+		"Zipf exponent s > 1 of the tenants' share of hooks, e.g. 1.1 (0: uniform)")
+	fs.IntVar(&cfg.kinds, "kinds", 2,
+		"buckets charged per hook, 1–16: hooks, bytes, then k3, k4, …")
+	fs.Float64Var(&cfg.dup, "dup", 0.05,
+		"fraction 0–1 of hooks that reuse a recently claimed event key")
+	fs.Float64Var(&cfg.rate, "rate", 1000,
+		"hooks per second per tenant (bytes: rate × body; k3…: 2 × rate)")
+	fs.Int64Var(&cfg.burst, "burst", 100,
+		"burst per tenant, in hooks (bytes: burst × body; k3…: 2 × burst)")
+	fs.Int64Var(&cfg.body, "body", 4096,
+		"mean body size in bytes, charged to the bytes bucket (uniform in body/2 … 3·body/2)")
+	fs.DurationVar(&cfg.hold, "hold", 0,
+		"time a hook takes to become durable, between Hit and Commit")
+	fs.DurationVar(&cfg.ttl, "ttl", 10*time.Second,
+		"claim TTL after commit (short: the bench writes many keys)")
 	fs.DurationVar(&cfg.pendingTTL, "pending-ttl", 5*time.Second, "claim TTL while pending")
-	fs.IntVar(&cfg.fallback, "fallback", 0, "degraded mode on, as one node of a fleet of N (WithFallback Nodes N): Hits go local when the store is out (0: off)")
-	fs.Float64Var(&cfg.maxErrors, "max-errors", 0.01, "highest error share 0–1 (failed Hit and Commit calls over all of them) that still exits 0")
+	fs.IntVar(&cfg.fallback, "fallback", 0, "degraded mode on, as one node of a fleet of N "+
+		"(WithFallback Nodes N): Hits go local when the store is out (0: off)")
+	fs.Float64Var(&cfg.maxErrors, "max-errors", 0.01,
+		"highest error share 0–1 (failed Hit and Commit calls over all of them) that still exits 0")
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object, no progress line")
 	positional, err := parseArgs(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -165,7 +176,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			if cfg.json {
 				writeJSONLine(stdout, pingFailure{Status: status, Reason: oneLine(err)})
 			} else {
-				fmt.Fprintf(stderr, "fleetstore bench %s: %s, nothing measured: %s\n", redactURL(cfg.url), phrase, oneLine(err))
+				fmt.Fprintf(stderr, "fleetstore bench %s: %s, nothing measured: %s\n", redactURL(cfg.url),
+					phrase, oneLine(err))
 			}
 			return exitUnreachable
 		}
@@ -223,7 +235,8 @@ func (c *benchConfig) check() error {
 	case c.hold < 0:
 		return fmt.Errorf("-hold must not be negative, got %v", c.hold)
 	case c.ttl < time.Millisecond || c.pendingTTL < time.Millisecond:
-		return fmt.Errorf("-ttl and -pending-ttl must be at least 1ms, got %v and %v", c.ttl, c.pendingTTL)
+		return fmt.Errorf("-ttl and -pending-ttl must be at least 1ms, got %v and %v",
+			c.ttl, c.pendingTTL)
 	case !(c.maxErrors >= 0 && c.maxErrors <= 1):
 		return fmt.Errorf("-max-errors must be 0–1, got %v", c.maxErrors)
 	case c.fallback < 0:
@@ -266,23 +279,27 @@ func (c *benchConfig) limits() ([]kindLimit, error) {
 		burstBytes := c.burst * c.body
 		_, bcap, err := gcra.ByteRate(bps, burstBytes, c.body)
 		if bps < 1 || err != nil {
-			return nil, fmt.Errorf("-rate %v × -body %d bytes/s with a burst of %d bytes is out of range", c.rate, c.body, burstBytes)
+			return nil, fmt.Errorf("-rate %v × -body %d bytes/s with a burst of %d bytes is out of range",
+				c.rate, c.body, burstBytes)
 		}
-		out = append(out, kindLimit{kind: fleetstore.Bytes, capacity: bcap, bytesPerSecond: bps, burstBytes: burstBytes})
+		out = append(out, kindLimit{kind: fleetstore.Bytes, capacity: bcap, bytesPerSecond: bps,
+			burstBytes: burstBytes})
 	}
 	for k := 3; k <= c.kinds; k++ {
 		inc, capacity, err := gcra.Rate(2, period, 2*c.burst)
 		if err != nil {
 			return nil, fmt.Errorf("-rate %v with -burst %d: %w", c.rate, c.burst, err)
 		}
-		out = append(out, kindLimit{kind: fleetstore.Kind("k" + strconv.Itoa(k)), increment: inc, capacity: capacity})
+		kind := fleetstore.Kind("k" + strconv.Itoa(k))
+		out = append(out, kindLimit{kind: kind, increment: inc, capacity: capacity})
 	}
 	return out, nil
 }
 
 // bench runs the Ping baseline and the load, and returns what it measured.
 // It stops after warmup + duration or when ctx is done (Ctrl-C).
-func bench(ctx context.Context, store *fleetstore.Store, cfg *benchConfig, progress io.Writer) (*benchReport, error) {
+func bench(ctx context.Context, store *fleetstore.Store, cfg *benchConfig,
+	progress io.Writer) (*benchReport, error) {
 	limits, err := cfg.limits()
 	if err != nil {
 		return nil, err

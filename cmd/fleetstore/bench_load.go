@@ -61,7 +61,8 @@ func newLoad(store *fleetstore.Store, cfg *benchConfig, limits []kindLimit) *loa
 		}
 		w.charges = make([]fleetstore.Charge, len(limits))
 		for k, lim := range limits {
-			w.charges[k] = fleetstore.Charge{Kind: lim.kind, Increment: lim.increment, Capacity: lim.capacity}
+			w.charges[k] = fleetstore.Charge{Kind: lim.kind, Increment: lim.increment,
+				Capacity: lim.capacity}
 		}
 		w.prefix = []byte("evt-" + l.run + "-" + strconv.Itoa(i) + "-")
 		l.workers[i] = w
@@ -253,7 +254,8 @@ func (w *worker) charge(tenant string) {
 		lim := &w.l.limits[k]
 		if lim.bytesPerSecond > 0 {
 			size := min(cfg.body/2+w.rng.Int64N(cfg.body+1), lim.burstBytes)
-			c.Increment, _, _ = gcra.ByteRate(lim.bytesPerSecond, lim.burstBytes, size) // in range: checked by limits
+			// in range: checked by limits
+			c.Increment, _, _ = gcra.ByteRate(lim.bytesPerSecond, lim.burstBytes, size)
 		}
 	}
 }

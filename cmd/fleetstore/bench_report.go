@@ -33,10 +33,10 @@ type benchReport struct {
 	Hold        float64  `json:"hold_s"`
 
 	Hooks        uint64            `json:"hooks"`        // Hit calls, errors included
-	Decided      uint64            `json:"decided"`      // Hits that returned an outcome (locally decided ones included)
-	Throughput   float64           `json:"hooks_per_s"`  // decided Hits per second: a failed Hit is no throughput
-	FailedCalls  uint64            `json:"failed_calls"` // Hit and Commit calls that returned an error
-	ErrorShare   float64           `json:"error_share"`  // failed_calls over all Hit and Commit calls, 0–1
+	Decided      uint64            `json:"decided"`      // Hits with an outcome, local ones too
+	Throughput   float64           `json:"hooks_per_s"`  // decided Hits a second (a failed: none)
+	FailedCalls  uint64            `json:"failed_calls"` // Hit and Commit calls that failed
+	ErrorShare   float64           `json:"error_share"`  // failed_calls / Hit and Commit calls
 	Outcomes     map[string]uint64 `json:"outcomes"`     // ok, duplicate, pending, rate_limited
 	HitErrors    map[string]uint64 `json:"hit_errors"`
 	Commits      uint64            `json:"commits"` // without error
@@ -217,7 +217,8 @@ func (r *benchReport) verdict(maxErrors float64) (int, string) {
 	case r.calls == 0:
 		return exitFail, "no Hit ended within the measured duration: nothing measured"
 	case r.FailedCalls == r.calls:
-		return exitUnreachable, fmt.Sprintf("every call failed (%s Hits, %s Commits): no hook decided, nothing measured%s",
+		return exitUnreachable, fmt.Sprintf("every call failed (%s Hits, %s Commits): "+
+			"no hook decided, nothing measured%s",
 			count(r.Hooks), count(r.calls-r.Hooks), first)
 	case r.ErrorShare > maxErrors:
 		return exitFail, fmt.Sprintf("%s of calls failed (%s of %s), above -max-errors %g%s",
@@ -276,14 +277,16 @@ func (r *benchReport) writeText(out io.Writer) error {
 	b.WriteString("\n")
 
 	fmt.Fprintf(&b, "throughput   %s hooks/s decided (%s of %s Hits in %s; %s of calls failed)\n",
-		count(uint64(r.Throughput+0.5)), count(r.Decided), count(r.Hooks), seconds(r.Duration), percent(r.FailedCalls, r.calls))
+		count(uint64(r.Throughput+0.5)), count(r.Decided), count(r.Hooks), seconds(r.Duration),
+		percent(r.FailedCalls, r.calls))
 	b.WriteString("outcomes   ")
 	for o := fleetstore.OK; o <= fleetstore.RateLimited; o++ {
 		n := r.Outcomes[o.String()]
 		fmt.Fprintf(&b, "  %s %s (%s)", o, count(n), percent(n, r.Hooks))
 	}
 	fmt.Fprintf(&b, "\ncommits      %s\n", count(r.Commits))
-	fmt.Fprintf(&b, "errors       hit: %s; commit: %s", classLine(r.HitErrors), classLine(r.CommitErrors))
+	fmt.Fprintf(&b, "errors       hit: %s; commit: %s",
+		classLine(r.HitErrors), classLine(r.CommitErrors))
 	if r.Ping != nil {
 		fmt.Fprintf(&b, "; ping: %s", classLine(r.Ping.Errors))
 	}
@@ -293,8 +296,11 @@ func (r *benchReport) writeText(out io.Writer) error {
 		if f.Degraded {
 			state = "degraded"
 		}
-		fmt.Fprintf(&b, "fallback     local decisions %s (%s of hits); commits queued %s, replayed %s, conflicts %s, dropped %s, outbox %s; outages %s; %s at the end\n",
-			count(f.LocalDecisions), percent(f.LocalDecisions, r.Hooks), count(f.Queued), count(f.Replayed), count(f.Conflicts),
+		fmt.Fprintf(&b, "fallback     local decisions %s (%s of hits); "+
+			"commits queued %s, replayed %s, conflicts %s, dropped %s, outbox %s; "+
+			"outages %s; %s at the end\n",
+			count(f.LocalDecisions), percent(f.LocalDecisions, r.Hooks),
+			count(f.Queued), count(f.Replayed), count(f.Conflicts),
 			count(f.Dropped), count(uint64(f.Outbox)), count(f.Outages), state)
 	}
 	for _, s := range r.ErrorSamples {
@@ -375,7 +381,8 @@ func percent(n, of uint64) string {
 // progress rewrites one line on w every second until done: elapsed time,
 // the last second's throughput and the outcome shares so far. It reads
 // the workers' counters, never their histograms.
-func (l *load) progress(w io.Writer, start, measureFrom time.Time, d time.Duration, done <-chan struct{}) {
+func (l *load) progress(w io.Writer, start, measureFrom time.Time, d time.Duration,
+	done <-chan struct{}) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var last uint64
@@ -407,9 +414,12 @@ func (l *load) progress(w io.Writer, start, measureFrom time.Time, d time.Durati
 			}
 			rate := float64(hooks-last) / now.Sub(lastAt).Seconds()
 			last, lastAt = hooks, now
-			fmt.Fprintf(w, "\r\033[K%5.1fs/%s  %s hooks/s  ok %s  dup %s  pending %s  limited %s  errors %s",
-				now.Sub(measureFrom).Seconds(), d, count(uint64(rate)), percent(outcomes[fleetstore.OK], hooks), percent(outcomes[fleetstore.Duplicate], hooks),
-				percent(outcomes[fleetstore.Pending], hooks), percent(outcomes[fleetstore.RateLimited], hooks), count(errs))
+			share := func(o fleetstore.Outcome) string { return percent(outcomes[o], hooks) }
+			fmt.Fprintf(w, "\r\033[K%5.1fs/%s  %s hooks/s  "+
+				"ok %s  dup %s  pending %s  limited %s  errors %s",
+				now.Sub(measureFrom).Seconds(), d, count(uint64(rate)),
+				share(fleetstore.OK), share(fleetstore.Duplicate), share(fleetstore.Pending),
+				share(fleetstore.RateLimited), count(errs))
 		}
 	}
 }

@@ -68,9 +68,11 @@ type clauseLine struct {
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	only := fs.String("only", "", "comma-separated clause ids to run, e.g. G1,c10 (default all)")
-	verbose := fs.Bool("v", false, "print every clause's messages, not only those of failures and skips")
+	verbose := fs.Bool("v", false,
+		"print every clause's messages, not only those of failures and skips")
 	jsonOut := fs.Bool("json", false, "print JSON lines, one object per clause (see above)")
-	granularity := fs.Duration("granularity", 0, "override the store's expiry granularity (default: what the driver declares, else 1ms)")
+	granularity := fs.Duration("granularity", 0,
+		"override the store's expiry granularity (default: what the driver declares, else 1ms)")
 	positional, err := parseArgs(fs, args)
 	if err == flag.ErrHelp {
 		fmt.Fprint(stdout, checkUsage)
@@ -96,7 +98,8 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg, shown := checkConfig(raw)
 	if *granularity < 0 || *granularity > conformance.MaxGranularity {
 		st.Close()
-		fmt.Fprintf(stderr, "fleetstore check: -granularity: want 0 (the driver's) up to %v, got %v\n", conformance.MaxGranularity, *granularity)
+		fmt.Fprintf(stderr, "fleetstore check: -granularity: want 0 (the driver's) up to %v, got %v\n",
+			conformance.MaxGranularity, *granularity)
 		return exitUsage
 	}
 	if *granularity > 0 {
@@ -119,7 +122,8 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if *jsonOut {
 			writeJSONLine(stdout, clauseLine{Clause: "ping", Status: status, Reason: oneLine(err)})
 		} else {
-			fmt.Fprintf(stderr, "fleetstore check %s: %s, nothing checked: %s\n", shown, phrase, oneLine(err))
+			fmt.Fprintf(stderr, "fleetstore check %s: %s, nothing checked: %s\n", shown, phrase,
+				oneLine(err))
 		}
 		return exitUnreachable
 	}
@@ -132,17 +136,20 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	each := func(r conformance.Report) {
 		counts[r.Status]++
 		if *jsonOut {
-			line := clauseLine{Clause: r.ID, Title: r.Title, Status: string(r.Status), ElapsedMS: r.Elapsed.Milliseconds()}
+			line := clauseLine{Clause: r.ID, Title: r.Title, Status: string(r.Status),
+				ElapsedMS: r.Elapsed.Milliseconds()}
 			if r.Status != conformance.Pass || *verbose {
 				line.Reason = strings.Join(r.Messages, "\n")
 			}
 			writeJSONLine(stdout, line)
 			return
 		}
-		fmt.Fprintf(stdout, "%-4s  %-3s  %7v  %s\n", r.Status, r.ID, r.Elapsed.Round(time.Millisecond), r.Title)
+		fmt.Fprintf(stdout, "%-4s  %-3s  %7v  %s\n",
+			r.Status, r.ID, r.Elapsed.Round(time.Millisecond), r.Title)
 		if r.Status != conformance.Pass || *verbose {
 			for _, m := range r.Messages {
-				fmt.Fprintf(stdout, "                    %s\n", strings.ReplaceAll(m, "\n", "\n                    "))
+				const indent = "                    "
+				fmt.Fprintf(stdout, indent+"%s\n", strings.ReplaceAll(m, "\n", "\n"+indent))
 			}
 		}
 	}
@@ -178,7 +185,8 @@ wait:
 	}
 	if !*jsonOut {
 		fmt.Fprintf(stdout, "%d passed, %d failed, %d skipped in %v\n",
-			counts[conformance.Pass], counts[conformance.Fail], counts[conformance.Skip], time.Since(start).Round(time.Millisecond))
+			counts[conformance.Pass], counts[conformance.Fail], counts[conformance.Skip],
+			time.Since(start).Round(time.Millisecond))
 	}
 	if counts[conformance.Fail] > 0 {
 		return exitFail
@@ -207,7 +215,8 @@ func ping(ctx context.Context, st *fleetstore.Store) error {
 // first. Both exit with exitUnreachable.
 func pingVerdict(err error) (status, phrase string) {
 	var reply *driver.ReplyError
-	if !errors.As(err, &reply) && (errors.Is(err, fleetstore.ErrUnavailable) || errors.Is(err, fleetstore.ErrTimeout)) {
+	out := errors.Is(err, fleetstore.ErrUnavailable) || errors.Is(err, fleetstore.ErrTimeout)
+	if !errors.As(err, &reply) && out {
 		return "UNREACHABLE", "store unreachable"
 	}
 	return "REFUSED", "store refused the ping"
@@ -216,7 +225,8 @@ func pingVerdict(err error) (status, phrase string) {
 // oneLine is err's text on one line: a client library's joined errors
 // (go-redis joins a Sentinel's dial errors with newlines) folded with "; ".
 func oneLine(err error) string {
-	return strings.Join(strings.FieldsFunc(err.Error(), func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
+	newline := func(r rune) bool { return r == '\n' || r == '\r' }
+	return strings.Join(strings.FieldsFunc(err.Error(), newline), "; ")
 }
 
 // clauseIDs splits -only into clause ids, upper-cased ("g1" is G1).

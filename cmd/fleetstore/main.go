@@ -103,12 +103,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case len(rest) == 1 && (rest[0] == "check" || rest[0] == "bench"):
 			return run(ctx, []string{rest[0], "-h"}, stdout, stderr)
 		case len(rest) == 1 && rest[0] == "version":
-			fmt.Fprintln(stdout, "usage: fleetstore version\n\nPrints the module version, VCS commit and time, and Go version the binary was built with.")
+			fmt.Fprintln(stdout, "usage: fleetstore version\n\nPrints the module version, "+
+				"VCS commit and time, and Go version the binary was built with.")
 			return exitOK
 		}
 		if len(rest) > 1 {
 			// The arguments are not echoed: one may be a URL.
-			fmt.Fprintf(stderr, "fleetstore help: takes at most one command, got %d arguments (fleetstore help bench)\n", len(rest))
+			fmt.Fprintf(stderr, "fleetstore help: takes at most one command, got %d arguments "+
+				"(fleetstore help bench)\n", len(rest))
 		} else {
 			fmt.Fprintln(stderr, "fleetstore help: no command of that name (want check, bench or version)")
 		}
@@ -158,7 +160,8 @@ func storeURL(positional []string) (string, error) {
 	case 1:
 		return positional[0], nil
 	}
-	return "", fmt.Errorf("want at most one URL, got %d arguments (flags go before or after the URL)", len(positional))
+	return "", fmt.Errorf("want at most one URL, got %d arguments (flags go before or after the URL)",
+		len(positional))
 }
 
 // redactURL is raw with its password replaced by "xxxxx", as
@@ -215,7 +218,8 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 
 var (
 	flagBadValue = regexp.MustCompile(`^invalid (?:boolean )?value .* for (?:flag )?-([\w-]+): `)
-	flagName     = regexp.MustCompile(`^(flag provided but not defined|flag needs an argument): -([\w-]+)$`)
+	flagName     = regexp.MustCompile(
+		`^(flag provided but not defined|flag needs an argument): -([\w-]+)$`)
 )
 
 // flagError rewrites a flag package error so that it names the flag but
