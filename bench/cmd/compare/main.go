@@ -22,15 +22,22 @@
 //
 //	ping-go-redis           PING, go-redis v9: the floor of the redis driver and of the peers
 //	ping-valkey-go          PING, valkey-go with the valkey driver's settings: its floor
-//	script-floor            EVALSHA of "return {1}" with a Hit's KEYS and ARGV: the floor of any one-script decision
-//	fleetstore-redis-hit    Store.Hit: hooks and bytes charges and a claim on a fresh event key, one script call
-//	fleetstore-redis-hit-unpipelined  as fleetstore-redis-hit with pipeline=off: each Hit on its own pooled connection
-//	fleetstore-redis-hook   the whole hook: Hit, then Commit; ops/s are hooks, p50/p99 the Hit's, hook p50/p99 both
+//	script-floor            EVALSHA of "return {1}" with a Hit's KEYS and ARGV:
+//	                        the floor of any one-script decision
+//	fleetstore-redis-hit    Store.Hit: hooks and bytes charges and a claim on a fresh
+//	                        event key, one script call
+//	fleetstore-redis-hit-unpipelined
+//	                        as fleetstore-redis-hit with pipeline=off: each Hit on its
+//	                        own pooled connection
+//	fleetstore-redis-hook   the whole hook: Hit, then Commit; ops/s are hooks, p50/p99
+//	                        the Hit's, hook p50/p99 both
 //	fleetstore-valkey-hit   as fleetstore-redis-hit, valkey driver
 //	fleetstore-valkey-hook  as fleetstore-redis-hook, valkey driver
 //	redis_rate              redis_rate v10 Allow: one bucket, one script call
-//	redis_rate-job          redis_rate doing a Hit's job: two Allow and a SET NX PX (three round trips, not all or nothing)
-//	throttled               throttled v2 GCRA over its go-redis v9 store: one bucket, GET+TIME then a CAS script
+//	redis_rate-job          redis_rate doing a Hit's job: two Allow and a SET NX PX
+//	                        (three round trips, not all or nothing)
+//	throttled               throttled v2 GCRA over its go-redis v9 store: one bucket,
+//	                        GET+TIME then a CAS script
 //
 // Before the load it measures memory per tenant (the hooks and bytes
 // buckets), per committed claim (INFO memory used_memory, less the
@@ -96,25 +103,39 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var cfg config
 	var conc, only, memServers string
-	fs.StringVar(&cfg.addr, "addr", "", "host:port of a running server (default: start redis-server on a free loopback port)")
-	fs.StringVar(&cfg.serverBin, "server", "redis-server", "server binary to start when -addr is empty (valkey-server works too)")
+	fs.StringVar(&cfg.addr, "addr", "",
+		"host:port of a running server (default: start redis-server on a free loopback port)")
+	fs.StringVar(&cfg.serverBin, "server", "redis-server",
+		"server binary to start when -addr is empty (valkey-server works too)")
 	fs.StringVar(&conc, "c", "1,64", "concurrencies, comma-separated")
 	fs.DurationVar(&cfg.run.duration, "d", 5*time.Second, "measured duration of each row")
-	fs.DurationVar(&cfg.run.warmup, "warmup", time.Second, "load before each measured duration, not counted")
+	fs.DurationVar(&cfg.run.warmup, "warmup", time.Second,
+		"load before each measured duration, not counted")
 	fs.IntVar(&cfg.run.pool, "pool", 64, "go-redis pool size, for every go-redis based system alike")
-	fs.DurationVar(&cfg.run.timeout, "timeout", time.Second, "fleetstore's per-call budget (URL timeout=)")
+	fs.DurationVar(&cfg.run.timeout, "timeout", time.Second,
+		"fleetstore's per-call budget (URL timeout=)")
 	fs.IntVar(&cfg.run.tenants, "tenants", 1000, "tenants (buckets) per row, taken in turn")
-	fs.IntVar(&cfg.rounds, "rounds", 1, "run every row this many times, interleaved, and pool the rounds (-d each)")
-	fs.IntVar(&cfg.items, "items", 100_000, "tenants and claims written for the memory rows (0: skip them)")
-	fs.StringVar(&memServers, "memory-servers", "redis-server,valkey-server", "server binaries the memory rows run on, comma-separated, each started for them (with -addr: that server only); one not found is skipped with a warning")
-	fs.DurationVar(&cfg.steadyTTL, "steady-ttl", 2*time.Second, "claim TTL of the steady-state memory row: three TTLs of commits, as many expiring as arriving (0: skip it)")
-	fs.IntVar(&cfg.steadyRate, "steady-rate", 10_000, "commits per second of the steady-state memory row")
+	fs.IntVar(&cfg.rounds, "rounds", 1,
+		"run every row this many times, interleaved, and pool the rounds (-d each)")
+	fs.IntVar(&cfg.items, "items", 100_000,
+		"tenants and claims written for the memory rows (0: skip them)")
+	fs.StringVar(&memServers, "memory-servers", "redis-server,valkey-server",
+		"server binaries the memory rows run on, comma-separated, each started for them (with -addr: "+
+			"that server only); one not found is skipped with a warning")
+	fs.DurationVar(&cfg.steadyTTL, "steady-ttl", 2*time.Second,
+		"claim TTL of the steady-state memory row: three TTLs of commits, as many expiring as "+
+			"arriving (0: skip it)")
+	fs.IntVar(&cfg.steadyRate, "steady-rate", 10_000,
+		"commits per second of the steady-state memory row")
 	fs.StringVar(&only, "only", "", "systems to run, comma-separated (default all): "+systemNames())
 	fs.BoolVar(&cfg.json, "json", false, "print only one JSON object per row")
 	fs.BoolVar(&cfg.markdown, "md", false, "print the table as Markdown")
-	fs.BoolVar(&cfg.run.serverStats, "server-stats", false, "reset and print INFO commandstats per row (server µs per command)")
-	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write this process's CPU profile of the whole run to this file")
-	fs.StringVar(&cfg.memProf, "memprofile", "", "write this process's allocation profile (every 4 KiB sampled) to this file at exit")
+	fs.BoolVar(&cfg.run.serverStats, "server-stats", false,
+		"reset and print INFO commandstats per row (server µs per command)")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "",
+		"write this process's CPU profile of the whole run to this file")
+	fs.StringVar(&cfg.memProf, "memprofile", "",
+		"write this process's allocation profile (every 4 KiB sampled) to this file at exit")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: compare [flags]\n\nflags:")
 		fs.PrintDefaults()
@@ -231,7 +252,8 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 					return err
 				}
 				if sm.errs > 0 {
-					fmt.Fprintf(stderr, "compare: %s c=%d: %d errors, the first: %v\n", s.name, c, sm.errs, sm.firstErr)
+					fmt.Fprintf(stderr, "compare: %s c=%d: %d errors, the first: %v\n", s.name, c, sm.errs,
+						sm.firstErr)
 				}
 				// The next row starts on an empty keyspace: the keys a row
 				// wrote would otherwise expire during later rows and charge
@@ -288,13 +310,15 @@ func failedRows(rows []row) error {
 	if len(bad) == 0 {
 		return nil
 	}
-	return fmt.Errorf("calls failed in %s: those rows, their ratios and the goals are not valid", strings.Join(bad, ", "))
+	return fmt.Errorf("calls failed in %s: those rows, their ratios and the goals are not valid",
+		strings.Join(bad, ", "))
 }
 
 // memoryRows runs the memory rows on cfg.addr's server, or on a server
 // of each of cfg.memServers started for them (one not installed is
 // skipped with a warning).
-func memoryRows(ctx context.Context, cfg config, admin *goredis.Client, version string, progress func(string, ...any), stderr io.Writer) ([]row, error) {
+func memoryRows(ctx context.Context, cfg config, admin *goredis.Client, version string,
+	progress func(string, ...any), stderr io.Writer) ([]row, error) {
 	if cfg.items <= 0 && cfg.steadyTTL <= 0 {
 		return nil, nil
 	}
@@ -304,7 +328,8 @@ func memoryRows(ctx context.Context, cfg config, admin *goredis.Client, version 
 		// while it runs.
 		var rows []row
 		if cfg.steadyTTL > 0 {
-			progress("memory on %s: steady state, %d claims/s for 3 × %v …", version, cfg.steadyRate, cfg.steadyTTL)
+			progress("memory on %s: steady state, %d claims/s for 3 × %v …", version, cfg.steadyRate,
+				cfg.steadyTTL)
 			r, err := steadyMemory(ctx, admin, addr, cfg.steadyTTL, cfg.steadyRate, cfg.run.timeout)
 			if err != nil {
 				return nil, err

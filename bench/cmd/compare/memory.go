@@ -44,14 +44,16 @@ func memClaim(run string, i int, ttl time.Duration) fleetstore.Claim {
 // and returns it with the prefix.
 func openMemStore(addr, run string, timeout time.Duration) (*fleetstore.Store, string, error) {
 	prefix := "fsmem" + run
-	st, err := fleetstore.Open(fmt.Sprintf("redis://%s/0?timeout=%s&key_prefix=%s&pool_size=%d", addr, timeout, prefix, memWorkers))
+	st, err := fleetstore.Open(fmt.Sprintf("redis://%s/0?timeout=%s&key_prefix=%s&pool_size=%d", addr,
+		timeout, prefix, memWorkers))
 	return st, prefix, err
 }
 
 // measureMemory charges items tenants, then commits items claims, with
 // the redis driver under a fresh key prefix, and returns the growth of
 // INFO memory used_memory per item of each. It deletes what it wrote.
-func measureMemory(ctx context.Context, admin *goredis.Client, addr string, items int, timeout time.Duration) (rows []row, warning, err error) {
+func measureMemory(ctx context.Context, admin *goredis.Client, addr string, items int,
+	timeout time.Duration) (rows []row, warning, err error) {
 	run := runID()
 	st, prefix, err := openMemStore(addr, run, timeout)
 	if err != nil {
@@ -77,7 +79,8 @@ func measureMemory(ctx context.Context, admin *goredis.Client, addr string, item
 	if err := st.Commit(ctx, claim(-1)); err != nil {
 		return nil, nil, fmt.Errorf("memory: warm-up commit: %w", err)
 	}
-	if err := parallel(ctx, memWorkers, memWorkers, func(int) error { return st.Ping(ctx) }); err != nil {
+	ping := func(int) error { return st.Ping(ctx) }
+	if err := parallel(ctx, memWorkers, memWorkers, ping); err != nil {
 		return nil, nil, err
 	}
 
@@ -120,7 +123,8 @@ func measureMemory(ctx context.Context, admin *goredis.Client, addr string, item
 	// One key per tenant; the claims' keys depend on the layout (at most
 	// one per claim).
 	if k1-k0 != int64(items) || k2-k1 > int64(n) {
-		warning = fmt.Errorf("memory: want %d new keys and at most %d, got %d and %d: another client is writing to the server or keys expired; the bytes per item are off", items, n, k1-k0, k2-k1)
+		warning = fmt.Errorf("memory: want %d new keys and at most %d, got %d and %d: another client "+
+			"is writing to the server or keys expired; the bytes per item are off", items, n, k1-k0, k2-k1)
 	}
 	return []row{
 		{System: "memory_per_tenant", Bytes: round1(float64(m1-m0) / float64(items)), Items: items},
@@ -135,7 +139,8 @@ func measureMemory(ctx context.Context, admin *goredis.Client, addr string, item
 // what the server has not reclaimed yet of the expired ones (Redis and
 // Valkey expire lazily and by sampling), which is what a server in
 // steady state holds. It deletes what it wrote.
-func steadyMemory(ctx context.Context, admin *goredis.Client, addr string, ttl time.Duration, rate int, timeout time.Duration) (row, error) {
+func steadyMemory(ctx context.Context, admin *goredis.Client, addr string, ttl time.Duration,
+	rate int, timeout time.Duration) (row, error) {
 	run := runID()
 	st, prefix, err := openMemStore(addr, run, timeout)
 	if err != nil {
@@ -146,7 +151,8 @@ func steadyMemory(ctx context.Context, admin *goredis.Client, addr string, ttl t
 	if err := st.Commit(ctx, memClaim(run, -1, ttl)); err != nil { // load the script
 		return row{}, fmt.Errorf("memory: warm-up commit: %w", err)
 	}
-	if err := parallel(ctx, memWorkers, memWorkers, func(int) error { return st.Ping(ctx) }); err != nil {
+	ping := func(int) error { return st.Ping(ctx) }
+	if err := parallel(ctx, memWorkers, memWorkers, ping); err != nil {
 		return row{}, err
 	}
 	time.Sleep(ttl + 100*time.Millisecond) // the warm-up claim expired
@@ -193,7 +199,8 @@ func steadyMemory(ctx context.Context, admin *goredis.Client, addr string, ttl t
 	if live == 0 {
 		return row{}, fmt.Errorf("memory: steady state: no claim committed within the last %v", ttl)
 	}
-	return row{System: "memory_per_live_claim", Bytes: round1(float64(m1-m0) / float64(live)), Items: live,
+	bytes := round1(float64(m1-m0) / float64(live))
+	return row{System: "memory_per_live_claim", Bytes: bytes, Items: live,
 		Seconds: round1(end.Sub(start).Seconds())}, nil
 }
 

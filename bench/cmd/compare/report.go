@@ -14,20 +14,25 @@ import (
 // printReport prints the machine, the table, the memory rows, the ratios
 // of each peer to fleetstore and the goals.
 func printReport(w io.Writer, rows, mem []row, cfg config, version string) {
-	fmt.Fprintf(w, "%s; %d interleaved round(s) of %v per row after %v warm-up; go-redis pool %d; %d tenants per row\n",
+	fmt.Fprintf(w,
+		"%s; %d interleaved round(s) of %v per row after %v warm-up; "+
+			"go-redis pool %d; %d tenants per row\n",
 		version, cfg.rounds, cfg.run.duration, cfg.run.warmup, cfg.run.pool, cfg.run.tenants)
 	fmt.Fprintf(w, "%s, %s %s/%s, %d CPUs (GOMAXPROCS %d), load average %s\n\n",
-		cpuModel(), runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), loadAverage())
+		cpuModel(), runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(),
+		runtime.GOMAXPROCS(0), loadAverage())
 
-	head := []string{"system", "c", "ops/s", "p50 µs", "p99 µs", "hook p50 µs", "hook p99 µs", "server CPU µs/op", "client CPU µs/op", "client allocs/op", "not OK", "errors"}
+	head := []string{"system", "c", "ops/s", "p50 µs", "p99 µs", "hook p50 µs", "hook p99 µs",
+		"server CPU µs/op", "client CPU µs/op", "client allocs/op", "not OK", "errors"}
 	var lines [][]string
 	for _, r := range rows {
 		hook50, hook99 := "", ""
 		if r.HookP50us > 0 {
 			hook50, hook99 = num(r.HookP50us), num(r.HookP99us)
 		}
-		lines = append(lines, []string{r.System, strconv.Itoa(r.Concurrency), strconv.FormatFloat(r.OpsPerSec, 'f', 0, 64),
-			num(r.P50us), num(r.P99us), hook50, hook99, num(r.ServerCPUus), num(r.ClientCPUus), num(r.Allocs),
+		lines = append(lines, []string{r.System, strconv.Itoa(r.Concurrency),
+			strconv.FormatFloat(r.OpsPerSec, 'f', 0, 64), num(r.P50us), num(r.P99us), hook50, hook99,
+			num(r.ServerCPUus), num(r.ClientCPUus), num(r.Allocs),
 			strconv.FormatUint(r.NotOK, 10), strconv.FormatUint(r.Errors, 10)})
 	}
 	table(w, head, lines, cfg.markdown)
@@ -37,11 +42,16 @@ func printReport(w io.Writer, rows, mem []row, cfg config, version string) {
 		for _, m := range mem {
 			switch m.System {
 			case "memory_per_tenant":
-				fmt.Fprintf(w, "%s memory per tenant (hooks + bytes buckets): %s bytes (used_memory growth over %d)\n", m.Server, num(m.Bytes), m.Items)
+				fmt.Fprintf(w, "%s memory per tenant (hooks + bytes buckets): %s bytes "+
+					"(used_memory growth over %d)\n", m.Server, num(m.Bytes), m.Items)
 			case "memory_per_claim":
-				fmt.Fprintf(w, "%s memory per committed claim (72 h TTL; 36-byte key, 26-byte hook id): %s bytes (used_memory growth over %d)\n", m.Server, num(m.Bytes), m.Items)
+				fmt.Fprintf(w, "%s memory per committed claim (72 h TTL; 36-byte key, "+
+					"26-byte hook id): %s bytes (used_memory growth over %d)\n",
+					m.Server, num(m.Bytes), m.Items)
 			case "memory_per_live_claim":
-				fmt.Fprintf(w, "%s memory per live claim in steady state (commits expiring as fast as they arrive, %.1fs of them): %s bytes (used_memory growth over %d live)\n", m.Server, m.Seconds, num(m.Bytes), m.Items)
+				fmt.Fprintf(w, "%s memory per live claim in steady state (commits expiring "+
+					"as fast as they arrive, %.1fs of them): %s bytes "+
+					"(used_memory growth over %d live)\n", m.Server, m.Seconds, num(m.Bytes), m.Items)
 			}
 		}
 	}
@@ -95,19 +105,26 @@ func printRatios(w io.Writer, rows []row, markdown bool) {
 	if len(lines) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\nRatios of each peer to fleetstore's Hit (ops/s above 1 or p50 below 1: the peer is faster):")
+	fmt.Fprintln(w,
+		"\nRatios of each peer to fleetstore's Hit (ops/s above 1 or p50 below 1: the peer is faster):")
 	fmt.Fprintln(w)
 	table(w, head, lines, markdown)
 }
+
+// hitRow returns the Hit row at concurrency c; peerRow a peer system's.
+type (
+	hitRow  = func(c int) (row, bool)
+	peerRow = func(system string, c int) (row, bool)
+)
 
 // A goal of issue 13: a figure of each driver's rows (or of each
 // server's memory rows) against a bound.
 type goal struct {
 	figure string
 	// label, when not nil, is the figure's name given the peers' rows.
-	label  func(peer func(system string, c int) (row, bool)) string
+	label  func(peer peerRow) string
 	bound  string
-	of     func(hit func(c int) (row, bool), peer func(system string, c int) (row, bool)) (v float64, ok bool)
+	of     func(hit hitRow, peer peerRow) (v float64, ok bool)
 	met    func(v float64) bool
 	format func(v float64) string
 }
@@ -142,8 +159,8 @@ var goals = []goal{
 
 // ratioTo is a goal's figure: field of the Hit row at concurrency c
 // divided by field of peer's row at c.
-func ratioTo(peer string, c int, field func(row) float64) func(func(int) (row, bool), func(string, int) (row, bool)) (float64, bool) {
-	return func(hit func(int) (row, bool), peers func(string, int) (row, bool)) (float64, bool) {
+func ratioTo(peer string, c int, field func(row) float64) func(hitRow, peerRow) (float64, bool) {
+	return func(hit hitRow, peers peerRow) (float64, bool) {
 		h, ok1 := hit(c)
 		p, ok2 := peers(peer, c)
 		return divide(field(h), field(p), ok1 && ok2)
@@ -203,7 +220,8 @@ func printGoals(w io.Writer, rows, mem []row, markdown bool) {
 	} {
 		for _, m := range mem {
 			if m.System == what.system {
-				lines = append(lines, []string{what.figure + ", " + m.Server, num(m.Bytes) + ": " + verdict(m.Bytes <= 100), "same keys", "≤ 100"})
+				lines = append(lines, []string{what.figure + ", " + m.Server, num(m.Bytes) + ": " +
+					verdict(m.Bytes <= 100), "same keys", "≤ 100"})
 			}
 		}
 	}

@@ -57,20 +57,21 @@ type row struct {
 	OpsPerSec   float64 `json:"ops_per_sec"`
 	P50us       float64 `json:"p50_us"`
 	P99us       float64 `json:"p99_us"`
-	HookP50us   float64 `json:"hook_p50_us,omitempty"`     // hook rows: Hit + Commit
-	HookP99us   float64 `json:"hook_p99_us,omitempty"`     // hook rows: Hit + Commit
-	ServerCPUus float64 `json:"server_cpu_us_per_op"`      // redis-server user+sys CPU per op
-	ClientCPUus float64 `json:"client_cpu_us_per_op"`      // this process's user+sys CPU per op
-	Allocs      float64 `json:"client_allocs_per_op"`      // this process's heap allocations per op
-	Ops         uint64  `json:"ops"`                       // ops in the measured window
-	NotOK       uint64  `json:"not_ok"`                    // answers other than allowed/OK
-	Errors      uint64  `json:"errors"`                    // error values
-	Server      string  `json:"server,omitempty"`          // memory rows: the server they ran on
-	Bytes       float64 `json:"bytes,omitempty"`           // memory rows: bytes per item
-	Items       int     `json:"items,omitempty"`           // memory rows: items written
-	Seconds     float64 `json:"seconds,omitempty"`         // measured window, s
-	Error       string  `json:"first_error,omitempty"`     // the first error seen
-	Scripts     string  `json:"server_commands,omitempty"` // -server-stats: commandstats of each round
+	HookP50us   float64 `json:"hook_p50_us,omitempty"` // hook rows: Hit + Commit
+	HookP99us   float64 `json:"hook_p99_us,omitempty"` // hook rows: Hit + Commit
+	ServerCPUus float64 `json:"server_cpu_us_per_op"`  // redis-server user+sys CPU per op
+	ClientCPUus float64 `json:"client_cpu_us_per_op"`  // this process's user+sys CPU per op
+	Allocs      float64 `json:"client_allocs_per_op"`  // this process's heap allocations per op
+	Ops         uint64  `json:"ops"`                   // ops in the measured window
+	NotOK       uint64  `json:"not_ok"`                // answers other than allowed/OK
+	Errors      uint64  `json:"errors"`                // error values
+	Server      string  `json:"server,omitempty"`      // memory rows: the server they ran on
+	Bytes       float64 `json:"bytes,omitempty"`       // memory rows: bytes per item
+	Items       int     `json:"items,omitempty"`       // memory rows: items written
+	Seconds     float64 `json:"seconds,omitempty"`     // measured window, s
+	Error       string  `json:"first_error,omitempty"` // the first error seen
+	// -server-stats: commandstats of each round
+	Scripts string `json:"server_commands,omitempty"`
 }
 
 // runConfig is what every run shares.
@@ -84,7 +85,8 @@ type runConfig struct {
 
 // measure runs sys with conc workers for cfg.warmup, then counts and
 // times it for cfg.duration.
-func measure(ctx context.Context, admin *goredis.Client, addr string, sys system, conc int, cfg runConfig) (*sample, error) {
+func measure(ctx context.Context, admin *goredis.Client, addr string, sys system, conc int,
+	cfg runConfig) (*sample, error) {
 	run := runID()
 	e := &env{addr: addr, run: run, pool: cfg.pool, timeout: cfg.timeout}
 	e.tenants = make([]string, cfg.tenants)
@@ -101,7 +103,8 @@ func measure(ctx context.Context, admin *goredis.Client, addr string, sys system
 	workers := make([]*worker, conc)
 	var wg sync.WaitGroup
 	for i := range workers {
-		w := &worker{id: uint64(i), conc: uint64(conc), prefix: []byte("evt-" + run + "-" + strconv.Itoa(i) + "-"),
+		prefix := []byte("evt-" + run + "-" + strconv.Itoa(i) + "-")
+		w := &worker{id: uint64(i), conc: uint64(conc), prefix: prefix,
 			hit: newHist(), whole: newHist()}
 		w.charges = []fleetstore.Charge{
 			{Kind: fleetstore.Hooks, Increment: fsIncrement, Capacity: fsCapacity},

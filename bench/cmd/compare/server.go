@@ -43,7 +43,8 @@ func startServer(ctx context.Context, bin string) (*server, error) {
 			last = err
 			continue
 		}
-		s := &server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, done: make(chan struct{})}
+		s := &server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir,
+			done: make(chan struct{})}
 		if last = s.start(ctx, path, port); last == nil {
 			return s, nil
 		}
@@ -78,7 +79,8 @@ func (s *server) start(ctx context.Context, bin string, port int) error {
 		_ = s.cmd.Wait()
 		close(s.done)
 	}()
-	probe := goredis.NewClient(&goredis.Options{Addr: s.addr, MaxRetries: -1, DialTimeout: time.Second})
+	probe := goredis.NewClient(&goredis.Options{Addr: s.addr, MaxRetries: -1,
+		DialTimeout: time.Second})
 	defer probe.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

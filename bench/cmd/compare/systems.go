@@ -59,17 +59,34 @@ var (
 )
 
 var systems = []system{
-	{name: "ping-go-redis", about: "PING, go-redis v9 (the round-trip floor of the redis driver, redis_rate, throttled)", open: openPingGoRedis},
-	{name: "ping-valkey-go", about: "PING, valkey-go with the valkey driver's settings (its round-trip floor)", open: openPingValkey},
-	{name: "script-floor", about: "EVALSHA of a script that returns {1} at once, with a Hit's KEYS and ARGV, go-redis v9 (the floor of any one-script decision)", open: openScriptFloor},
-	{name: "fleetstore-redis-hit", about: "fleetstore redis://: Hit alone (hooks + bytes charges and a claim, one script call)", open: openFleetstore("redis", false)},
-	{name: "fleetstore-redis-hit-unpipelined", about: "fleetstore redis:// with pipeline=off: Hit alone, each call on its own pooled connection (the driver before go-redis's auto-pipeliner)", open: openFleetstoreURL("redis", "&pipeline=off", false)},
-	{name: "fleetstore-redis-hook", about: "fleetstore redis://: the whole hook, Hit then Commit; p50/p99 are the Hit's, ops/s are hooks", hook: true, open: openFleetstore("redis", true)},
-	{name: "fleetstore-valkey-hit", about: "fleetstore valkey://: Hit alone", open: openFleetstore("valkey", false)},
-	{name: "fleetstore-valkey-hook", about: "fleetstore valkey://: Hit then Commit; p50/p99 are the Hit's, ops/s are hooks", hook: true, open: openFleetstore("valkey", true)},
-	{name: "redis_rate", about: "go-redis/redis_rate v10 Allow: one GCRA bucket, one Lua script call", open: openRedisRate},
-	{name: "redis_rate-job", about: "redis_rate doing a Hit's job without atomicity: Allow on hooks, Allow on bytes, SET NX PX of the claim (three round trips)", open: openRedisRateJob},
-	{name: "throttled", about: "throttled v2 GCRA RateLimit over its go-redis v9 store: one bucket, GET+TIME then a CAS script", open: openThrottled},
+	{name: "ping-go-redis", open: openPingGoRedis,
+		about: "PING, go-redis v9 (the round-trip floor of the redis driver, redis_rate, throttled)"},
+	{name: "ping-valkey-go", open: openPingValkey,
+		about: "PING, valkey-go with the valkey driver's settings (its round-trip floor)"},
+	{name: "script-floor", open: openScriptFloor,
+		about: "EVALSHA of a script that returns {1} at once, with a Hit's KEYS and ARGV, " +
+			"go-redis v9 (the floor of any one-script decision)"},
+	{name: "fleetstore-redis-hit", open: openFleetstore("redis", false),
+		about: "fleetstore redis://: Hit alone (hooks + bytes charges and a claim, one script call)"},
+	{name: "fleetstore-redis-hit-unpipelined",
+		open: openFleetstoreURL("redis", "&pipeline=off", false),
+		about: "fleetstore redis:// with pipeline=off: Hit alone, each call on its own pooled " +
+			"connection (the driver before go-redis's auto-pipeliner)"},
+	{name: "fleetstore-redis-hook", hook: true, open: openFleetstore("redis", true),
+		about: "fleetstore redis://: the whole hook, Hit then Commit; " +
+			"p50/p99 are the Hit's, ops/s are hooks"},
+	{name: "fleetstore-valkey-hit", open: openFleetstore("valkey", false),
+		about: "fleetstore valkey://: Hit alone"},
+	{name: "fleetstore-valkey-hook", hook: true, open: openFleetstore("valkey", true),
+		about: "fleetstore valkey://: Hit then Commit; p50/p99 are the Hit's, ops/s are hooks"},
+	{name: "redis_rate", open: openRedisRate,
+		about: "go-redis/redis_rate v10 Allow: one GCRA bucket, one Lua script call"},
+	{name: "redis_rate-job", open: openRedisRateJob,
+		about: "redis_rate doing a Hit's job without atomicity: Allow on hooks, Allow on bytes, " +
+			"SET NX PX of the claim (three round trips)"},
+	{name: "throttled", open: openThrottled,
+		about: "throttled v2 GCRA RateLimit over its go-redis v9 store: one bucket, " +
+			"GET+TIME then a CAS script"},
 }
 
 func newGoRedis(e *env) *goredis.Client {
@@ -109,7 +126,8 @@ func openScriptFloor(e *env) (op, func(), error) {
 		// charges, hook_id and pending TTL).
 		tag := "fs" + e.run + ":{" + tenant + "}"
 		keys := []string{tag + ":b", tag + ":n", tag + "0123456789abcdef"}
-		err := floorScript.Run(ctx, c, keys, "2", "hooks", "1", "3600000000", "bytes", "1", "3600000000", key, "30000000").Err()
+		err := floorScript.Run(ctx, c, keys, "2", "hooks", "1", "3600000000", "bytes", "1", "3600000000",
+			key, "30000000").Err()
 		return 0, err == nil, err
 	}, func() { _ = c.Close() }, nil
 }
@@ -149,7 +167,8 @@ func openFleetstore(scheme string, commit bool) func(e *env) (op, func(), error)
 // starting with &).
 func openFleetstoreURL(scheme, params string, commit bool) func(e *env) (op, func(), error) {
 	return func(e *env) (op, func(), error) {
-		u := fmt.Sprintf("%s://%s/0?timeout=%s&key_prefix=fs%s%s", scheme, e.addr, e.timeout, e.run, params)
+		u := fmt.Sprintf("%s://%s/0?timeout=%s&key_prefix=fs%s%s", scheme, e.addr, e.timeout, e.run,
+			params)
 		if scheme == "redis" {
 			u += "&pool_size=" + strconv.Itoa(e.pool)
 		}
@@ -161,8 +180,8 @@ func openFleetstoreURL(scheme, params string, commit bool) func(e *env) (op, fun
 			tenant := e.tenants[w.next()%uint64(len(e.tenants))]
 			w.charges[0].Tenant, w.charges[1].Tenant = tenant, tenant
 			key := w.key()
-			claim := fleetstore.Claim{Tenant: tenant, SourceID: "github", Key: key, HookID: key, Node: "edge-1",
-				TTL: claimTTL, PendingTTL: pendingTTL}
+			claim := fleetstore.Claim{Tenant: tenant, SourceID: "github", Key: key, HookID: key,
+				Node: "edge-1", TTL: claimTTL, PendingTTL: pendingTTL}
 			t0 := time.Now()
 			res, err := st.Hit(ctx, w.charges, &claim)
 			hit := time.Since(t0)

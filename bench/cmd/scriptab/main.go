@@ -63,7 +63,8 @@ func run(addr, fa, fb string, n, rounds, tenants int) error {
 		binary.BigEndian.PutUint64(buf[:], uint64(seq))
 		d := sha256.Sum256(buf[:])
 		keys := []string{tag + ":b", tag + ":n", tag + string(d[:16])}
-		args := []any{2, "hooks", 1, 60000000, "bytes", 1, 60000000, fmt.Sprintf("01J%023d", seq), 60000000}
+		args := []any{2, "hooks", 1, 60000000, "bytes", 1, 60000000, fmt.Sprintf("01J%023d", seq),
+			60000000}
 		return c.EvalSha(ctx, shas[which], keys, args...).Err()
 	}
 	var us, cpu [2][]float64
@@ -92,14 +93,16 @@ func run(addr, fa, fb string, n, rounds, tenants int) error {
 			us[w] = append(us[w], usec(info))
 			cpu[w] = append(cpu[w], (c1-c0)*1e6/float64(n))
 		}
-		fmt.Printf("round %d: A %.1f µs (CPU %.1f)  B %.1f µs (CPU %.1f)\n", r, us[0][r], cpu[0][r], us[1][r], cpu[1][r])
+		fmt.Printf("round %d: A %.1f µs (CPU %.1f)  B %.1f µs (CPU %.1f)\n", r, us[0][r], cpu[0][r],
+			us[1][r], cpu[1][r])
 	}
 	for w, name := range []string{"A", "B"} {
 		s := slices.Clone(us[w])
 		slices.Sort(s)
 		u := slices.Clone(cpu[w])
 		slices.Sort(u)
-		fmt.Printf("%s: EVALSHA usec_per_call median %.1f, min %.1f; server main-thread CPU µs per call median %.1f, min %.1f\n",
+		fmt.Printf("%s: EVALSHA usec_per_call median %.1f, min %.1f; server main-thread CPU µs per "+
+			"call median %.1f, min %.1f\n",
 			name, s[len(s)/2], s[0], u[len(u)/2], u[0])
 	}
 	return nil

@@ -10,8 +10,9 @@
 // duplicate (a committed key: Duplicate), commit (Commit of a fresh claim,
 // one per call), memory (used_memory growth per committed claim over -n
 // claims of 1000 tenants "tenant-000000"…, key_prefix "fleetstore", 72h
-// TTL: the same names for every layout, so rounds compare). It resets the server's stats (CONFIG RESETSTAT) before
-// each round, so run it on a server nothing else uses. Build it at two
+// TTL: the same names for every layout, so rounds compare). It resets the
+// server's stats (CONFIG RESETSTAT) before each round, so run it on a
+// server nothing else uses. Build it at two
 // commits and run the binaries alternately for a before/after: the server
 // and the machine's noise are then the same for both.
 package main
@@ -34,7 +35,8 @@ import (
 )
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:6379", "a running redis-server or valkey-server nothing else uses")
+	addr := flag.String("addr", "127.0.0.1:6379",
+		"a running redis-server or valkey-server nothing else uses")
 	n := flag.Int("n", 3000, "calls per round")
 	rounds := flag.Int("rounds", 5, "rounds")
 	mode := flag.String("mode", "hit", "hit, limited, duplicate, commit or memory")
@@ -190,7 +192,8 @@ func memory(addr string, n, rounds int) error {
 		if err := admin.Do(ctx, "FLUSHALL", "SYNC").Err(); err != nil {
 			return err
 		}
-		if err := st.Commit(ctx, fleetstore.Claim{Tenant: "warm", SourceID: "github", Key: "k", HookID: "h", TTL: time.Hour, PendingTTL: time.Minute}); err != nil {
+		if err := st.Commit(ctx, fleetstore.Claim{Tenant: "warm", SourceID: "github", Key: "k",
+			HookID: "h", TTL: time.Hour, PendingTTL: time.Minute}); err != nil {
 			return err
 		}
 		m0, err := used()
@@ -217,7 +220,8 @@ func memory(addr string, n, rounds int) error {
 			return err
 		}
 		keys, _ := admin.DBSize(ctx).Result()
-		fmt.Printf("round %d mode memory: bytes_per_claim=%.1f claims=%d keys=%d\n", r, float64(m1-m0)/float64(n), n, keys)
+		fmt.Printf("round %d mode memory: bytes_per_claim=%.1f claims=%d keys=%d\n", r,
+			float64(m1-m0)/float64(n), n, keys)
 	}
 	return admin.Do(ctx, "FLUSHALL", "SYNC").Err()
 }
