@@ -6,22 +6,31 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// TestCtrlC: the built command, sent SIGINT once it has started, stops
-// and exits 130: bench after printing its report, check at once.
-func TestCtrlC(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the command")
+// asCommand is the environment variable that makes the test binary run
+// main instead of the tests (TestMain): TestCtrlC signals a process of
+// the command without building it again.
+const asCommand = "FLEETSTORE_TEST_AS_COMMAND"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asCommand) == "1" {
+		main()
 	}
-	bin := filepath.Join(t.TempDir(), "fleetstore")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	os.Exit(m.Run())
+}
+
+// TestCtrlC: the command, in a process of its own, sent SIGINT once it
+// has started, stops and exits 130: bench after printing its report,
+// check at once.
+func TestCtrlC(t *testing.T) {
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, tt := range []struct {
 		args  []string
@@ -32,6 +41,7 @@ func TestCtrlC(t *testing.T) {
 		{[]string{"check", "-v", "memory://"}, "fleetstore check memory://", ""},
 	} {
 		cmd := exec.Command(bin, tt.args...)
+		cmd.Env = append(os.Environ(), asCommand+"=1")
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
