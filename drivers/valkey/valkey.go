@@ -117,8 +117,8 @@
 // driver logic around them package internal/rediscore, both shared with
 // the Redis driver; this package holds the URL options, the lazy client
 // and a small valkey-go adapter. One hash per tenant holds every kind's
-// TAT, one string per claim, every key of a tenant under one cluster hash
-// tag. A Hit is one script call on one slot; a Commit or Release is one
+// TAT and a few small hashes (shards) its claims, every key of a tenant
+// under one cluster hash tag (internal/scripts' doc). A Hit is one script call on one slot; a Commit or Release is one
 // script call per tenant, all in one pipeline (one round trip per node).
 // Reset is one DEL.
 //
@@ -155,8 +155,9 @@ var (
 )
 
 // ExpiryGranularity implements driver.ExpiryGranularity: a key may linger
-// up to 2ms past its expiry. Every PX is the time left rounded up to whole
-// ms, plus 1ms, against Valkey's millisecond clock (CONTRACT §7).
+// up to 2ms past its expiry. Every expiry is a millisecond on the server's
+// clock, rounded up (PXAT, PEXPIREAT), and Valkey drops a key once its
+// clock is past that millisecond.
 func (Driver) ExpiryGranularity() time.Duration { return 2 * time.Millisecond }
 
 // Open implements driver.Driver: it parses the URL and prepares the
