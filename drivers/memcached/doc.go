@@ -45,9 +45,10 @@
 //	memcached://cache1:11211,cache2:11211?timeout=50ms&max_conns=32&max_idle_conns=32
 //
 // and a Store on servers that require a client certificate, with a CA of
-// its own:
+// its own (one URL, on two lines here):
 //
-//	memcacheds://cache1:11211,cache2:11211?tls_ca_file=/etc/fleet/ca.pem&tls_cert_file=/etc/fleet/edge.pem&tls_key_file=/etc/fleet/edge-key.pem
+//	memcacheds://cache1:11211,cache2:11211?tls_ca_file=/etc/fleet/ca.pem&
+//	  tls_cert_file=/etc/fleet/edge.pem&tls_key_file=/etc/fleet/edge-key.pem
 //
 // An unknown parameter is an error at Open.
 //
