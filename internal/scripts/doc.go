@@ -68,7 +68,7 @@
 // that the listpack walk to it is short. s is written only when it
 // changes: e at most once per SLACK, x at a prune, a split or a shard's
 // first record, l and p at a split. A shard 0 without s is a tenant with
-// no claim yet (l = p = 0). Any other value of s is a script error (V4).
+// no claim (l = p = 0). Any other value of s is a script error (V4).
 //
 // # Buckets
 //
