@@ -34,7 +34,9 @@ func (c *conn) begin(ctx context.Context) (*session, func(), error) {
 }
 
 // Hit implements driver.Conn by the protocol of the package doc.
-func (c *conn) Hit(ctx context.Context, charges []driver.Charge, cl *driver.Claim) (driver.Result, error) {
+func (c *conn) Hit(
+	ctx context.Context, charges []driver.Charge, cl *driver.Claim,
+) (driver.Result, error) {
 	if len(charges) > 0 {
 		unlock, err := c.turns.lock(ctx, charges[0].Tenant)
 		if err != nil {

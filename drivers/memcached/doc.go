@@ -45,9 +45,10 @@
 //	memcached://cache1:11211,cache2:11211?timeout=50ms&max_conns=32&max_idle_conns=32
 //
 // and a Store on servers that require a client certificate, with a CA of
-// its own:
+// its own (one URL, on two lines here):
 //
-//	memcacheds://cache1:11211,cache2:11211?tls_ca_file=/etc/fleet/ca.pem&tls_cert_file=/etc/fleet/edge.pem&tls_key_file=/etc/fleet/edge-key.pem
+//	memcacheds://cache1:11211,cache2:11211?tls_ca_file=/etc/fleet/ca.pem&
+//	  tls_cert_file=/etc/fleet/edge.pem&tls_key_file=/etc/fleet/edge-key.pem
 //
 // An unknown parameter is an error at Open.
 //
@@ -109,10 +110,8 @@
 // a sender who picks its own event ids cannot aim one at another sender's
 // claim (a second preimage of 128 bits).
 //
-// Claims taken by the earlier layout (keys PREFIX:c:S:K:T, text values)
-// are not read: deploy a fleet's nodes on one version, or expect a hook
-// retried across versions within its claim's TTL to be accepted again.
-// Buckets kept their key and format.
+// The driver reads this layout only: a store moves to another layout under
+// a new key_prefix.
 //
 // # Memory
 //
@@ -123,8 +122,7 @@
 // bytes. A committed claim item is 56 + 3 + (len(key_prefix) + 30) + (10
 // + len(hook_id) + len(node)) bytes (one more for a hook_id of 128 bytes
 // or more): 142 for the default key_prefix, a
-// 26-byte hook_id and a 7-byte node, in a 152-byte chunk (it was 200 bytes
-// in a 240-byte chunk with the text layout: 84-byte key, 57-byte value).
+// 26-byte hook_id and a 7-byte node, in a 152-byte chunk.
 // The 152-byte chunk is the floor at these settings of any layout that
 // keeps such a hook_id as it is, the node and a 128-bit digest: the
 // 120-byte chunk leaves 61 bytes for key and value, and the hook_id (26),

@@ -18,7 +18,8 @@ import (
 // for add) or vanished (NOT_FOUND for cas). Such a write had no effect, so
 // the driver may read again and retry.
 func conflict(err error) bool {
-	return err == memcache.ErrCASConflict || err == memcache.ErrNotStored || err == memcache.ErrCacheMiss
+	return err == memcache.ErrCASConflict || err == memcache.ErrNotStored ||
+		err == memcache.ErrCacheMiss
 }
 
 // classify names the memcached step that failed and marks what only this
@@ -52,5 +53,6 @@ func readAgain(ctx context.Context, read func() error) error {
 
 func brokenConn(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, net.ErrClosed)
 }

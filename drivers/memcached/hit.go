@@ -87,7 +87,8 @@ func (h *hit) run() (driver.Result, error) {
 						return driver.Result{}, err
 					}
 				}
-				return h.result(driver.Result{Outcome: driver.RateLimited, RetryAfter: gcra.RetryAfter(wait)}, &h.held), nil
+				res := driver.Result{Outcome: driver.RateLimited, RetryAfter: gcra.RetryAfter(wait)}
+				return h.result(res, &h.held), nil
 			}
 		}
 
@@ -100,7 +101,9 @@ func (h *hit) run() (driver.Result, error) {
 		// 4. Take the claim (add, or cas over an expired one).
 		if h.ck != "" && h.mine == nil {
 			exp := now + h.claim.PendingTTL.Microseconds()
-			val := encodeClaim(claim.State{Phase: claim.Pending, HookID: h.claim.HookID, Node: h.claim.Node, Expires: exp})
+			val := encodeClaim(claim.State{
+				Phase: claim.Pending, HookID: h.claim.HookID, Node: h.claim.Node, Expires: exp,
+			})
 			err := h.write(&memcache.Item{Key: h.ck, Value: val, Expiration: expiration(now, exp)}, h.citem)
 			switch {
 			case err == nil:
@@ -118,7 +121,8 @@ func (h *hit) run() (driver.Result, error) {
 		// 5. Charge the buckets (add, or cas over what step 2 read).
 		if h.bk != "" {
 			val := encodeBucket(tats, now)
-			err := h.write(&memcache.Item{Key: h.bk, Value: val, Expiration: expiration(now, maxTAT)}, h.bucket)
+			item := &memcache.Item{Key: h.bk, Value: val, Expiration: expiration(now, maxTAT)}
+			err := h.write(item, h.bucket)
 			switch {
 			case err == nil:
 			case conflict(err):

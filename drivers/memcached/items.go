@@ -81,8 +81,7 @@ func encodeBucket(tats []kindTAT, now int64) []byte {
 
 // A claim item is binary, 10 bytes and the raw hook_id and node bytes:
 //
-//	byte 0     the state: 'p' pending, 'c' committed (the format too: the
-//	           text format before it began with '1')
+//	byte 0     the state: 'p' pending, 'c' committed
 //	bytes 1–8  when the claim expires: µs, client wall clock, big-endian
 //	uvarint    len(hook_id), 1–256: one byte below 128, else two
 //	the rest   hook_id, then node

@@ -48,14 +48,16 @@ func (Driver) ExpiryGranularity() time.Duration { return 2 * time.Second }
 func (Driver) Open(cfg driver.Config) (driver.Conn, error) {
 	u := cfg.URL
 	q := u.Query()
-	if err := driver.CheckParams(q, append([]string{"max_conns", "max_idle_conns"}, tlsParams...)...); err != nil {
+	params := append([]string{"max_conns", "max_idle_conns"}, tlsParams...)
+	if err := driver.CheckParams(q, params...); err != nil {
 		return nil, err
 	}
 	if u.User != nil {
 		return nil, driver.Invalid("url: user", "memcached URLs take no user or password")
 	}
 	if u.Opaque != "" || (u.Path != "" && u.Path != "/") {
-		return nil, driver.Invalid("url: path", "memcached URLs have no path: want "+u.Scheme+"://host:port[,host:port...]")
+		return nil, driver.Invalid("url: path",
+			"memcached URLs have no path: want "+u.Scheme+"://host:port[,host:port...]")
 	}
 	hosts, err := parseHosts(u.Host)
 	if err != nil {
@@ -93,7 +95,8 @@ func positiveParam(q url.Values, name string, def int) (int, error) {
 	}
 	n, err := strconv.Atoi(vs[len(vs)-1])
 	if err != nil || n < 1 {
-		return 0, driver.Invalid("url: "+name, "want a positive integer, got "+strconv.Quote(vs[len(vs)-1]))
+		return 0, driver.Invalid("url: "+name,
+			"want a positive integer, got "+strconv.Quote(vs[len(vs)-1]))
 	}
 	return n, nil
 }

@@ -212,7 +212,8 @@ func (p *pool) wait(ctx context.Context, hasDeadline bool, deadline time.Time) e
 	case <-ctx.Done():
 		return classify(ctx, "wait for a connection", ctx.Err())
 	case <-expired:
-		return fmt.Errorf("memcached: wait for a connection: %w: %w", driver.ErrTimeout, context.DeadlineExceeded)
+		return fmt.Errorf("memcached: wait for a connection: %w: %w",
+			driver.ErrTimeout, context.DeadlineExceeded)
 	case <-p.done:
 		return fmt.Errorf("memcached: wait for a connection: %w", driver.ErrClosed)
 	}

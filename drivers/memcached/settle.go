@@ -70,7 +70,10 @@ func isOutcome(err error) bool {
 
 // settleOne settles one claim whose item was read as it (nil: absent) when
 // read is true; otherwise it reads it first.
-func (c *conn) settleOne(ctx context.Context, s *session, op claim.Op, cl *driver.Claim, key string, it *memcache.Item, read bool) error {
+func (c *conn) settleOne(
+	ctx context.Context, s *session, op claim.Op, cl *driver.Claim,
+	key string, it *memcache.Item, read bool,
+) error {
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			if err := backoff(ctx, op.String(), attempt); err != nil {
@@ -102,7 +105,9 @@ func (c *conn) settleOne(ctx context.Context, s *session, op claim.Op, cl *drive
 		st := claim.Settle(held, now, op, cl.HookID, cl.TTL.Microseconds())
 		switch st.Write {
 		case claim.Store:
-			val := encodeClaim(claim.State{Phase: claim.Committed, HookID: cl.HookID, Node: cl.Node, Expires: st.Expires})
+			val := encodeClaim(claim.State{
+				Phase: claim.Committed, HookID: cl.HookID, Node: cl.Node, Expires: st.Expires,
+			})
 			next = &memcache.Item{Key: key, Value: val, Expiration: expiration(now, st.Expires)}
 		case claim.Delete:
 			next = &memcache.Item{Key: key, Expiration: -1} // expires at once

@@ -46,7 +46,9 @@ func tlsConfig(scheme string, q url.Values) (*tls.Config, error) {
 // dial connects to address (an "IP:PORT" of PickServer) with d, over TLS
 // for memcacheds://, the handshake within ctx and d's deadline, the
 // server's certificate verified under its host as in the URL.
-func (sv *servers) dial(ctx context.Context, d *net.Dialer, network, address string) (net.Conn, error) {
+func (sv *servers) dial(
+	ctx context.Context, d *net.Dialer, network, address string,
+) (net.Conn, error) {
 	if sv.tls == nil {
 		return d.DialContext(ctx, network, address)
 	}

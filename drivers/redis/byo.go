@@ -27,7 +27,8 @@ import (
 //		DialerRetries:         1,                     // T2
 //		DialTimeout:           50 * time.Millisecond, // ≤ the Store's timeout: T1, T4
 //	})
-//	store, err := fleetstore.OpenDriver(redis.FromClient(rdb), "redis://?timeout=50ms&key_prefix=edge")
+//	store, err := fleetstore.OpenDriver(redis.FromClient(rdb),
+//		"redis://?timeout=50ms&key_prefix=edge")
 //
 // c is a *goredis.Client (one server, or a Sentinel-managed master from
 // NewFailoverClient) or a *goredis.ClusterClient; NewUniversalClient
@@ -64,9 +65,9 @@ import (
 // Not detected: a NewFailoverClient built with ReplicaOnly (or
 // RouteRandomly / RouteByLatency, on NewFailoverClusterClient) sends the
 // scripts to a replica, which refuses their writes (READONLY), or with
-// replica-read-only off keeps claims the master never sees; the *Client it returns shows neither in Options(), so
-// Open cannot refuse it. Build a failover client for a Store without
-// them, as a Ring is refused.
+// replica-read-only off keeps claims the master never sees; the *Client
+// it returns shows neither in Options(), so Open cannot refuse it. Build a
+// failover client for a Store without them, as a Ring is refused.
 //
 // The URL's scheme is redis, rediss or redis+cluster (any other, memory://
 // among them, is ErrInvalid naming "url: scheme": the Store would report
@@ -104,13 +105,18 @@ func FromClient(c goredis.UniversalClient) driver.Driver {
 // it is reused (T5). The bounds hold for every command of the client,
 // the application's own included. Set it before building the client:
 //
-//	opt := &goredis.Options{Addr: "cache:6379", ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1, DialTimeout: 50 * time.Millisecond}
+//	opt := &goredis.Options{Addr: "cache:6379", ContextTimeoutEnabled: true,
+//		MaxRetries: -1, DialerRetries: 1, DialTimeout: 50 * time.Millisecond}
 //	opt.Dialer = redis.Dialer(opt)
 //	rdb := goredis.NewClient(opt)
 //
 // For a cluster, o carries the ClusterOptions' DialTimeout and TLSConfig:
-// co.Dialer = redis.Dialer(&goredis.Options{DialTimeout: co.DialTimeout, TLSConfig: co.TLSConfig}).
-func Dialer(o *goredis.Options) func(ctx context.Context, network, addr string) (net.Conn, error) {
+//
+//	co.Dialer = redis.Dialer(&goredis.Options{
+//		DialTimeout: co.DialTimeout, TLSConfig: co.TLSConfig})
+func Dialer(
+	o *goredis.Options,
+) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return quiet(replyguard.RESP(checkableDialer(o)))
 }
 
@@ -141,24 +147,34 @@ func (d ownDriver) Open(cfg driver.Config) (driver.Conn, error) {
 			return nil, ownclient.Refuse("client", "is a nil *redis.Client")
 		}
 		o := c.Options()
-		s = clientSettings{o.ContextTimeoutEnabled, o.MaxRetries, o.DialerRetries, o.DialTimeout, o.ReadTimeout, o.WriteTimeout, false}
+		s = clientSettings{o.ContextTimeoutEnabled, o.MaxRetries, o.DialerRetries,
+			o.DialTimeout, o.ReadTimeout, o.WriteTimeout, false}
 	case *goredis.ClusterClient:
 		if c == nil {
 			return nil, ownclient.Refuse("client", "is a nil *redis.ClusterClient")
 		}
 		o := c.Options()
-		s = clientSettings{o.ContextTimeoutEnabled, o.MaxRetries, o.DialerRetries, o.DialTimeout, o.ReadTimeout, o.WriteTimeout, true}
+		s = clientSettings{o.ContextTimeoutEnabled, o.MaxRetries, o.DialerRetries,
+			o.DialTimeout, o.ReadTimeout, o.WriteTimeout, true}
 		cl.cluster = true
 	case nil:
 		return nil, ownclient.Refuse("client", "is nil")
 	default:
-		return nil, ownclient.Refuse("client", fmt.Sprintf("a %T: want a *redis.Client (NewClient, NewFailoverClient) or a *redis.ClusterClient; a Ring moves a down shard's keys to the others, forgetting its claims", d.c))
+		return nil, ownclient.Refuse("client", fmt.Sprintf("a %T: want a *redis.Client "+
+			"(NewClient, NewFailoverClient) or a *redis.ClusterClient; a Ring moves "+
+			"a down shard's keys to the others, forgetting its claims", d.c))
 	}
 	if err := s.check(cfg.Timeout); err != nil {
 		return nil, err
 	}
 	return rediscore.New(ownClient{cl}, cfg, cfg.URL.Redacted()), nil
 }
+
+// noClusterDeadline is why a cluster client's read and write timeouts
+// need a deadline.
+const noClusterDeadline = "the slot-map reload after a failed call runs on " +
+	"go-redis's own context, bounded by it alone, and would outlive the call " +
+	"(CONTRACT T4); give a duration at most the Store's timeout"
 
 // clientSettings are the go-redis settings FromClient checks, from Options
 // or ClusterOptions after go-redis's defaults.
@@ -174,23 +190,33 @@ type clientSettings struct {
 func (s clientSettings) check(budget time.Duration) error {
 	switch {
 	case !s.contextTimeout:
-		return ownclient.Refuse("ContextTimeoutEnabled", "is false: the call's deadline would not reach the socket (CONTRACT T1); set it true")
+		return ownclient.Refuse("ContextTimeoutEnabled", "is false: the call's deadline "+
+			"would not reach the socket (CONTRACT T1); set it true")
 	case s.maxRetries > 0:
-		return ownclient.Refuse("MaxRetries", fmt.Sprintf("is %d (go-redis's default when left 0 is 3): a script whose reply was lost would be re-sent (CONTRACT T5); set it -1", s.maxRetries))
+		return ownclient.Refuse("MaxRetries", fmt.Sprintf("is %d (go-redis's default "+
+			"when left 0 is 3): a script whose reply was lost would be re-sent "+
+			"(CONTRACT T5); set it -1", s.maxRetries))
 	case s.dialerRetries > 1:
-		return ownclient.Refuse("DialerRetries", fmt.Sprintf("is %d (go-redis's default when left 0 is 5): a refused dial would be retried past the budget (CONTRACT T2); set it 1", s.dialerRetries))
+		return ownclient.Refuse("DialerRetries", fmt.Sprintf("is %d (go-redis's default "+
+			"when left 0 is 5): a refused dial would be retried past the budget "+
+			"(CONTRACT T2); set it 1", s.dialerRetries))
 	case s.read < 0:
-		return ownclient.Refuse("ReadTimeout", "is -2, no socket deadline: a server that never answers would hold the call past its budget (CONTRACT T1); leave it 0 or give a duration")
+		return ownclient.Refuse("ReadTimeout", "is -2, no socket deadline: a server that "+
+			"never answers would hold the call past its budget (CONTRACT T1); "+
+			"leave it 0 or give a duration")
 	case s.write < 0:
-		return ownclient.Refuse("WriteTimeout", "is -2, no socket deadline: a server that never reads would hold the call past its budget (CONTRACT T1); leave it 0 or give a duration")
+		return ownclient.Refuse("WriteTimeout", "is -2, no socket deadline: a server that "+
+			"never reads would hold the call past its budget (CONTRACT T1); "+
+			"leave it 0 or give a duration")
 	case s.dial <= 0:
-		return ownclient.Refuse("DialTimeout", fmt.Sprintf("is %v: a dial would time out at once (CONTRACT T2); give a duration at most the Store's timeout", s.dial))
+		return ownclient.Refuse("DialTimeout", fmt.Sprintf("is %v: a dial would time out "+
+			"at once (CONTRACT T2); give a duration at most the Store's timeout", s.dial))
 	case s.cluster && s.read == 0:
 		// ClusterOptions turns -1 into 0, and a 0 reaches the node
 		// clients as -1: no deadline on the slot-map reload.
-		return ownclient.Refuse("ReadTimeout", "is -1, no deadline: the slot-map reload after a failed call runs on go-redis's own context, bounded by it alone, and would outlive the call (CONTRACT T4); give a duration at most the Store's timeout")
+		return ownclient.Refuse("ReadTimeout", "is -1, no deadline: "+noClusterDeadline)
 	case s.cluster && s.write == 0:
-		return ownclient.Refuse("WriteTimeout", "is -1, no deadline: the slot-map reload after a failed call runs on go-redis's own context, bounded by it alone, and would outlive the call (CONTRACT T4); give a duration at most the Store's timeout")
+		return ownclient.Refuse("WriteTimeout", "is -1, no deadline: "+noClusterDeadline)
 	}
 	if err := ownclient.Timeout("DialTimeout", s.dial, budget); err != nil {
 		return err

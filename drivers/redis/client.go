@@ -93,7 +93,9 @@ func (leftBehind) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	}
 }
 
-func (leftBehind) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+func (leftBehind) ProcessPipelineHook(
+	next goredis.ProcessPipelineHook,
+) goredis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []goredis.Cmder) error {
 		var live []goredis.Cmder // nil: every command is live (no copy)
 		for i, cmd := range cmds {
@@ -128,7 +130,9 @@ func (leftBehind) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.
 // an allocation of its own; the caller never changes keys or args after.
 // The first key's position is set here, so a cluster client finds the
 // slot without formatting the key count back into a string.
-func evalCmd(ctx, caller context.Context, s *scripts.Script, eval bool, keys, args []string) *noRetry {
+func evalCmd(
+	ctx, caller context.Context, s *scripts.Script, eval bool, keys, args []string,
+) *noRetry {
 	a := make([]any, 3+len(keys)+len(args))
 	if eval {
 		a[0], a[1] = "eval", &s.Source
@@ -157,7 +161,9 @@ func evalCmd(ctx, caller context.Context, s *scripts.Script, eval bool, keys, ar
 // context, bounded by the read and write timeouts (at most the budget),
 // and a command whose caller left before its batch was written is not
 // sent (leftBehind).
-func (c *client) Eval(ctx context.Context, s *scripts.Script, eval bool, keys, args []string) (any, error) {
+func (c *client) Eval(
+	ctx context.Context, s *scripts.Script, eval bool, keys, args []string,
+) (any, error) {
 	alone := true
 	if c.ap != nil {
 		alone = c.inFlight.Add(1) == 1 && !c.always
@@ -182,7 +188,9 @@ func (c *client) Eval(ctx context.Context, s *scripts.Script, eval bool, keys, a
 
 // EvalMulti implements rediscore.Client: one pipeline, which go-redis
 // sends as one round trip per node.
-func (c *client) EvalMulti(ctx context.Context, s *scripts.Script, eval bool, calls []*rediscore.Call) {
+func (c *client) EvalMulti(
+	ctx context.Context, s *scripts.Script, eval bool, calls []*rediscore.Call,
+) {
 	cmds := make([]*noRetry, len(calls))
 	pipe := c.c.Pipeline()
 	for i, call := range calls {
@@ -207,7 +215,9 @@ func (c *client) Ping(ctx context.Context) error {
 
 // ConfigGet implements rediscore.Client: CONFIG GET on the server, or on
 // every master of a cluster.
-func (c *client) ConfigGet(ctx context.Context, names ...string) (map[string]map[string]string, error) {
+func (c *client) ConfigGet(
+	ctx context.Context, names ...string,
+) (map[string]map[string]string, error) {
 	var mu sync.Mutex // ForEachMaster calls get concurrently
 	out := make(map[string]map[string]string)
 	get := func(ctx context.Context, node *goredis.Client) error {
@@ -269,7 +279,8 @@ func (c *client) failed(err error) error {
 			cc.ReloadState(context.Background())
 		}
 	} else if goredis.HasErrorPrefix(err, "MOVED") || goredis.HasErrorPrefix(err, "ASK") {
-		return fmt.Errorf("%w (the server is a Redis Cluster node: open it as redis+cluster://HOST:PORT, or with addr= for each node)", err)
+		return fmt.Errorf("%w (the server is a Redis Cluster node: open it as "+
+			"redis+cluster://HOST:PORT, or with addr= for each node)", err)
 	}
 	return poolTimeout(err)
 }

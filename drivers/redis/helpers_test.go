@@ -73,8 +73,7 @@ func adminClient(t testing.TB, password string, addrs ...string) goredis.Univers
 // keysUnder lists every record under pattern with its time to live, on
 // every master of a cluster or on the one server: each key with its PTTL,
 // but a claim shard as its live records, each with its own expiry
-// (scripts.ShardRecords), and no shard state key (it expires with the
-// latest shard).
+// (scripts.ShardRecords).
 func keysUnder(ctx context.Context, c goredis.UniversalClient, pattern string) ([]conformance.Record, error) {
 	var mu sync.Mutex // ForEachMaster scans the masters concurrently
 	var out []conformance.Record
@@ -82,9 +81,6 @@ func keysUnder(ctx context.Context, c goredis.UniversalClient, pattern string) (
 		iter := node.Scan(ctx, 0, pattern, 1000).Iterator()
 		for iter.Next(ctx) {
 			k := iter.Val()
-			if scripts.IsShardStateKey(k) {
-				continue
-			}
 			if scripts.IsShardKey(k) {
 				now, err := node.Time(ctx).Result()
 				if err != nil {

@@ -74,7 +74,7 @@ func TestClaimRecordLayout(t *testing.T) {
 			return
 		}
 		if left := time.Until(time.UnixMicro(us)); left > ttl || left < ttl-time.Minute {
-			t.Errorf("%s record's expiry %q: %v from now, want %v", what, s[1:17], left, ttl)
+			t.Errorf("%s record's expiry %q: %v from now, want %v", what, s[1:8], left, ttl)
 		}
 	}
 	for _, key := range []string{"k", strings.Repeat("e", 1024)} {
@@ -120,21 +120,6 @@ func TestClaimRecordLayout(t *testing.T) {
 	if v, err := srv.Do("OBJECT", "ENCODING", shard); err != nil || v != "listpack" {
 		t.Errorf("shard encoding %v, %v: want listpack", v, err)
 	}
-	// A claim committed by the layout before shards ("c" and the hook_id
-	// at the short key, its expiry the key's) is still a Duplicate naming
-	// its committer, and its committer's commit keeps it as it is.
-	old := claim(tenant, "github", "old-"+randHex(4), "hook-old")
-	short := scripts.ClaimKey(prefix, tenant, old.SourceID, old.Key)
-	if _, err := srv.Do("SET", short, "c"+old.HookID, "PX", "60000"); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Commit(ctx(t), *old); err != nil {
-		t.Fatalf("commit of an old committed claim by its committer: %v", err)
-	}
-	if v, err := srv.Do("GET", short); err != nil || v != "c"+old.HookID {
-		t.Errorf("old record after its committer's commit: %v, %v", v, err)
-	}
-	wantDuplicate(t, st, *old)
 }
 
 // TestClaimBytesAcrossSplits: one tenant's committed claims stay under

@@ -35,9 +35,17 @@ var (
 	failoverParams = append([]string{"master_name", "addr", "db", "skip_verify"}, commonParams...)
 )
 
+// Reasons of refused that its lines cannot hold.
+const (
+	neverResent   = "the driver never re-sends a script whose reply was lost (CONTRACT T5)"
+	notRedacted   = "a query parameter is not redacted from log lines"
+	userInURL     = "give the user in the URL's userinfo (redis://USER:PASSWORD@HOST…): "
+	passwordInURL = "give the password in the URL's userinfo (redis://:PASSWORD@HOST…): "
+)
+
 // refused names the go-redis parameters that would break the contract.
 var refused = map[string]string{
-	"max_retries":                "the driver never re-sends a script whose reply was lost (CONTRACT T5)",
+	"max_retries":                neverResent,
 	"min_retry_backoff":          "the driver never retries (CONTRACT T5)",
 	"max_retry_backoff":          "the driver never retries (CONTRACT T5)",
 	"dialer_retries":             "a refused connection fails at once (CONTRACT T2)",
@@ -49,8 +57,8 @@ var refused = map[string]string{
 	"route_randomly":             "the scripts write: they run on masters",
 	"replica_only":               "the scripts write: they run on masters",
 	"use_disconnected_replicas":  "the scripts write: they run on masters",
-	"username":                   "give the user in the URL's userinfo (redis://USER:PASSWORD@HOST…): a query parameter is not redacted from log lines",
-	"password":                   "give the password in the URL's userinfo (redis://:PASSWORD@HOST…): a query parameter is not redacted from log lines",
+	"username":                   userInURL + notRedacted,
+	"password":                   passwordInURL + notRedacted,
 }
 
 // parseURL turns cfg into go-redis options, with the settings the
@@ -67,7 +75,8 @@ func parseURL(cfg driver.Config) (*options, error) {
 	accepted := singleParams
 	switch {
 	case isFailover && u.Scheme == "redis+cluster":
-		return nil, driver.Invalid("url: master_name", "a Sentinel-managed master is a redis:// or rediss:// URL, not redis+cluster://")
+		return nil, driver.Invalid("url: master_name",
+			"a Sentinel-managed master is a redis:// or rediss:// URL, not redis+cluster://")
 	case isFailover:
 		accepted = failoverParams
 	case isCluster:
@@ -91,9 +100,11 @@ func parseURL(cfg driver.Config) (*options, error) {
 		return nil, driver.Invalid("url", "want "+u.Scheme+"://[[USER]:PASSWORD@]HOST:PORT[/DB]")
 	}
 	if isFailover && q.Get("master_name") == "" {
-		return nil, driver.Invalid("url: master_name", "empty: want the name Sentinel monitors the master under")
+		return nil, driver.Invalid("url: master_name",
+			"empty: want the name Sentinel monitors the master under")
 	}
-	timeouts, err := driver.Timeouts(q, cfg.Timeout, "dial_timeout", "read_timeout", "write_timeout", "pool_timeout")
+	timeouts, err := driver.Timeouts(q, cfg.Timeout,
+		"dial_timeout", "read_timeout", "write_timeout", "pool_timeout")
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +114,8 @@ func parseURL(cfg driver.Config) (*options, error) {
 		pipeline = "auto"
 	case "auto", "always", "off":
 	default:
-		return nil, driver.Invalid("url: pipeline", "want auto, always or off, got "+driver.Quote(pipeline))
+		return nil, driver.Invalid("url: pipeline",
+			"want auto, always or off, got "+driver.Quote(pipeline))
 	}
 	q.Del("pipeline") // ours, not go-redis's
 	files := url.Values{}
@@ -148,7 +160,8 @@ func parseURL(cfg driver.Config) (*options, error) {
 		contract{&fo.ContextTimeoutEnabled, &fo.MaxRetries, &fo.DialerRetries, &fo.MinIdleConns,
 			&fo.DialTimeout, &fo.ReadTimeout, &fo.WriteTimeout, &fo.PoolTimeout, nil}.force(timeouts)
 		// NewFailoverClient panics on either; the scripts write anyway.
-		fo.RouteByLatency, fo.RouteRandomly, fo.ReplicaOnly, fo.UseDisconnectedReplicas = false, false, false, false
+		fo.RouteByLatency, fo.RouteRandomly = false, false
+		fo.ReplicaOnly, fo.UseDisconnectedReplicas = false, false
 		o.failover = fo
 		return o, nil
 	case !isCluster:
@@ -162,12 +175,14 @@ func parseURL(cfg driver.Config) (*options, error) {
 			}
 		}
 		contract{&so.ContextTimeoutEnabled, &so.MaxRetries, &so.DialerRetries, &so.MinIdleConns,
-			&so.DialTimeout, &so.ReadTimeout, &so.WriteTimeout, &so.PoolTimeout, &so.MaintNotificationsConfig}.force(timeouts)
+			&so.DialTimeout, &so.ReadTimeout, &so.WriteTimeout, &so.PoolTimeout,
+			&so.MaintNotificationsConfig}.force(timeouts)
 		o.single = so
 		return o, nil
 	}
 	if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
-		return nil, driver.Invalid("url: path", "a Redis Cluster has only database 0, got "+driver.Quote(u.Path))
+		return nil, driver.Invalid("url: path",
+			"a Redis Cluster has only database 0, got "+driver.Quote(u.Path))
 	}
 	parsed.Path = ""
 	co, err := goredis.ParseClusterURL(parsed.String())
@@ -180,7 +195,8 @@ func parseURL(cfg driver.Config) (*options, error) {
 		}
 	}
 	contract{&co.ContextTimeoutEnabled, &co.MaxRetries, &co.DialerRetries, &co.MinIdleConns,
-		&co.DialTimeout, &co.ReadTimeout, &co.WriteTimeout, &co.PoolTimeout, &co.MaintNotificationsConfig}.force(timeouts)
+		&co.DialTimeout, &co.ReadTimeout, &co.WriteTimeout, &co.PoolTimeout,
+		&co.MaintNotificationsConfig}.force(timeouts)
 	co.ReadOnly, co.RouteByLatency, co.RouteRandomly = false, false, false
 	// Keyed commands only: no COMMAND round trip to learn routing tips.
 	co.DisableRoutingPolicies = true
@@ -194,7 +210,8 @@ type contract struct {
 	contextTimeout                  *bool
 	maxRetries, dialerRetries, idle *int
 	dial, read, write, pool         *time.Duration
-	maint                           **maintnotifications.Config // nil: the client has none (FailoverOptions: always off)
+	// maint is nil when the client has none (FailoverOptions: always off).
+	maint **maintnotifications.Config
 }
 
 // force sets them: context deadlines reach the socket (T1); no client

@@ -110,22 +110,22 @@ func TestShardPruneKeepsUp(t *testing.T) {
 	}
 }
 
-// tenantState reads shard 0's state (claim.lua's s: "S", l in 1 byte, p
-// in 4, o in 1, e and x in 6 each): the level, the split pointer and o;
-// ok false when it has none.
-func tenantState(t *testing.T, admin goredis.UniversalClient, s0 string) (l, p int, o, ok bool) {
+// tenantState reads shard 0's state (s: "S", l in 1 byte, p in 4, e and
+// x in 6 each): the level and the split pointer; ok false when it has
+// none.
+func tenantState(t *testing.T, admin goredis.UniversalClient, s0 string) (l, p int, ok bool) {
 	t.Helper()
 	v, err := admin.HGet(ctx(t), s0, "s").Result()
 	if err == goredis.Nil {
-		return 0, 0, false, false
+		return 0, 0, false
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(v) != 19 || v[0] != 'S' || v[6] > 1 {
-		t.Fatalf("shard 0's state %x: want S and 18 bytes", v)
+	if len(v) != 18 || v[0] != 'S' {
+		t.Fatalf("shard 0's state %x: want S and 17 bytes", v)
 	}
-	return int(v[1]), int(binary.BigEndian.Uint32([]byte(v[2:6]))), v[6] == 1, true
+	return int(v[1]), int(binary.BigEndian.Uint32([]byte(v[2:6]))), true
 }
 
 // shardOf is claim.lua's shard_index: the shard of the claim whose digest
@@ -160,7 +160,7 @@ func TestShardZeroOutlivesEveryRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	s0 := scripts.ShardKey(prefix, tenant, 0)
-	l, p, _, _ := tenantState(t, admin, s0)
+	l, p, _ := tenantState(t, admin, s0)
 	if l == 0 && p == 0 {
 		t.Fatalf("300 claims and shard 0 says one shard")
 	}
@@ -186,84 +186,6 @@ func TestShardZeroOutlivesEveryRecord(t *testing.T) {
 	wantDuplicate(t, st, *long)
 }
 
-// TestPreviousShardLayoutRead: the version before kept a tenant's level
-// and split pointer in its state key PREFIX:{T}:n and no state in its
-// shards. Its claims are found where they are (Duplicate naming the
-// committer, in shard 0 and in shard 1), and the first write moves the
-// state into shard 0, with an expiry covering the state key's, after
-// which the state key is not needed.
-func TestPreviousShardLayoutRead(t *testing.T) {
-	t.Parallel()
-	srv := testserver.StartRedis(t)
-	st, prefix := openStore(t, srv.URL())
-	admin := adminClient(t, "", srv.Addr)
-	tenant := "t-" + randHex(4)
-	meta := scripts.ShardStateKey(prefix, tenant)
-	exp := time.Now().Add(time.Hour).UnixMicro()
-	var old [2]*fleetstore.Claim
-	for i := 0; old[0] == nil || old[1] == nil; i++ {
-		c := claim(tenant, "github", "old-"+strconv.Itoa(i), "hook-old-"+strconv.Itoa(i))
-		d := scripts.ClaimDigest(c.SourceID, c.Key)
-		s := shardOf(d, 1, 0)
-		if old[s] != nil {
-			continue
-		}
-		old[s] = c
-		rec := "C" + fmt.Sprintf("%016d", exp) + c.HookID
-		k := scripts.ShardKey(prefix, tenant, s)
-		if err := admin.HSet(ctx(t), k, string(d[:]), rec).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if err := admin.PExpire(ctx(t), k, time.Hour).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := admin.HSet(ctx(t), meta, "l", 1, "p", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.PExpire(ctx(t), meta, 2*time.Hour).Err(); err != nil {
-		t.Fatal(err)
-	}
-	dup := func(when string) {
-		t.Helper()
-		t.Log(when)
-		for _, c := range old {
-			wantDuplicate(t, st, *c)
-		}
-	}
-	dup("before any write")
-	if err := st.Commit(ctx(t), *claim(tenant, "github", "new", "hook-new")); err != nil {
-		t.Fatal(err)
-	}
-	s0 := scripts.ShardKey(prefix, tenant, 0)
-	if l, p, o, ok := tenantState(t, admin, s0); !ok || l != 1 || p != 0 || !o {
-		t.Fatalf("shard 0's state after the first write: l %d, p %d, o %v (%v); want 1, 0, o", l, p, o, ok)
-	}
-	if ttl, err := admin.PTTL(ctx(t), s0).Result(); err != nil || ttl < 2*time.Hour-time.Minute {
-		t.Errorf("shard 0 expires in %v, %v: want the state key's 2h at least", ttl, err)
-	}
-	if err := admin.Del(ctx(t), meta).Err(); err != nil {
-		t.Fatal(err)
-	}
-	dup("after the state moved to shard 0")
-	// The tenant keeps the old addressing (o) as it grows and splits: every
-	// claim, old and new, is found.
-	var more []fleetstore.Claim
-	for i := range 400 {
-		more = append(more, *claim(tenant, "github", "more-"+strconv.Itoa(i), "hook-more-"+strconv.Itoa(i)))
-	}
-	if err := st.Commit(ctx(t), more...); err != nil {
-		t.Fatal(err)
-	}
-	if l, p, o, _ := tenantState(t, admin, s0); l == 1 && p == 0 || !o {
-		t.Errorf("shard 0's state after 400 more claims: l %d, p %d, o %v; want splits, o", l, p, o)
-	}
-	dup("after splits")
-	for _, i := range []int{0, 199, 399} {
-		wantDuplicate(t, st, more[i])
-	}
-}
-
 // TestMalformedShardState: a shard state field that is not the digits
 // the scripts write (V4) is an error, never a decision.
 func TestMalformedShardState(t *testing.T) {
@@ -272,9 +194,9 @@ func TestMalformedShardState(t *testing.T) {
 	st, prefix := openStore(t, srv.URL())
 	admin := adminClient(t, "", srv.Addr)
 	ex := "\x00\x01\xa2\x34\x38\x01" + "\x00\x00\x00\x00\x00\x00"
-	for i, fv := range [][]string{{"s", "x"}, {"s", ""}, {"s", "S" + ex}, {"s", "T\x00\x00\x00\x00\x00\x00" + ex},
-		{"s", "S\x00\x00\x00\x00\x00\x00" + ex + "\x00"}, {"s", "S\x01\x00\x00\x00\x02\x00" + ex},
-		{"s", "S\x28\x00\x00\x00\x00\x00" + ex}, {"s", "S\x00\x00\x00\x00\x00\x04" + ex}} {
+	for i, fv := range [][]string{{"s", "x"}, {"s", ""}, {"s", "S" + ex}, {"s", "T\x00\x00\x00\x00\x00" + ex},
+		{"s", "S\x00\x00\x00\x00\x00" + ex + "\x00"}, {"s", "S\x01\x00\x00\x00\x02" + ex},
+		{"s", "S\x28\x00\x00\x00\x00" + ex}} {
 		wantRefused(t, st, admin, prefix, "t-"+strconv.Itoa(i), fv[0], fv[1])
 	}
 }

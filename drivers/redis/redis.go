@@ -5,13 +5,18 @@
 //	import _ "github.com/fleetstore/fleetstore/drivers/redis"
 //
 //	fleetstore.Open("redis://cache:6379/0?timeout=50ms")
-//	fleetstore.Open("rediss://:PASSWORD@cache.example.com:6380/0")                      // TLS
+//	// TLS
+//	fleetstore.Open("rediss://:PASSWORD@cache.example.com:6380/0")
+//	// TLS: own CA, client certificate
 //	fleetstore.Open("rediss://cache.example.com:6380/0?tls_ca_file=/etc/fleet/ca.pem" +
-//		"&tls_cert_file=/etc/fleet/edge.pem&tls_key_file=/etc/fleet/edge-key.pem")     // TLS: own CA, client certificate
-//	fleetstore.Open("redis+cluster://10.0.0.1:6379?addr=10.0.0.2:6379&addr=10.0.0.3:6379") // Redis Cluster
-//	fleetstore.Open("redis://10.0.0.1:6379?addr=10.0.0.2:6379")                          // several addrs: a cluster too
+//		"&tls_cert_file=/etc/fleet/edge.pem&tls_key_file=/etc/fleet/edge-key.pem")
+//	// Redis Cluster
+//	fleetstore.Open("redis+cluster://10.0.0.1:6379?addr=10.0.0.2:6379&addr=10.0.0.3:6379")
+//	// several addrs: a cluster too
+//	fleetstore.Open("redis://10.0.0.1:6379?addr=10.0.0.2:6379")
+//	// Sentinel
 //	fleetstore.Open("redis://:PASSWORD@10.0.0.1:26379/0?master_name=mymaster" +
-//		"&addr=10.0.0.2:26379&addr=10.0.0.3:26379")                                    // Sentinel
+//		"&addr=10.0.0.2:26379&addr=10.0.0.3:26379")
 //
 // The schemes are redis, rediss (TLS) and redis+cluster. A URL with any
 // addr= parameter is a cluster whatever its scheme (rediss with addr= is a
@@ -38,15 +43,19 @@
 //	max_active_conns    connections allowed per server. Default 0 (no limit).
 //	conn_max_idle_time  Go duration. Default 30m.
 //	conn_max_lifetime   Go duration. Default 0 (forever).
-//	skip_verify         rediss only (single server, Sentinel): true skips TLS certificate checks. Default false.
-//	tls_ca_file         rediss only: PEM file of the CAs that verify the servers. Default the system's roots.
+//	skip_verify         rediss only (single server, Sentinel): true skips TLS
+//	                    certificate checks. Default false.
+//	tls_ca_file         rediss only: PEM file of the CAs that verify the servers.
+//	                    Default the system's roots.
 //	tls_cert_file       rediss only: PEM file of the client certificate, for a server with
 //	                    tls-auth-clients yes; needs tls_key_file. Default none.
 //	tls_key_file        rediss only: PEM file of that certificate's private key.
-//	addr                host:port of another cluster node, or with master_name of another Sentinel (repeat it).
+//	addr                host:port of another cluster node, or with master_name of
+//	                    another Sentinel (repeat it).
 //	max_redirects       cluster MOVED/ASK redirects followed per call. Default 3.
 //	master_name         the name the Sentinels monitor the master under: the hosts are Sentinels.
-//	pipeline            auto, always or off: how Hits use go-redis's auto-pipeliner (see Pipelining). Default auto.
+//	pipeline            auto, always or off: how Hits use go-redis's auto-pipeliner
+//	                    (see Pipelining). Default auto.
 //
 // pipeline is this driver's own (go-redis has no URL parameter for its
 // auto-pipeliner). Neither go-redis nor valkey-go has URL parameters for TLS files (both
@@ -203,12 +212,12 @@
 // driver logic around them package internal/rediscore, both shared with
 // the Valkey driver; this package holds the URL options, the client
 // construction and a small go-redis adapter. One hash per tenant holds
-// every kind's TAT, one string per claim, every key of a tenant under one
-// cluster hash tag; a claim's key expires with PX, the time left rounded
-// up, the bucket hash with PEXPIREAT at its latest TAT's ms (CONTRACT §7). A Hit is one
-// script call; a Commit or Release of N claims is one script call on a
-// single server, and one per tenant in one pipeline (one round trip per
-// node) on a cluster. Reset is one DEL.
+// every kind's TAT and a few small hashes (shards) its claims, every key
+// of a tenant under one cluster hash tag, each expiring with its latest
+// record (internal/scripts' doc). A Hit is one script call; a Commit or
+// Release of N claims is one script call on a single server, and one per
+// tenant in one pipeline (one round trip per node) on a cluster. Reset is
+// one DEL.
 //
 // # Logging
 //
@@ -276,8 +285,9 @@ var (
 )
 
 // ExpiryGranularity implements driver.ExpiryGranularity: a key may linger
-// up to 2ms past its expiry. Every PX is the time left rounded up to whole
-// ms, plus 1ms, against Redis's millisecond clock (CONTRACT §7).
+// up to 2ms past its expiry. Every expiry is a millisecond on the server's
+// clock, rounded up (PXAT, PEXPIREAT), and Redis drops a key once its
+// clock is past that millisecond.
 func (Driver) ExpiryGranularity() time.Duration { return 2 * time.Millisecond }
 
 // Open implements driver.Driver: it parses the URL and builds the client,

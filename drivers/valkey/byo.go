@@ -25,11 +25,12 @@ import (
 // common parameters:
 //
 //	opt := valkey.ClientOption{
-//		InitAddress:      []string{"cache:6379"},
-//		DisableRetry:     true,                                       // CONTRACT T2
-//		Dialer:           net.Dialer{Timeout: 50 * time.Millisecond}, // ≤ the Store's timeout: T1, T4
-//		ConnWriteTimeout: 50 * time.Millisecond,                      // T4
-//		AlwaysPipelining: true,                                       // T5
+//		InitAddress:  []string{"cache:6379"},
+//		DisableRetry: true, // CONTRACT T2
+//		// ≤ the Store's timeout: T1, T4
+//		Dialer:           net.Dialer{Timeout: 50 * time.Millisecond},
+//		ConnWriteTimeout: 50 * time.Millisecond, // T4
+//		AlwaysPipelining: true,                  // T5
 //	}
 //	traced := func(o valkey.ClientOption) (valkey.Client, error) { return valkeyotel.NewClient(o) }
 //	store, err := fleetstore.OpenDriver(valkey.FromOption(opt, traced), "valkey://?timeout=50ms")
@@ -63,7 +64,9 @@ import (
 // replies bounded as the driver's own are (V4), through opt.DialCtxFn
 // when set. Each Store builds its own client and Store.Close closes it
 // (T4 as for Open).
-func FromOption(opt valkey.ClientOption, build func(valkey.ClientOption) (valkey.Client, error)) driver.Driver {
+func FromOption(
+	opt valkey.ClientOption, build func(valkey.ClientOption) (valkey.Client, error),
+) driver.Driver {
 	if build == nil {
 		build = valkey.NewClient
 	}
@@ -98,33 +101,45 @@ func (d optionDriver) Open(cfg driver.Config) (driver.Conn, error) {
 	return rediscore.New(&client{lazy: l}, cfg, cfg.URL.Redacted()), nil
 }
 
+// closedFails is why valkey-go's auto-pipelining must stay on.
+const closedFails = "a connection the server closed would fail the next call " +
+	"written to it (CONTRACT T5)"
+
 // checkOption refuses the settings of opt that would break the contract
 // for a Store of the given budget (see FromOption).
 func checkOption(opt valkey.ClientOption, budget time.Duration) error {
 	timeout := func(field string, d, zero time.Duration) error {
 		switch {
 		case d == 0:
-			return ownclient.Refuse(field, fmt.Sprintf("is 0, valkey-go's %v, longer than the Store's timeout (%v) (CONTRACT T1, T4); set it at most the timeout", zero, budget))
+			return ownclient.Refuse(field, fmt.Sprintf("is 0, valkey-go's %v, longer than "+
+				"the Store's timeout (%v) (CONTRACT T1, T4); set it at most the timeout",
+				zero, budget))
 		case d < 0:
-			return ownclient.Refuse(field, fmt.Sprintf("is %v: negative, no usable deadline (CONTRACT T1, T4); set it above 0 and at most the Store's timeout (%v)", d, budget))
+			return ownclient.Refuse(field, fmt.Sprintf("is %v: negative, no usable deadline "+
+				"(CONTRACT T1, T4); set it above 0 and at most the Store's timeout (%v)",
+				d, budget))
 		}
 		return ownclient.Timeout(field, d, budget)
 	}
 	switch {
 	case !opt.DisableRetry:
-		return ownclient.Refuse("DisableRetry", "is false: a PING to a refused server would be retried until the budget ran out (CONTRACT T2); set it true")
+		return ownclient.Refuse("DisableRetry", "is false: a PING to a refused server "+
+			"would be retried until the budget ran out (CONTRACT T2); set it true")
 	case !opt.AlwaysPipelining:
-		return ownclient.Refuse("AlwaysPipelining", "is false: a connection the server closed would fail the next call written to it (CONTRACT T5); set it true")
+		return ownclient.Refuse("AlwaysPipelining", "is false: "+closedFails+"; set it true")
 	case opt.DisableAutoPipelining:
-		return ownclient.Refuse("DisableAutoPipelining", "is true: a connection the server closed would fail the next call written to it (CONTRACT T5); leave it false")
+		return ownclient.Refuse("DisableAutoPipelining",
+			"is true: "+closedFails+"; leave it false")
 	case opt.ReplicaOnly || opt.SendToReplicas != nil:
-		return ownclient.Refuse("ReplicaOnly", "or SendToReplicas is set: the scripts write, on masters; leave them unset")
+		return ownclient.Refuse("ReplicaOnly",
+			"or SendToReplicas is set: the scripts write, on masters; leave them unset")
 	}
 	if err := timeout("Dialer.Timeout", opt.Dialer.Timeout, 5*time.Second); err != nil {
 		return err
 	}
 	if opt.Sentinel.MasterSet != "" {
-		if err := timeout("Sentinel.Dialer.Timeout", opt.Sentinel.Dialer.Timeout, 5*time.Second); err != nil {
+		err := timeout("Sentinel.Dialer.Timeout", opt.Sentinel.Dialer.Timeout, 5*time.Second)
+		if err != nil {
 			return err
 		}
 	}

@@ -22,7 +22,9 @@ type client struct {
 var _ rediscore.Client = (*client)(nil)
 
 // Eval implements rediscore.Client.
-func (c *client) Eval(ctx context.Context, s *scripts.Script, eval bool, keys, args []string) (any, error) {
+func (c *client) Eval(
+	ctx context.Context, s *scripts.Script, eval bool, keys, args []string,
+) (any, error) {
 	cl, err := c.lazy.get(ctx)
 	if err != nil {
 		return nil, err
@@ -35,7 +37,9 @@ func (c *client) Eval(ctx context.Context, s *scripts.Script, eval bool, keys, a
 
 // EvalMulti implements rediscore.Client: one DoMulti, pipelined, one round
 // trip per node.
-func (c *client) EvalMulti(ctx context.Context, s *scripts.Script, eval bool, calls []*rediscore.Call) {
+func (c *client) EvalMulti(
+	ctx context.Context, s *scripts.Script, eval bool, calls []*rediscore.Call,
+) {
 	cl, err := c.lazy.get(ctx)
 	if err != nil {
 		for _, call := range calls {
@@ -81,7 +85,9 @@ func (c *client) Ping(ctx context.Context) error {
 
 // ConfigGet implements rediscore.Client: CONFIG GET on every node
 // valkey-go knows (a cluster's replicas too).
-func (c *client) ConfigGet(ctx context.Context, names ...string) (map[string]map[string]string, error) {
+func (c *client) ConfigGet(
+	ctx context.Context, names ...string,
+) (map[string]map[string]string, error) {
 	cl, err := c.lazy.get(ctx)
 	if err != nil {
 		return nil, err
@@ -132,7 +138,9 @@ var errCrossSlot = errors.New("keys of one script call do not share one hash tag
 
 // evalCmd builds EVALSHA (or EVAL) of s over keys and args. The command is
 // not marked retryable or read-only: valkey-go never re-sends it (T5).
-func evalCmd(cl valkey.Client, s *scripts.Script, eval bool, keys, args []string) valkey.Completed {
+func evalCmd(
+	cl valkey.Client, s *scripts.Script, eval bool, keys, args []string,
+) valkey.Completed {
 	name, body := "EVALSHA", s.SHA1
 	if eval {
 		name, body = "EVAL", s.Source

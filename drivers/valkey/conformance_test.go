@@ -70,7 +70,7 @@ func TestConformanceCluster(t *testing.T) {
 
 // recordsOn lists tenant's keys under prefix on every node (SCAN MATCH)
 // with their PTTL, for G7 and C9: a claim shard as its live records, each
-// with its own expiry, and no shard state key.
+// with its own expiry.
 func recordsOn(nodes []*testserver.Redis) func(context.Context, string, string) ([]conformance.Record, error) {
 	return func(_ context.Context, prefix, tenant string) ([]conformance.Record, error) {
 		pattern := scripts.TenantPattern(prefix, tenant)
@@ -90,9 +90,6 @@ func recordsOn(nodes []*testserver.Redis) func(context.Context, string, string) 
 				keys, _ := page[1].([]any)
 				for _, k := range keys {
 					key, _ := k.(string)
-					if scripts.IsShardStateKey(key) {
-						continue // it expires with the latest shard
-					}
 					if scripts.IsShardKey(key) {
 						recs, err := shardRecords(n, key)
 						if err != nil {

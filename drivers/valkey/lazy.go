@@ -70,7 +70,9 @@ func newLazyClient(opt valkey.ClientOption) *lazyClient {
 	// ours can hold fails the connection before valkey-go allocates it, or
 	// panics in its reader goroutine (V4).
 	user := opt.DialCtxFn
-	l.opt.DialCtxFn = func(ctx context.Context, dst string, d *net.Dialer, tc *tls.Config) (net.Conn, error) {
+	l.opt.DialCtxFn = func(
+		ctx context.Context, dst string, d *net.Dialer, tc *tls.Config,
+	) (net.Conn, error) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		stop := context.AfterFunc(l.bg, cancel)

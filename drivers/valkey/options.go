@@ -21,7 +21,8 @@ type options struct {
 // The valkey-go URL parameters the driver accepts (valkey.ParseURL's
 // names; see the package doc).
 var (
-	commonParams   = append([]string{"protocol", "client_name", "dial_timeout", "write_timeout", "client_cache", "max_retries", "skip_verify"}, tlsfiles.Params...)
+	commonParams = append([]string{"protocol", "client_name", "dial_timeout",
+		"write_timeout", "client_cache", "max_retries", "skip_verify"}, tlsfiles.Params...)
 	singleParams   = append([]string{"db"}, commonParams...)
 	clusterParams  = append([]string{"addr"}, commonParams...)
 	sentinelParams = append([]string{"master_set", "addr", "db"}, commonParams...)
@@ -60,15 +61,19 @@ func parseURL(cfg driver.Config) (*options, error) {
 		}
 	}
 	if sentinel && q.Get("master_set") == "" {
-		return nil, driver.Invalid("url: master_set", "empty: want the name Sentinel monitors the master under")
+		return nil, driver.Invalid("url: master_set",
+			"empty: want the name Sentinel monitors the master under")
 	}
 	// valkey-go reads these as "anything but 0 means on"; the contract
 	// needs them off, so the only value worth writing is 0.
 	if v := q.Get("client_cache"); q.Has("client_cache") && v != "0" {
-		return nil, driver.Invalid("url: client_cache", "client-side caching is always off (it needs CLIENT TRACKING, which many hosted servers lack); only 0 is accepted, got "+driver.Quote(v))
+		return nil, driver.Invalid("url: client_cache", "client-side caching is always off "+
+			"(it needs CLIENT TRACKING, which many hosted servers lack); "+
+			"only 0 is accepted, got "+driver.Quote(v))
 	}
 	if v := q.Get("max_retries"); q.Has("max_retries") && v != "0" {
-		return nil, driver.Invalid("url: max_retries", "the driver never re-sends a call whose reply was lost (CONTRACT T5); only 0 is accepted, got "+driver.Quote(v))
+		return nil, driver.Invalid("url: max_retries", "the driver never re-sends a call "+
+			"whose reply was lost (CONTRACT T5); only 0 is accepted, got "+driver.Quote(v))
 	}
 	if v := q.Get("protocol"); q.Has("protocol") && v != "2" && v != "3" {
 		return nil, driver.Invalid("url: protocol", "want 2 or 3, got "+driver.Quote(v))
@@ -82,7 +87,8 @@ func parseURL(cfg driver.Config) (*options, error) {
 	path := strings.TrimSuffix(u.Path, "/")
 	if cluster {
 		if db := strings.TrimPrefix(path, "/"); db != "" && db != "0" {
-			return nil, driver.Invalid("url: path", "a cluster has only database 0, got "+driver.Quote(u.Path))
+			return nil, driver.Invalid("url: path",
+				"a cluster has only database 0, got "+driver.Quote(u.Path))
 		}
 		path = ""
 	}
@@ -99,7 +105,8 @@ func parseURL(cfg driver.Config) (*options, error) {
 	}
 	parsed := u
 	parsed.Path, parsed.RawPath = path, ""
-	for _, name := range append([]string{"client_cache", "max_retries", "dial_timeout", "write_timeout"}, tlsfiles.Params...) {
+	own := []string{"client_cache", "max_retries", "dial_timeout", "write_timeout"}
+	for _, name := range append(own, tlsfiles.Params...) {
 		q.Del(name)
 	}
 	parsed.RawQuery = q.Encode()

@@ -270,7 +270,8 @@ func TestCrossSlotRefused(t *testing.T) {
 	if err := c.Ping(budget(t, time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	calls := []*rediscore.Call{{Keys: []string{"p:{a}:c:1", "p:{zz}:c:2"}, Args: []string{"r", "h", "1000", "h", "1000"}}, {Keys: []string{"p:{a}:c:1"}, Args: []string{"r", "h", "1000"}}}
+	a1, zz2 := scripts.ClaimKey("p", "a", "s", "1"), scripts.ClaimKey("p", "zz", "s", "2")
+	calls := []*rediscore.Call{{Keys: []string{a1, zz2}, Args: []string{"r", "h", "1000", "h", "1000"}}, {Keys: []string{a1}, Args: []string{"r", "h", "1000"}}}
 	c.core.Client().EvalMulti(budget(t, time.Second), scripts.Settle, true, calls)
 	if !errors.Is(calls[0].Err, errCrossSlot) {
 		t.Errorf("cross-slot call: got %v, want errCrossSlot", calls[0].Err)

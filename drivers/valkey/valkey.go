@@ -7,12 +7,16 @@
 //	import _ "github.com/fleetstore/fleetstore/drivers/valkey"
 //
 //	fleetstore.Open("valkey://cache:6379/0?timeout=50ms")
-//	fleetstore.Open("valkeys://:PASSWORD@cache.example.com:6380/0")                    // TLS
+//	// TLS
+//	fleetstore.Open("valkeys://:PASSWORD@cache.example.com:6380/0")
+//	// TLS: own CA, client certificate
 //	fleetstore.Open("valkeys://cache.example.com:6380/0?tls_ca_file=/etc/fleet/ca.pem" +
-//		"&tls_cert_file=/etc/fleet/edge.pem&tls_key_file=/etc/fleet/edge-key.pem")   // TLS: own CA, client certificate
-//	fleetstore.Open("valkey://10.0.0.1:6379?addr=10.0.0.2:6379&addr=10.0.0.3:6379")   // cluster
+//		"&tls_cert_file=/etc/fleet/edge.pem&tls_key_file=/etc/fleet/edge-key.pem")
+//	// cluster
+//	fleetstore.Open("valkey://10.0.0.1:6379?addr=10.0.0.2:6379&addr=10.0.0.3:6379")
+//	// Sentinel
 //	fleetstore.Open("valkey://:PASSWORD@10.0.0.1:26379/0?master_set=mymaster" +
-//		"&addr=10.0.0.2:26379&addr=10.0.0.3:26379")                                  // Sentinel
+//		"&addr=10.0.0.2:26379&addr=10.0.0.3:26379")
 //
 // The schemes are valkey and valkeys (TLS). A URL with master_set is a
 // Sentinel-managed master (see Sentinel); otherwise a URL with any addr=
@@ -32,12 +36,15 @@
 //	dial_timeout   Go duration, at most timeout: dial and handshake. Default timeout.
 //	write_timeout  Go duration, at most timeout: a connection that stops answering
 //	               is closed after about this plus the 1s keep-alive gap. Default timeout.
-//	skip_verify    valkeys only: true (or empty) skips TLS certificate checks. Default false.
-//	tls_ca_file    valkeys only: PEM file of the CAs that verify the servers. Default the system's roots.
+//	skip_verify    valkeys only: true (or empty) skips TLS certificate checks.
+//	               Default false.
+//	tls_ca_file    valkeys only: PEM file of the CAs that verify the servers.
+//	               Default the system's roots.
 //	tls_cert_file  valkeys only: PEM file of the client certificate, for a server with
 //	               tls-auth-clients yes; needs tls_key_file. Default none.
 //	tls_key_file   valkeys only: PEM file of that certificate's private key.
-//	addr           host:port of another cluster node, or with master_set of another Sentinel (repeat it).
+//	addr           host:port of another cluster node, or with master_set of another
+//	               Sentinel (repeat it).
 //	master_set     the name the Sentinels monitor the master under: the hosts are Sentinels.
 //	client_cache   only 0: client-side caching is always off.
 //	max_retries    only 0: the driver never retries.
@@ -117,9 +124,10 @@
 // driver logic around them package internal/rediscore, both shared with
 // the Redis driver; this package holds the URL options, the lazy client
 // and a small valkey-go adapter. One hash per tenant holds every kind's
-// TAT, one string per claim, every key of a tenant under one cluster hash
-// tag. A Hit is one script call on one slot; a Commit or Release is one
-// script call per tenant, all in one pipeline (one round trip per node).
+// TAT and a few small hashes (shards) its claims, every key of a tenant
+// under one cluster hash tag (internal/scripts' doc). A Hit is one script
+// call on one slot; a Commit or Release is one script call per tenant, all
+// in one pipeline (one round trip per node).
 // Reset is one DEL.
 //
 // # Logging
@@ -155,8 +163,9 @@ var (
 )
 
 // ExpiryGranularity implements driver.ExpiryGranularity: a key may linger
-// up to 2ms past its expiry. Every PX is the time left rounded up to whole
-// ms, plus 1ms, against Valkey's millisecond clock (CONTRACT §7).
+// up to 2ms past its expiry. Every expiry is a millisecond on the server's
+// clock, rounded up (PXAT, PEXPIREAT), and Valkey drops a key once its
+// clock is past that millisecond.
 func (Driver) ExpiryGranularity() time.Duration { return 2 * time.Millisecond }
 
 // Open implements driver.Driver: it parses the URL and prepares the

@@ -32,12 +32,12 @@ type Figures struct {
 	Timeouts    int           // failed with ErrTimeout
 	Slowest     time.Duration // the slowest call of the whole run
 	OverBudget  int           // calls that took longer than budget + slack
-	Switched    time.Duration // until every Sentinel named the new master and it answered ROLE master
+	Switched    time.Duration // until every Sentinel named the new master, ROLE master
 	FirstFailed time.Duration // the first failed call's end (0: none failed)
 	LastFailed  time.Duration // the last failed call's end
 	NewMaster   time.Duration // the end of the first Hit that wrote to the new master
 	Claims      int           // claims taken (Hit OK) over the whole run
-	Lost        int           // of those, missing on the new master afterwards: taken on the old one after the promotion
+	Lost        int           // of those, missing on the new master: taken on the old after promotion
 	Errors      []string      // the distinct messages of the failed calls, at most 5
 }
 
@@ -59,7 +59,10 @@ type record struct {
 // reaches the new master within 10s of the switch (the Store must follow
 // it without being reopened). prefix is st's key_prefix. The figures are
 // logged as FIGURE lines and returned.
-func Run(t *testing.T, st *fleetstore.Store, prefix string, s *testserver.Sentinel, budget, slack time.Duration) Figures {
+func Run(
+	t *testing.T, st *fleetstore.Store, prefix string, s *testserver.Sentinel,
+	budget, slack time.Duration,
+) Figures {
 	t.Helper()
 	oldMaster, err := s.Master()
 	if err != nil {
@@ -111,7 +114,9 @@ func Run(t *testing.T, st *fleetstore.Store, prefix string, s *testserver.Sentin
 					TTL: time.Hour, PendingTTL: time.Hour,
 				}
 				rec := call(budget, func(ctx context.Context) (bool, error) {
-					res, err := st.Hit(ctx, []fleetstore.Charge{{Kind: fleetstore.Hooks, Tenant: tenants[i], Increment: time.Microsecond, Capacity: time.Second}}, &claim)
+					ch := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: tenants[i],
+						Increment: time.Microsecond, Capacity: time.Second}
+					res, err := st.Hit(ctx, []fleetstore.Charge{ch}, &claim)
 					return err == nil && res.Outcome == fleetstore.OK, err
 				})
 				rec.claim = claim
@@ -180,7 +185,8 @@ func Run(t *testing.T, st *fleetstore.Store, prefix string, s *testserver.Sentin
 		f.Slowest = max(f.Slowest, d)
 		if d > budget+slack {
 			f.OverBudget++
-			t.Errorf("a call took %v (budget %v + slack %v), ended %v after the command: %v", d, budget, slack, r.end, r.err)
+			t.Errorf("a call took %v (budget %v + slack %v), ended %v after the command: %v",
+				d, budget, slack, r.end, r.err)
 		}
 		if r.start < 0 {
 			if r.err != nil {
@@ -208,20 +214,26 @@ func Run(t *testing.T, st *fleetstore.Store, prefix string, s *testserver.Sentin
 			t.Errorf("a call during the failover: %v, want ErrTimeout or ErrUnavailable", r.err)
 		}
 	}
-	t.Logf("FIGURE failover: switched (every Sentinel names the new master, ROLE master) %v after SENTINEL FAILOVER", f.Switched.Round(time.Millisecond))
-	t.Logf("FIGURE failover: %d callers, %d calls after the command, %d failed (%d ErrTimeout, %d ErrUnavailable), first %v, last %v after the command",
-		Callers, f.Calls, f.Failed, f.Timeouts, f.Failed-f.Timeouts, f.FirstFailed.Round(time.Millisecond), f.LastFailed.Round(time.Millisecond))
+	ms := time.Millisecond
+	t.Logf("FIGURE failover: switched (every Sentinel names the new master, ROLE master) "+
+		"%v after SENTINEL FAILOVER", f.Switched.Round(ms))
+	t.Logf("FIGURE failover: %d callers, %d calls after the command, %d failed "+
+		"(%d ErrTimeout, %d ErrUnavailable), first %v, last %v after the command",
+		Callers, f.Calls, f.Failed, f.Timeouts, f.Failed-f.Timeouts,
+		f.FirstFailed.Round(ms), f.LastFailed.Round(ms))
 	for _, msg := range f.Errors {
 		t.Logf("FIGURE failover: failed with: %s", msg)
 	}
-	t.Logf("FIGURE failover: slowest call %v, %d over budget %v + slack %v", f.Slowest.Round(time.Millisecond), f.OverBudget, budget, slack)
+	t.Logf("FIGURE failover: slowest call %v, %d over budget %v + slack %v",
+		f.Slowest.Round(ms), f.OverBudget, budget, slack)
 	if f.NewMaster < 0 {
 		t.Errorf("no Hit reached the new master in the 3s after the switch: the Store did not follow it")
 	} else {
-		t.Logf("FIGURE failover: first Hit written to the new master ended %v after the command (%v after the switch)",
-			f.NewMaster.Round(time.Millisecond), (f.NewMaster - f.Switched).Round(time.Millisecond))
+		t.Logf("FIGURE failover: first Hit written to the new master ended %v after the "+
+			"command (%v after the switch)", f.NewMaster.Round(ms), (f.NewMaster - f.Switched).Round(ms))
 	}
-	t.Logf("FIGURE failover: %d claims taken, %d lost (taken on the old master after the replica was promoted, before the clients switched)", f.Claims, f.Lost)
+	t.Logf("FIGURE failover: %d claims taken, %d lost (taken on the old master after the "+
+		"replica was promoted, before the clients switched)", f.Claims, f.Lost)
 	return f
 }
 
@@ -236,7 +248,9 @@ func call(budget time.Duration, do func(context.Context) (bool, error)) record {
 
 // exist reports which of records[taken]'s claims have a live record on
 // node (scripts.Present, which finds a claim in its tenant's shards).
-func exist(node *testserver.Redis, prefix string, records []record, taken []int) (map[int]bool, error) {
+func exist(
+	node *testserver.Redis, prefix string, records []record, taken []int,
+) (map[int]bool, error) {
 	present := make(map[int]bool, len(taken))
 	for chunk := range slices.Chunk(taken, 2000) {
 		claims := make([]fleetstore.Claim, len(chunk))

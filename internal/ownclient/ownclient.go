@@ -24,13 +24,17 @@ import (
 // Errors wrap ErrInvalid and never quote the URL.
 func CheckURL(u *url.URL, schemes ...string) error {
 	if !slices.Contains(schemes, u.Scheme) {
-		return driver.Invalid("url: scheme", fmt.Sprintf("%q is not this client's: want %s", u.Scheme, strings.Join(schemes, ", ")))
+		return driver.Invalid("url: scheme", fmt.Sprintf("%q is not this client's: want %s",
+			u.Scheme, strings.Join(schemes, ", ")))
 	}
 	if u.User != nil || u.Host != "" || u.Opaque != "" || (u.Path != "" && u.Path != "/") {
-		return driver.Invalid("url", "a Store on your own client takes its servers from the client: give only the scheme and common parameters, e.g. "+u.Scheme+"://?timeout=50ms")
+		return driver.Invalid("url", "a Store on your own client takes its servers from "+
+			"the client: give only the scheme and common parameters, e.g. "+
+			u.Scheme+"://?timeout=50ms")
 	}
 	if err := driver.CheckParams(u.Query()); err != nil {
-		return fmt.Errorf("%w (a Store on your own client takes the client's settings from the client)", err)
+		return fmt.Errorf("%w (a Store on your own client takes the client's settings "+
+			"from the client)", err)
 	}
 	return nil
 }
@@ -49,5 +53,7 @@ func Timeout(field string, d, budget time.Duration) error {
 	if d <= budget {
 		return nil
 	}
-	return Refuse(field, fmt.Sprintf("is %v, longer than the Store's timeout (%v): it runs on the client's own clock, past the call's budget (CONTRACT T1, T4); set it at most the timeout", d, budget))
+	return Refuse(field, fmt.Sprintf("is %v, longer than the Store's timeout (%v): it runs "+
+		"on the client's own clock, past the call's budget (CONTRACT T1, T4); "+
+		"set it at most the timeout", d, budget))
 }

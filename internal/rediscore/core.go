@@ -99,7 +99,9 @@ func (c *Conn) Client() Client { return c.cl }
 
 // Hit implements driver.Conn: one call of the hit script (CONTRACT §3–§4),
 // on the one slot of the tenant's hash tag.
-func (c *Conn) Hit(ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+func (c *Conn) Hit(
+	ctx context.Context, charges []driver.Charge, claim *driver.Claim,
+) (driver.Result, error) {
 	keys, args := scripts.HitCall(c.prefix, charges, claim)
 	reply, err := c.run(ctx, scripts.Hit, keys, args)
 	if err != nil {

@@ -38,7 +38,8 @@ func (c *Conn) checkSettings() {
 	defer c.checking.Store(false)
 	ctx, cancel := context.WithTimeout(c.bg, c.timeout)
 	defer cancel()
-	servers, err := c.cl.ConfigGet(ctx, "maxmemory-policy", "appendonly", "save", "hash-max-listpack-entries", "hash-max-listpack-value")
+	servers, err := c.cl.ConfigGet(ctx, "maxmemory-policy", "appendonly", "save",
+		"hash-max-listpack-entries", "hash-max-listpack-value")
 	if err == nil {
 		for server, cfg := range servers {
 			c.warnSettings(server, cfg)
@@ -47,24 +48,35 @@ func (c *Conn) checkSettings() {
 	if err == nil || c.cl.IsReply(err) && !strings.HasPrefix(err.Error(), "LOADING") {
 		c.checked.Store(true)
 		if err != nil {
-			c.log.Debug("fleetstore: cannot read the server's settings", zap.String("url", c.display), zap.Error(err))
+			c.log.Debug("fleetstore: cannot read the server's settings",
+				zap.String("url", c.display), zap.Error(err))
 		}
 	}
 }
 
+// The warnings of warnSettings.
+const (
+	warnEviction = "fleetstore: maxmemory-policy can evict keys: an evicted claim " +
+		"lets a duplicate through; set maxmemory-policy noeviction"
+	warnAppendOnly = "fleetstore: appendonly is off: a crash loses the claims committed " +
+		"since the last snapshot, and their hooks are accepted again; set appendonly yes"
+	warnListpack = "fleetstore: hash-max-listpack-entries or -value is below what claim " +
+		"shards need: claims take about 120 bytes instead of 60; " +
+		"set hash-max-listpack-entries 512 and hash-max-listpack-value 64"
+)
+
 func (c *Conn) warnSettings(server string, cfg map[string]string) {
+	where := []zap.Field{zap.String("url", c.display), zap.String("server", server)}
 	if p := cfg["maxmemory-policy"]; p != "noeviction" && p != "" {
-		c.log.Warn("fleetstore: maxmemory-policy can evict keys: an evicted claim lets a duplicate through; set maxmemory-policy noeviction",
-			zap.String("url", c.display), zap.String("server", server), zap.String("maxmemory-policy", p))
+		c.log.Warn(warnEviction, append(where, zap.String("maxmemory-policy", p))...)
 	}
 	if cfg["appendonly"] == "no" {
-		c.log.Warn("fleetstore: appendonly is off: a crash loses the claims committed since the last snapshot, and their hooks are accepted again; set appendonly yes",
-			zap.String("url", c.display), zap.String("server", server), zap.String("save", cfg["save"]))
+		c.log.Warn(warnAppendOnly, append(where, zap.String("save", cfg["save"]))...)
 	}
-	if below(cfg["hash-max-listpack-entries"], minListpackEntries) || below(cfg["hash-max-listpack-value"], minListpackValue) {
-		c.log.Warn("fleetstore: hash-max-listpack-entries or -value is below what claim shards need: claims take about 120 bytes instead of 60; set hash-max-listpack-entries 512 and hash-max-listpack-value 64",
-			zap.String("url", c.display), zap.String("server", server),
-			zap.String("hash-max-listpack-entries", cfg["hash-max-listpack-entries"]), zap.String("hash-max-listpack-value", cfg["hash-max-listpack-value"]))
+	entries, value := cfg["hash-max-listpack-entries"], cfg["hash-max-listpack-value"]
+	if below(entries, minListpackEntries) || below(value, minListpackValue) {
+		c.log.Warn(warnListpack, append(where, zap.String("hash-max-listpack-entries", entries),
+			zap.String("hash-max-listpack-value", value))...)
 	}
 }
 

@@ -13,25 +13,27 @@ import (
 // one tenant) and claim (nil: none), as validated by the Store. Increments
 // and capacities go as whole µs, the pending TTL as whole µs (the record's
 // exact expiry; its key's expiry is that µs rounded up to the ms).
-// Its keys are BucketKey, then with a claim ShardStateKey and ClaimKey;
-// all of them and its numbers are built in one buffer (callBuf): two
-// allocations in all.
-func HitCall(keyPrefix string, charges []driver.Charge, claim *driver.Claim) (keys, args []string) {
+// Its keys are BucketKey, then with a claim its ClaimKey (whose tag names
+// the tenant's shards); all of them and its numbers are built in one
+// buffer (callBuf): two allocations in all.
+func HitCall(
+	keyPrefix string, charges []driver.Charge, claim *driver.Claim,
+) (keys, args []string) {
 	tenant := ""
 	if len(charges) > 0 {
 		tenant = charges[0].Tenant
 	} else {
 		tenant = claim.Tenant
 	}
-	nKeys, n, size := 1, 1+1+3*len(charges), tagLen(keyPrefix, tenant)+len(":b")+numLen*(1+2*len(charges))
+	nKeys, n := 1, 1+1+3*len(charges)
+	size := tagLen(keyPrefix, tenant) + len(":b") + numLen*(1+2*len(charges))
 	if claim != nil {
 		tag := tagLen(keyPrefix, claim.Tenant)
-		nKeys, n, size = 3, n+2+2, size+2*tag+len(":n")+DigestSize+numLen
+		nKeys, n, size = 2, n+1+2, size+tag+DigestSize+numLen
 	}
 	c := newCallBuf(n, size)
 	c.tagged(keyPrefix, tenant, ":b")
 	if claim != nil {
-		c.tagged(keyPrefix, claim.Tenant, ":n")
 		c.claimKey(keyPrefix, claim.Tenant, claim.SourceID, claim.Key)
 	}
 	c.int(int64(len(charges)))
@@ -49,19 +51,20 @@ func HitCall(keyPrefix string, charges []driver.Charge, claim *driver.Claim) (ke
 }
 
 // SettleCall returns the KEYS and ARGV of a Settle script call over claims:
-// a commit when commit is true, a release otherwise; two keys per claim
-// (its tenant's ShardStateKey and its ClaimKey), its hook_id and TTL in
-// whole µs (rounded up: a claim never expires early, C9). On a cluster,
-// every claim of one call must hash to one slot (one tenant does).
-func SettleCall(keyPrefix string, commit bool, claims []driver.Claim) (keys, args []string) {
+// a commit when commit is true, a release otherwise; one key per claim
+// (its ClaimKey), its hook_id and TTL in whole µs (rounded up: a claim
+// never expires early, C9). On a cluster, every claim of one call must
+// hash to one slot (one tenant does).
+func SettleCall(
+	keyPrefix string, commit bool, claims []driver.Claim,
+) (keys, args []string) {
 	size := 0
 	for i := range claims {
-		size += 2*tagLen(keyPrefix, claims[i].Tenant) + len(":n") + DigestSize + numLen
+		size += tagLen(keyPrefix, claims[i].Tenant) + DigestSize + numLen
 	}
-	c := newCallBuf(1+4*len(claims), size)
+	c := newCallBuf(1+3*len(claims), size)
 	for i := range claims {
 		cl := &claims[i]
-		c.tagged(keyPrefix, cl.Tenant, ":n")
 		c.claimKey(keyPrefix, cl.Tenant, cl.SourceID, cl.Key)
 	}
 	if commit {
@@ -73,17 +76,16 @@ func SettleCall(keyPrefix string, commit bool, claims []driver.Claim) (keys, arg
 		c.given(claims[i].HookID)
 		c.micros(claims[i].TTL)
 	}
-	return c.done(2 * len(claims))
+	return c.done(len(claims))
 }
 
 // PresentCall returns the KEYS of a Present script call over claims (no
-// ARGV): two keys per claim, as SettleCall's.
+// ARGV): one key per claim, as SettleCall's.
 func PresentCall(keyPrefix string, claims []driver.Claim) []string {
-	keys := make([]string, 2*len(claims))
+	keys := make([]string, len(claims))
 	for i := range claims {
 		c := &claims[i]
-		keys[2*i] = ShardStateKey(keyPrefix, c.Tenant)
-		keys[2*i+1] = ClaimKey(keyPrefix, c.Tenant, c.SourceID, c.Key)
+		keys[i] = ClaimKey(keyPrefix, c.Tenant, c.SourceID, c.Key)
 	}
 	return keys
 }

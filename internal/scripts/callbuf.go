@@ -10,8 +10,8 @@ import (
 // allocations: the bytes of every key and number it formats go into one
 // buffer, sized up front, and every string it returns is either a slice of
 // that buffer or a string the caller gave (a kind, a hook_id), all in one
-// []string. The output is byte for byte that of BucketKey, ShardStateKey,
-// ClaimKey and strconv (TestCallBufMatchesReference).
+// []string. The output is byte for byte that of BucketKey, ClaimKey and
+// strconv (TestCallBufMatchesReference).
 //
 // A built string points into b (unsafe.String) as soon as it is complete:
 // b is only ever appended to, so its bytes are never written again, and

@@ -14,8 +14,8 @@ import (
 )
 
 // The straightforward forms of the key encoding and of the call builders,
-// one string at a time, as they were before callBuf: the reference the
-// one-buffer builders must match byte for byte.
+// one string at a time: the reference the one-buffer builders must match
+// byte for byte.
 
 func refEncode(s string) string {
 	var b strings.Builder
@@ -61,7 +61,7 @@ func refHitCall(prefix string, charges []driver.Charge, claim *driver.Claim) (ke
 		args = append(args, string(c.Kind), strconv.FormatInt(c.Increment.Microseconds(), 10), strconv.FormatInt(c.Capacity.Microseconds(), 10))
 	}
 	if claim != nil {
-		keys = append(keys, refTag(prefix, claim.Tenant)+":n", refClaimKey(prefix, claim.Tenant, claim.SourceID, claim.Key))
+		keys = append(keys, refClaimKey(prefix, claim.Tenant, claim.SourceID, claim.Key))
 		args = append(args, claim.HookID, refMicros(claim.PendingTTL))
 	}
 	return keys, args
@@ -73,7 +73,7 @@ func refSettleCall(prefix string, commit bool, claims []driver.Claim) (keys, arg
 		args[0] = "c"
 	}
 	for _, c := range claims {
-		keys = append(keys, refTag(prefix, c.Tenant)+":n", refClaimKey(prefix, c.Tenant, c.SourceID, c.Key))
+		keys = append(keys, refClaimKey(prefix, c.Tenant, c.SourceID, c.Key))
 		args = append(args, c.HookID, refMicros(c.TTL))
 	}
 	return keys, args
@@ -105,9 +105,6 @@ func TestCallBufMatchesReference(t *testing.T) {
 		for pi, prefix := range prefixes {
 			if got, want := BucketKey(prefix, tenant), refTag(prefix, tenant)+":b"; got != want {
 				t.Errorf("BucketKey = %q, want %q", got, want)
-			}
-			if got, want := ShardStateKey(prefix, tenant), refTag(prefix, tenant)+":n"; got != want {
-				t.Errorf("ShardStateKey = %q, want %q", got, want)
 			}
 			var claims []driver.Claim
 			for si, source := range sources {

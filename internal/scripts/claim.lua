@@ -1,85 +1,9 @@
 -- claim.lua: the claim record codec and the packed claim layout,
 -- prepended to hit.lua, settle.lua and present.lua (a Redis script cannot
 -- call another script, so the Go side concatenates the sources before
--- loading them).
---
--- A claim's record is one string, as short as it can be (CONTRACT §7): the
--- state byte, its expiry in µs on the server's clock as 7 bytes, big-endian
--- (the first below 0x20: until the year 2540), then the hook_id (1–256
--- bytes, the rest of the string, any bytes):
---
---   D<expiry><hook_id> committed by hook_id
---   P<expiry><hook_id> pending for hook_id
---
--- The version before wrote the expiry as 16 decimal digits, C and q for
--- the states (C<16 digits><hook_id>, q<16 digits><hook_id>); those are
--- read as they are, never written. A short key (below) may also hold
--- c<hook_id>, a record committed by the layout before shards, which kept
--- no expiry in the value: it is read as committed for as long as its key
--- lives (its PX), and never written.
---
--- A record whose expiry has passed is absent, whatever its key's expiry
--- (a key only ever lengthens to its latest record's). The node is not
--- stored: nothing reads it back. The expiry is exact, so that a Pending's
--- retry-after is the remaining time rounded up (C3).
---
--- Where a record lives. Every claim of a tenant T is named by D, the
--- 16-byte digest of its source and key (the last 16 bytes of its short key
--- PREFIX:{T}D, which the Go side sends). A record of at most PACKED bytes
--- (a hook_id of at most 56 bytes) is field D of a shard, a small hash
--- PREFIX:{T}:s<i> that the server keeps as a listpack (about 60 bytes per
--- claim); a longer one is the string at the short key itself. A lookup
--- reads the field, then the string when the field holds no live record.
---
--- Besides its records (16-byte fields), a shard holds one field of one
--- byte, s, its state: "S", then integers big-endian, in bytes
---
---   e (6) x (6)                   in shard i > 0
---   l (1) p (4) o (1) e (6) x (6) in shard 0
---
---   e  the shard key's expiry, ms on the server's clock, as this code last
---      set it (PEXPIREAT): no PEXPIRETIME is needed to know it
---   x  when the shard's next prune is due, ms: by then about an eighth
---      of its records will have expired (0: none is due)
---   l  the level of linear hashing, p the split pointer (below)
---   o  1 for a tenant moved from the version before, which keeps that
---      version's addressing; else 0
---
--- One field, so that reading the state is one step of HMGET: a listpack
--- finds a field by walking it from the head, so a new shard gets its state
--- first (only the lookup of a record walks the shard). It is written only
--- when it changes: e at most once a second (SLACK), x at a prune, split or
--- a shard's first record, l and p at a split.
---
--- The claims of a tenant are spread over buckets by linear hashing: there
--- are 2^l + p buckets; claim D is in bucket h mod 2^l, or h mod 2^(l+1)
--- when that is below p, h being D's first 4 bytes (big-endian). While the
--- tenant has one bucket it is shard 0; after its first split, bucket b is
--- shard b + 1, and shard 0 holds the state alone. Inserting a new field
--- into a shard whose prune is due (x) first removes its expired records;
--- if the shard then holds CAP fields or more, bucket p splits: its records
--- with h mod 2^(l+1) = p + 2^l move to bucket p + 2^l, then p moves on
--- (and l with it once p reaches 2^l). A prune runs only when an eighth of
--- a shard's records can go, never on every insert into a shard full of
--- live ones. A split moves at most one bucket's records (the first, all of
--- shard 0's); a shard that is not the one split keeps growing until p
--- reaches it, far below the server's listpack limit of 512 fields in
--- practice (see the layout test).
---
--- Expiry: a shard key lives until its latest record's expiry and at most
--- SLACK ms longer (its expiry is written only when a record outlives it,
--- then SLACK past that record's, so at most once per SLACK per shard);
--- shard 0, which holds the tenant's state, lives until the latest record
--- of any shard, so its state never expires before a record it places.
--- Expiries are only ever lengthened.
---
--- The version before kept l and p in PREFIX:{T}:n (KEYS: the state key),
--- bucket b at shard b, and no shard state. A shard 0 without s is read the
--- old way (l and p from the state key), and the first write to such a
--- tenant gives shard 0 its state, with an e covering the state key's
--- expiry (which covered every shard's) and o = 1 when it has split: its
--- claims stay where they are and are found. Once all of its records have
--- expired, so has its shard 0, and the tenant starts afresh.
+-- loading them). The layout — keys, record, shard state s (e, x, l, p),
+-- linear hashing, prunes, expiries — is described in package scripts'
+-- doc (doc.go); the names here are its names.
 
 -- C holds the layout's constants and functions. A script runs this
 -- source on every call, and defining a local function that captures many
@@ -104,8 +28,8 @@ C.SLACK = 1000
 -- DIGEST is the length of a record's field (the state's has one byte).
 C.DIGEST = 16
 
--- encode_claim builds the record of a claim in state st ('C' committed,
--- 'q' pending; written as D and P) for hook until expires (µs, an integer below 2^53: every
+-- encode_claim builds the record of a claim in state st ('D' committed,
+-- 'P' pending) for hook until expires (µs, an integer below 2^53: every
 -- step below is exact in a double).
 function C.encode_claim(st, hook, expires)
   local x = expires
@@ -121,7 +45,7 @@ function C.encode_claim(st, hook, expires)
   x = (x - c) / 256
   local b = x % 256
   local a = (x - b) / 256
-  return (st == 'C' and 'D' or 'P') .. string.char(a, b, c, d, e, f, g) .. hook
+  return st .. string.char(a, b, c, d, e, f, g) .. hook
 end
 
 -- C.FAR is how far ahead of now (µs) a record's expiry can be: a claim's
@@ -130,48 +54,38 @@ end
 C.FAR = 3 * 366 * 86400 * 1000000
 
 -- decode_claim returns the state ('p' pending or 'c' committed), the
--- hook_id and the expiry (µs; nil for an old committed record) of a live
--- record, nothing when its expiry is at or before now, and raises a script
--- error (an error reply, never a wrong decision) when the value was not
--- written by encode_claim (or, when old is true, by the layout before):
--- anything else is some other program's value under our prefix (V4).
-function C.decode_claim(v, now, old)
+-- hook_id and the expiry (µs) of a live record, nothing when its expiry
+-- is at or before now, and raises a script error (an error reply, never a
+-- wrong decision) when the value was not written by encode_claim: anything
+-- else is some other program's value under our prefix (V4).
+function C.decode_claim(v, now)
   local st = string.sub(v, 1, 1)
   local n = #v
-  -- exp: the record's expiry (µs), from its hook_id's first byte on (at).
-  local exp, at
-  if (st == 'D' or st == 'P') and n >= 9 and n <= 264 then
-    local a, b, c, d, e, f, g = string.byte(v, 2, 8)
-    if a < 32 then
-      exp = (((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) * 256 + g
-      at = 9
-    end
-  elseif old and st == 'c' and n >= 2 and n <= 257 then
-    return 'c', string.sub(v, 2)
-  elseif (st == 'C' or st == 'q') and n >= 18 and n <= 273 then
-    -- Exactly 16 digits (tonumber alone would take " 5", "0x5" or "1e1").
-    local digits = string.sub(v, 2, 17)
-    if string.match(digits, '^%d+$') then
-      exp, at = tonumber(digits), 18
-    end
-  end
-  if exp and exp <= now then
-    return nil
-  end
-  if not exp or exp - now > C.FAR then
+  if (st ~= 'D' and st ~= 'P') or n < 9 or n > 264 then
     error('fleetstore: malformed claim record')
   end
-  if st == 'P' or st == 'q' then
-    return 'p', string.sub(v, at), exp
+  local a, b, c, d, e, f, g = string.byte(v, 2, 8)
+  if a >= 32 then
+    error('fleetstore: malformed claim record')
   end
-  return 'c', string.sub(v, at), exp
+  local exp = (((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) * 256 + g
+  if exp <= now then
+    return nil
+  end
+  if exp - now > C.FAR then
+    error('fleetstore: malformed claim record')
+  end
+  if st == 'P' then
+    return 'p', string.sub(v, 9), exp
+  end
+  return 'c', string.sub(v, 9), exp
 end
 
--- shard_key is the key of shard i of the tenant whose state key is meta
--- (PREFIX:{T}:n → PREFIX:{T}:s<i>; i is a small integer, which Lua writes
+-- shard_key is the key of shard i of the tenant whose tag is tag
+-- (PREFIX:{T} → PREFIX:{T}:s<i>; i is a small integer, which Lua writes
 -- in full digits).
-function C.shard_key(meta, i)
-  return string.sub(meta, 1, -2) .. 's' .. i
+function C.shard_key(tag, i)
+  return tag .. ':s' .. i
 end
 
 -- shard_index is the bucket of digest d at level l and split pointer p.
@@ -186,69 +100,58 @@ function C.shard_index(d, l, p)
 end
 
 -- read_state parses a shard's state s (nil: none): e and x, and in shard 0
--- (zero true) l, p and o. Binary, so that reading it is one string.byte
--- and some arithmetic (decimal digits cost a match and a tonumber each,
+-- (zero true) l and p. Binary, so that reading it is one string.byte and
+-- some arithmetic (decimal digits cost a match and a tonumber each,
 -- several µs a call).
 function C.read_state(v, zero)
   if not v then
     return nil
   end
-  local n = zero and 19 or 13
+  local n = zero and 18 or 13
   if #v ~= n or string.byte(v, 1) ~= 83 then
     error('fleetstore: malformed claim shard state')
   end
   local i = 2
-  local l, p, o
+  local l, p
   if zero then
-    local p1, p2, p3, p4, ob
-    l, p1, p2, p3, p4, ob = string.byte(v, 2, 7)
-    if ob > 1 then
-      error('fleetstore: malformed claim shard state')
-    end
+    local p1, p2, p3, p4
+    l, p1, p2, p3, p4 = string.byte(v, 2, 6)
     p = ((p1 * 256 + p2) * 256 + p3) * 256 + p4
     if l > 32 or p >= 2 ^ l then
       error('fleetstore: malformed claim shard state')
     end
-    o = ob == 1
-    i = 8
+    i = 7
   end
   local e1, e2, e3, e4, e5, e6, x1, x2, x3, x4, x5, x6 = string.byte(v, i, i + 11)
   local e = ((((e1 * 256 + e2) * 256 + e3) * 256 + e4) * 256 + e5) * 256 + e6
   local x = ((((x1 * 256 + x2) * 256 + x3) * 256 + x4) * 256 + x5) * 256 + x6
-  return e, x, l, p, o
+  return e, x, l, p
 end
 
 -- bucket_key is the key of bucket b of loc's tenant at level l and split
--- pointer p: shard 0 while the tenant has one bucket, then shard b + 1 (a
--- tenant moved from the version before: shard b).
+-- pointer p: shard 0 while the tenant has one bucket, then shard b + 1.
 function C.bucket_key(loc, b, l, p)
   if l == 0 and p == 0 then
     return loc.s0
   end
-  if loc.o then
-    return C.shard_key(loc.meta, b)
-  end
-  return C.shard_key(loc.meta, b + 1)
+  return C.shard_key(loc.tag, b + 1)
 end
 
--- find_claim returns the live record of the claim whose state key is meta
--- and short key is short — state, hook_id, expiry (µs), or nothing — and
--- its location: a table the writes below take (the tenant's state l, p, o
--- and shard 0's e0 and x0; the claim's shard and its e and x).
-function C.find_claim(meta, short, now)
+-- find_claim returns the live record of the claim whose short key is
+-- short (PREFIX:{T}D) — state, hook_id, expiry (µs), or nothing — and its
+-- location: a table the writes below take (the tenant's tag, its state l
+-- and p and shard 0's e0 and x0; the claim's shard and its e and x).
+function C.find_claim(short, now)
+  local tag = string.sub(short, 1, -17)
   local d = string.sub(short, -16)
-  local s0 = C.shard_key(meta, 0)
+  local s0 = C.shard_key(tag, 0)
   -- Shard 0 holds the state, and the records of a tenant of one bucket:
-  -- one read finds both.
+  -- one read finds both. No state: a tenant of one bucket (l = p = 0)
+  -- whose state is not written yet.
   local m = redis.call('HMGET', s0, d, 's')
-  local loc = {meta = meta, short = short, d = d, s0 = s0}
+  local loc = {tag = tag, short = short, d = d, s0 = s0, l = 0, p = 0}
   if m[2] then
-    loc.e0, loc.x0, loc.l, loc.p, loc.o = C.read_state(m[2], true)
-  else
-    C.rare()
-    loc.l, loc.p = C.old_state(meta)
-    loc.old = true
-    loc.o = loc.l > 0 or loc.p > 0
+    loc.e0, loc.x0, loc.l, loc.p = C.read_state(m[2], true)
   end
   loc.shard = C.bucket_key(loc, C.shard_index(d, loc.l, loc.p), loc.l, loc.p)
   local v
@@ -269,7 +172,7 @@ function C.find_claim(meta, short, now)
   end
   v = redis.call('GET', short)
   if v then
-    local st, hook, exp = C.decode_claim(v, now, true)
+    local st, hook, exp = C.decode_claim(v, now)
     if st then
       loc.at = 's'
       return st, hook, exp, loc
@@ -280,8 +183,8 @@ end
 
 -- expiry returns the expiry (ms) to give key so that it lives until at
 -- least at (ms): e, its expiry as recorded, when that already does, else
--- SLACK past at, or the key's own later expiry when none was recorded (a
--- shard of the version before, or an emptied one that has not expired).
+-- SLACK past at, or the key's own later expiry when none is recorded (a
+-- shard being created, which may be an emptied one not yet expired).
 function C.expiry(key, e, at)
   if e then
     if e >= at then
@@ -293,21 +196,13 @@ function C.expiry(key, e, at)
 end
 
 -- rare defines the functions of the rare paths — a prune, a split, a
--- state write, the version before's state — when one is first needed in
--- a script call: this source runs on every call, and every function it
--- defines costs the call its closure (about 0.1 µs each, and the garbage).
+-- state write — when one is first needed in a script call: this source
+-- runs on every call, and every function it defines costs the call its
+-- closure (about 0.1 µs each, and the garbage).
 function C.rare()
   if C.split then
     return
   end
-  -- check_state checks a level and split pointer read back.
-  function C.check_state(l, p)
-    if l > 32 or p >= 2 ^ l then
-      error('fleetstore: malformed claim shard state')
-    end
-    return l, p
-  end
-
   -- bytes returns n as k bytes, big-endian (n an integer below 256^k).
   function C.bytes(n, k)
     local b = {}
@@ -320,26 +215,12 @@ function C.rare()
   end
 
   -- state is the value of a shard's state field: "S", then in shard 0 l (1
-  -- byte), p (4) and o (1), then e and x (6 bytes each: ms below 2^48).
-  function C.state(e, x, l, p, o)
+  -- byte) and p (4), then e and x (6 bytes each: ms below 2^48).
+  function C.state(e, x, l, p)
     if l then
-      return 'S' .. string.char(l) .. C.bytes(p, 4) .. (o and '\1' or '\0') .. C.bytes(e, 6) .. C.bytes(x, 6)
+      return 'S' .. string.char(l) .. C.bytes(p, 4) .. C.bytes(e, 6) .. C.bytes(x, 6)
     end
     return 'S' .. C.bytes(e, 6) .. C.bytes(x, 6)
-  end
-
-  -- old_state reads the level and split pointer of a tenant whose shard 0
-  -- holds no state: from the state key of the version before (0, 0 while it
-  -- is absent).
-  function C.old_state(meta)
-    local m = redis.call('HMGET', meta, 'l', 'p')
-    if not m[1] and not m[2] then
-      return 0, 0
-    end
-    if not (m[1] and m[2] and string.match(m[1], '^%d+$') and string.match(m[2], '^%d+$')) then
-      error('fleetstore: malformed claim shard state')
-    end
-    return C.check_state(tonumber(m[1]), tonumber(m[2]))
   end
 
   -- due returns when a prune of records whose expiries are exps (µs, any
@@ -378,7 +259,7 @@ function C.rare()
     return #exps, C.due(exps)
   end
 
-  -- split splits bucket p of loc's tenant (linear hashing, see above),
+  -- split splits bucket p of loc's tenant (linear hashing, doc.go),
   -- dropping its expired records on the way; loc takes the new l and p, and
   -- put_claim writes them. It returns the state it wrote, key → {e, x}: the
   -- shards it moved records to, and the one it split unless that is shard 0
@@ -462,12 +343,12 @@ function C.rare()
   end
 end
 
--- put_claim writes the record of loc's claim: state st ('C' or 'q') for
+-- put_claim writes the record of loc's claim: state st ('D' or 'P') for
 -- hook until expires (µs), as a field of its shard or, when the record is
 -- longer than PACKED, as its short key. A new field first prunes its shard
 -- when that is due, then splits a bucket when the shard is full. Shard 0
 -- is made to outlive the record, wherever it is, and is given the state
--- when it had none (a new tenant, or one of the version before).
+-- when it had none (a new tenant).
 function C.put_claim(loc, st, hook, expires, now)
   local v = C.encode_claim(st, hook, expires)
   local at = math.floor((expires + 999) / 1000)
@@ -515,26 +396,18 @@ function C.put_claim(loc, st, hook, expires, now)
       nx = at
     end
   end
-  -- Shard 0's expiry must cover the record, wherever it is; when it had no
-  -- state, its expiry covers the state key's too (every shard's latest
-  -- record, in the version before). Each state is written only when it
-  -- changed.
+  -- Shard 0's expiry must cover the record, wherever it is, and the
+  -- records a split moved. Each state is written only when it changed (a
+  -- new tenant's shard 0 has none: e0 ~= nil).
   local e0 = C.expiry(loc.s0, loc.e0, math.max(at, loc.cover or 0))
-  if loc.at == 's' then
-    -- The record moves from the short key to the field: drop the old one.
-    redis.call('DEL', loc.short)
-  end
-  if loc.old and loc.o then
-    e0 = math.max(e0, redis.call('PEXPIRETIME', loc.meta))
-  end
   local nx0 = loc.nx0 or loc.x0 or 0
   if loc.shard == loc.s0 then
     nx0 = nx or 0
   end
   local s0
-  if loc.old or moved or e0 ~= loc.e0 or nx0 ~= loc.x0 then
+  if moved or e0 ~= loc.e0 or nx0 ~= loc.x0 then
     C.rare()
-    s0 = C.state(e0, nx0, loc.l, loc.p, loc.o)
+    s0 = C.state(e0, nx0, loc.l, loc.p)
   end
   if loc.shard == loc.s0 then
     if s0 then

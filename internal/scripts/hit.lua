@@ -2,11 +2,9 @@
 -- round trip. The GCRA is package gcra's Charge, transcribed.
 --
 -- KEYS[1]   the tenant's bucket hash: field = kind, value = TAT in µs
--- KEYS[2]   the tenant's state key PREFIX:{T}:n, absent when the Hit has
---           no claim: the shards PREFIX:{T}:s<i> are named after it (same
---           hash tag), and a tenant of the version before keeps its shard
---           state there (claim.lua)
--- KEYS[3]   the claim's short key PREFIX:{T}D (D: the claim's digest)
+-- KEYS[2]   the claim's short key PREFIX:{T}D (D: the claim's digest),
+--           absent when the Hit has no claim; the tenant's shards
+--           PREFIX:{T}:s<i> are named after its tag (same slot)
 -- ARGV[1]   n, the number of charges (0 or more)
 -- for charge i = 1..n:
 --   ARGV[3i-1]  kind
@@ -82,7 +80,7 @@ end
 -- loc is where the record is or goes (claim.lua's find_claim).
 local held, holder, expires, loc
 if KEYS[2] then
-  held, holder, expires, loc = C.find_claim(KEYS[2], KEYS[3], now)
+  held, holder, expires, loc = C.find_claim(KEYS[2], now)
   -- Our own pending claim: this is a retry of a hit whose reply was lost.
   -- It was charged once already, so charge nothing and say OK (C2).
   if held == 'p' and holder == ARGV[c] then
@@ -164,7 +162,7 @@ if n > 0 then
 end
 if KEYS[2] then
   -- The claim becomes pending for this hook, for the pending TTL (C1).
-  C.put_claim(loc, 'q', ARGV[c], now + tonumber(ARGV[c + 1]), now)
+  C.put_claim(loc, 'P', ARGV[c], now + tonumber(ARGV[c + 1]), now)
 end
 out[1] = 1
 return out

@@ -97,18 +97,10 @@ func TenantPattern(keyPrefix, tenant string) string {
 	return TenantTag(keyPrefix, tenant) + "*"
 }
 
-// ShardStateKey is the state key of tenant's claims: the scripts name the
-// shards after it, and read the level and split pointer the version before
-// kept there for a tenant whose shard 0 holds none (claim.lua). Nothing
-// writes it now; Reset leaves it, as it leaves every claim.
-func ShardStateKey(keyPrefix, tenant string) string {
-	return TenantTag(keyPrefix, tenant) + ":n"
-}
-
 // ShardKey is shard i of tenant's claims: a hash of ClaimDigest → record
-// and its state field (claim.lua). A tenant of 2^l + p buckets keeps them
-// at shard 0 (one bucket) or shards 1 to 2^l + p, l and p in shard 0's
-// state.
+// and its state field s (the package doc). A tenant of 2^l + p buckets
+// keeps them at shard 0 (one bucket) or shards 1 to 2^l + p, l and p in
+// shard 0's state.
 func ShardKey(keyPrefix, tenant string, i int) string {
 	return TenantTag(keyPrefix, tenant) + ":s" + strconv.Itoa(i)
 }
@@ -128,12 +120,6 @@ func IsShardKey(key string) bool {
 		}
 	}
 	return true
-}
-
-// IsShardStateKey reports whether key is a tenant's ShardStateKey.
-func IsShardStateKey(key string) bool {
-	_, rest, ok := strings.Cut(key, "}")
-	return ok && rest == ":n"
 }
 
 // ShardRecords returns the live claim records of shard key, whose fields
@@ -156,7 +142,8 @@ func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 		case !ok || us-nowMicros > maxMicros:
 			out = append(out, driver.Record{Key: k, TTL: -1})
 		case us > nowMicros:
-			out = append(out, driver.Record{Key: k, TTL: time.Duration(us-nowMicros) * time.Microsecond})
+			ttl := time.Duration(us-nowMicros) * time.Microsecond
+			out = append(out, driver.Record{Key: k, TTL: ttl})
 		}
 	}
 	return out
@@ -168,28 +155,15 @@ func isShardStateField(f string) bool { return f == "s" }
 
 // DecodeRecord decodes a claim record as claim.lua writes it — state 'D'
 // committed or 'P' pending, the expiry on the server's clock as 7 bytes
-// big-endian (µs since the Unix epoch), the hook_id — or as the version
-// before wrote it ('C' or 'q', the expiry as 16 decimal digits): its state
-// byte, hook_id and expiry. ok is false for any other value.
+// big-endian (µs since the Unix epoch), the hook_id (1–256 bytes): its
+// state byte, hook_id and expiry. ok is false for any other value.
 func DecodeRecord(v string) (state byte, hookID string, expiresMicros int64, ok bool) {
-	switch {
-	case len(v) >= 9 && len(v) <= 264 && (v[0] == 'D' || v[0] == 'P') && v[1] < 0x20:
-		var us int64
-		for i := 1; i < 8; i++ {
-			us = us<<8 | int64(v[i])
-		}
-		return v[0], v[8:], us, true
-	case len(v) >= 18 && len(v) <= 273 && (v[0] == 'C' || v[0] == 'q'):
-		for i := 1; i < 17; i++ {
-			if v[i] < '0' || v[i] > '9' {
-				return 0, "", 0, false
-			}
-		}
-		us, err := strconv.ParseInt(v[1:17], 10, 64)
-		if err != nil {
-			return 0, "", 0, false
-		}
-		return v[0], v[17:], us, true
+	if len(v) < 9 || len(v) > 264 || v[0] != 'D' && v[0] != 'P' || v[1] >= 0x20 {
+		return 0, "", 0, false
 	}
-	return 0, "", 0, false
+	var us int64
+	for i := 1; i < 8; i++ {
+		us = us<<8 | int64(v[i])
+	}
+	return v[0], v[8:], us, true
 }

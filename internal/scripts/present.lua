@@ -1,17 +1,16 @@
 -- present.lua: which claims have a live record, for tests and tools that
 -- check what the store holds (never on a Hit's path).
 --
--- for claim i (i = 1..#KEYS/2):
---   KEYS[2i-1]  its tenant's shard state key PREFIX:{T}:n
---   KEYS[2i]    its short key PREFIX:{T}D
+-- for claim i (i = 1..#KEYS):
+--   KEYS[i]  its short key PREFIX:{T}D
 --
 -- Returns the 1-based indexes i of the claims with a live record, pending
 -- or committed.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local out = {}
-for i = 1, #KEYS / 2 do
-  if C.find_claim(KEYS[2 * i - 1], KEYS[2 * i], now) then
+for i = 1, #KEYS do
+  if C.find_claim(KEYS[i], now) then
     out[#out + 1] = i
   end
 end

@@ -46,7 +46,7 @@ func TestHitCall(t *testing.T) {
 	cl := &driver.Claim{Tenant: "t", SourceID: "s", Key: "k", HookID: "h", Node: "n", TTL: time.Hour, PendingTTL: 1500 * time.Microsecond}
 	keys, args := HitCall("p", charges, cl)
 	d := ClaimDigest("s", "k")
-	if want := []string{"p:{t}:b", "p:{t}:n", "p:{t}" + string(d[:])}; strings.Join(keys, " ") != strings.Join(want, " ") {
+	if want := []string{"p:{t}:b", "p:{t}" + string(d[:])}; strings.Join(keys, " ") != strings.Join(want, " ") {
 		t.Errorf("keys %q, want %q", keys, want)
 	}
 	want := []string{"2", "hooks", "125", "1000000", "bytes", "1900000", "31622400000000", "h", "1500"}
@@ -54,7 +54,7 @@ func TestHitCall(t *testing.T) {
 		t.Errorf("args %q, want %q", args, want)
 	}
 	keys, args = HitCall("p", nil, cl)
-	if len(keys) != 3 || strings.Join(args, " ") != "0 h 1500" {
+	if len(keys) != 2 || strings.Join(args, " ") != "0 h 1500" {
 		t.Errorf("claim only: %q %q", keys, args)
 	}
 	keys, args = HitCall("p", charges[:1], nil)
@@ -163,7 +163,7 @@ func TestSettleCall(t *testing.T) {
 	cl := driver.Claim{Tenant: "t", SourceID: "s", Key: "k", HookID: "h", TTL: 1500 * time.Microsecond}
 	keys, args := SettleCall("p", true, []driver.Claim{cl, cl})
 	d := ClaimDigest("s", "k")
-	want := []string{"p:{t}:n", "p:{t}" + string(d[:]), "p:{t}:n", "p:{t}" + string(d[:])}
+	want := []string{"p:{t}" + string(d[:]), "p:{t}" + string(d[:])}
 	if strings.Join(keys, " ") != strings.Join(want, " ") || strings.Join(args, " ") != "c h 1500 h 1500" {
 		t.Errorf("keys %q args %q", keys, args)
 	}
@@ -179,18 +179,15 @@ func TestSettleCall(t *testing.T) {
 
 func TestShardKeys(t *testing.T) {
 	t.Parallel()
-	if got := ShardKey("p", "a:b", 12); got != "p:{a%3Ab}:s12" || !IsShardKey(got) || IsShardStateKey(got) {
+	if got := ShardKey("p", "a:b", 12); got != "p:{a%3Ab}:s12" || !IsShardKey(got) {
 		t.Errorf("ShardKey = %q", got)
 	}
-	if k := ShardStateKey("p", "t"); !IsShardStateKey(k) || IsShardKey(k) {
-		t.Errorf("ShardStateKey = %q", k)
-	}
 	for _, k := range []string{BucketKey("p", "t"), ClaimKey("p", "t", "s", "k"), "p:{t}:s", "p:{t}:sx", "p:{t}:s1x", "p:s1"} {
-		if IsShardKey(k) || IsShardStateKey(k) {
-			t.Errorf("IsShardKey(%q) or IsShardStateKey", k)
+		if IsShardKey(k) {
+			t.Errorf("IsShardKey(%q)", k)
 		}
 	}
-	recs := ShardRecords("k", []string{"s", "1 0 0 0 0", "a", "C0000000000001000h", "b", "P\x00\x00\x00\x00\x00\x01\xf4h",
+	recs := ShardRecords("k", []string{"s", "1 0 0 0 0", "a", "D\x00\x00\x00\x00\x00\x03\xe8h", "b", "P\x00\x00\x00\x00\x00\x01\xf4h",
 		"c", "junk"}, 600)
 	if len(recs) != 2 || recs[0].Key != "k#61" || recs[0].TTL != 400*time.Microsecond || recs[1].TTL != -1 {
 		t.Errorf("ShardRecords = %v", recs)
@@ -199,13 +196,13 @@ func TestShardKeys(t *testing.T) {
 
 func TestDecodeRecord(t *testing.T) {
 	t.Parallel()
-	if st, hook, us, ok := DecodeRecord("C0001234567890123hook"); !ok || st != 'C' || hook != "hook" || us != 1234567890123 {
+	if st, hook, us, ok := DecodeRecord("D\x00\x01\x1f\x71\xfb\x04\xcbhook"); !ok || st != 'D' || hook != "hook" || us != 1234567890123 {
 		t.Errorf("got %c %q %d %v", st, hook, us, ok)
 	}
 	if st, hook, us, ok := DecodeRecord("P\x00\x06\x5a\x1b\x2c\x3d\x4eh"); !ok || st != 'P' || hook != "h" || us != 0x065a1b2c3d4e {
 		t.Errorf("got %c %q %d %v", st, hook, us, ok)
 	}
-	for _, v := range []string{"", "c", "c0001234567890123h", "q123456789012345", "P\x00\x06\x5a\x1b\x2c\x3d\x4e",
+	for _, v := range []string{"", "c", "c0001234567890123h", "C0001234567890123hook", "q0001234567890123hook", "q123456789012345", "P\x00\x06\x5a\x1b\x2c\x3d\x4e",
 		"D\x20\x06\x5a\x1b\x2c\x3d\x4eh", "D\x00\x06\x5a\x1b\x2c\x3d\x4e" + strings.Repeat("h", 257), "x0001234567890123h", "c000123456789012xh", "c-001234567890123h", "c0001234567890123" + strings.Repeat("h", 257)} {
 		if _, _, _, ok := DecodeRecord(v); ok {
 			t.Errorf("DecodeRecord(%q) ok", v)

@@ -1,9 +1,9 @@
 -- settle.lua: a batch Commit or Release of CONTRACT §4 (C5–C8, C10), each
 -- claim decided on its own, in one round trip.
 --
--- for claim i (i = 1..#KEYS/2):
---   KEYS[2i-1]  its tenant's shard state key PREFIX:{T}:n
---   KEYS[2i]    its short key PREFIX:{T}D (D: the claim's digest)
+-- for claim i (i = 1..#KEYS):
+--   KEYS[i]     its short key PREFIX:{T}D (D: the claim's digest), whose
+--               tag names its tenant's shards
 --   ARGV[2i]    hook_id
 --   ARGV[2i+1]  TTL, µs (exact: the committed record's expiry; used by commit)
 -- ARGV[1]     'c' to commit, 'r' to release
@@ -24,11 +24,11 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 local commit = ARGV[1] == 'c'
 local out = {}
-for i = 1, #KEYS / 2 do
+for i = 1, #KEYS do
   local hook = ARGV[2 * i]
   local code, who = 0, ''
   -- Nothing when absent or expired.
-  local st, holder, _, loc = C.find_claim(KEYS[2 * i - 1], KEYS[2 * i], now)
+  local st, holder, _, loc = C.find_claim(KEYS[i], now)
   if st and holder ~= hook then
     -- Held by another hook, pending or committed: no change (C8).
     code, who = 1, holder
@@ -37,7 +37,7 @@ for i = 1, #KEYS / 2 do
     -- (ours pending, or absent: the hook is durable, record it) commit
     -- for TTL from now (C5, C7).
     if st ~= 'c' then
-      C.put_claim(loc, 'C', hook, now + tonumber(ARGV[2 * i + 1]), now)
+      C.put_claim(loc, 'D', hook, now + tonumber(ARGV[2 * i + 1]), now)
     end
   elseif st == 'c' then
     -- Release of our committed claim: no change (C6).

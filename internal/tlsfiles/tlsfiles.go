@@ -84,7 +84,8 @@ func Apply(c *tls.Config, q url.Values) error {
 	case q.Has(CertFile) && !q.Has(KeyFile):
 		return driver.Invalid("url: "+KeyFile, "missing: "+CertFile+" needs the file of its private key")
 	case q.Has(KeyFile) && !q.Has(CertFile):
-		return driver.Invalid("url: "+CertFile, "missing: "+KeyFile+" is the key of a client certificate, which is not given")
+		return driver.Invalid("url: "+CertFile,
+			"missing: "+KeyFile+" is the key of a client certificate, which is not given")
 	case !q.Has(CertFile):
 		return nil
 	}
@@ -103,7 +104,8 @@ func Apply(c *tls.Config, q url.Values) error {
 	if err != nil {
 		// The certificate parsed: what is left is the key's (missing,
 		// malformed, or not this certificate's).
-		return driver.Invalid("url: "+KeyFile, strconv.Quote(q.Get(KeyFile))+": "+strings.TrimPrefix(err.Error(), "tls: "))
+		why := strings.TrimPrefix(err.Error(), "tls: ")
+		return driver.Invalid("url: "+KeyFile, strconv.Quote(q.Get(KeyFile))+": "+why)
 	}
 	c.Certificates = []tls.Certificate{pair}
 	return nil

@@ -122,10 +122,10 @@ func openScriptFloor(e *env) (op, func(), error) {
 		tenant := e.tenants[w.next()%uint64(len(e.tenants))]
 		key := w.key()
 		// KEYS and ARGV the shape of a Hit's with two charges and a claim
-		// (internal/scripts.HitCall: the bucket, state and claim keys; the
+		// (internal/scripts.HitCall: the bucket and claim keys; the
 		// charges, hook_id and pending TTL).
 		tag := "fs" + e.run + ":{" + tenant + "}"
-		keys := []string{tag + ":b", tag + ":n", tag + "0123456789abcdef"}
+		keys := []string{tag + ":b", tag + "0123456789abcdef"}
 		err := floorScript.Run(ctx, c, keys, "2", "hooks", "1", "3600000000", "bytes", "1", "3600000000",
 			key, "30000000").Err()
 		return 0, err == nil, err

@@ -62,7 +62,7 @@ func run(addr, fa, fb string, n, rounds, tenants int) error {
 		var buf [8]byte
 		binary.BigEndian.PutUint64(buf[:], uint64(seq))
 		d := sha256.Sum256(buf[:])
-		keys := []string{tag + ":b", tag + ":n", tag + string(d[:16])}
+		keys := []string{tag + ":b", tag + string(d[:16])}
 		args := []any{2, "hooks", 1, 60000000, "bytes", 1, 60000000, fmt.Sprintf("01J%023d", seq),
 			60000000}
 		return c.EvalSha(ctx, shas[which], keys, args...).Err()
