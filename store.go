@@ -89,8 +89,8 @@ func init() {
 //
 // Every charge and the claim share one tenant; a Hit takes at most
 // MaxCharges charges. A Hit with no charges and no claim returns OK without
-// a round trip. Increment and Capacity are
-// truncated to whole microseconds.
+// a round trip (the context's error when it is already done, T1).
+// Increment and Capacity are truncated to whole microseconds.
 //
 // With a fallback (WithFallback, CONTRACT §8), a Hit the shared store
 // cannot decide for an outage (ErrTimeout, ErrUnavailable) is decided from
@@ -113,6 +113,9 @@ func (s *Store) Hit(ctx context.Context, charges []Charge, claim *Claim) (Result
 
 // hit is Hit without the observer.
 func (s *Store) hit(ctx context.Context, charges []Charge, claim *Claim) (res Result, err error) {
+	if s.closed.Load() {
+		return Result{}, &opError{op: "hit", err: ErrClosed}
+	}
 	tenant, fractional, err := checkCharges(charges)
 	if err == nil && claim != nil {
 		err = checkClaim(-1, claim, true, true)
@@ -125,8 +128,8 @@ func (s *Store) hit(ctx context.Context, charges []Charge, claim *Claim) (res Re
 		return Result{}, &opError{op: "hit", err: err}
 	}
 	if len(charges) == 0 && claim == nil {
-		if s.closed.Load() {
-			return Result{}, &opError{op: "hit", err: ErrClosed}
+		if err := ctx.Err(); err != nil {
+			return Result{}, &opError{op: "hit", err: doneErr(err)}
 		}
 		return Result{Outcome: OK}, nil
 	}
@@ -164,7 +167,8 @@ func (s *Store) hit(ctx context.Context, charges []Charge, claim *Claim) (res Re
 // backend has scripts; memcached settles each claim by compare-and-swap).
 // Each claim gets its own result: the good ones are settled even when
 // others fail, and the failures are joined, each naming its claim (C10).
-// Commit of no claims returns nil.
+// Commit of no claims returns nil (with a context already done, its
+// error: T1).
 //
 // With a fallback (CONTRACT §8), a claim the shared store cannot be
 // reached to commit is committed in the local store and queued in the
@@ -215,16 +219,19 @@ func (s *Store) observedSettle(ctx context.Context, op observe.Op, claims []Clai
 // in the local store.
 func (s *Store) settle(ctx context.Context, op string, claims []Claim,
 	call settleFunc) (local bool, err error) {
+	if !s.enter() {
+		return false, &opError{op: op, err: ErrClosed}
+	}
+	defer s.leave()
 	for i := range claims {
 		if err := checkSettle(op, i, &claims[i]); err != nil {
 			return false, &opError{op: op, err: err}
 		}
 	}
-	if !s.enter() {
-		return false, &opError{op: op, err: ErrClosed}
-	}
-	defer s.leave()
 	if len(claims) == 0 {
+		if err := ctx.Err(); err != nil {
+			return false, &opError{op: op, err: doneErr(err)}
+		}
 		return false, nil
 	}
 	if s.fb != nil {
@@ -296,6 +303,9 @@ func (s *Store) Reset(ctx context.Context, tenant string) error {
 }
 
 func (s *Store) reset(ctx context.Context, tenant string) error {
+	if s.closed.Load() {
+		return &opError{op: "reset", err: ErrClosed}
+	}
 	if err := checkPart("tenant", tenant, maxPartLen); err != nil {
 		return &opError{op: "reset", err: err}
 	}

@@ -206,6 +206,20 @@ func TestDoneContext(t *testing.T) {
 			t.Errorf("%s with a done context made %d driver calls", op.name, n)
 		}
 	}
+	// A call with nothing to send fails on a done context all the same (T1).
+	st := openFake(t, &fakeConn{})
+	for name, call := range map[string]func(context.Context) error{
+		"empty Hit":     func(ctx context.Context) error { _, err := st.Hit(ctx, nil, nil); return err },
+		"empty Commit":  func(ctx context.Context) error { return st.Commit(ctx) },
+		"empty Release": func(ctx context.Context) error { return st.Release(ctx) },
+	} {
+		if err := call(expired); !errors.Is(err, fleetstore.ErrTimeout) {
+			t.Errorf("%s with an expired context: %v, want ErrTimeout", name, err)
+		}
+		if err := call(cancelled); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s with a cancelled context: %v, want context.Canceled", name, err)
+		}
+	}
 }
 
 // TestInvalidResult: a driver's Result that breaks CONTRACT §1 is an error,
@@ -525,6 +539,21 @@ func TestClose(t *testing.T) {
 	}
 	if _, err := st.Hit(context.Background(), nil, nil); !errors.Is(err, fleetstore.ErrClosed) {
 		t.Errorf("empty Hit after Close: %v, want ErrClosed", err)
+	}
+	// Closed comes before the arguments: bad ones are ErrClosed too.
+	bad := testClaim
+	bad.HookID = ""
+	badCharge := testCharge
+	badCharge.Kind = "Bad"
+	for name, err := range map[string]error{
+		"Hit":     func() error { _, err := st.Hit(context.Background(), []fleetstore.Charge{badCharge}, nil); return err }(),
+		"Commit":  st.Commit(context.Background(), bad),
+		"Release": st.Release(context.Background(), bad),
+		"Reset":   st.Reset(context.Background(), ""),
+	} {
+		if !errors.Is(err, fleetstore.ErrClosed) || errors.Is(err, fleetstore.ErrInvalid) {
+			t.Errorf("%s with bad arguments after Close: %v, want ErrClosed", name, err)
+		}
 	}
 	if n := conn.calls.Load(); n != 0 {
 		t.Errorf("%d driver calls after Close, want none", n)
