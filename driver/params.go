@@ -92,6 +92,9 @@ func CheckAddrs(host string, addrs []string) error {
 	if strings.Contains(host, ",") {
 		return Invalid("url: host", "one HOST:PORT; give the other servers as addr= parameters")
 	}
+	if _, port, err := net.SplitHostPort(host); err == nil && !isPort(port) {
+		return Invalid("url: host", "the port must be a number 1–65535")
+	}
 	for i, a := range addrs {
 		why := ""
 		switch {

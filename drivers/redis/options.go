@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/rediscore"
 	"github.com/fleetstore/fleetstore/internal/tlsfiles"
 )
 
@@ -72,17 +73,18 @@ func parseURL(cfg driver.Config) (*options, error) {
 	}
 	isFailover := q.Has("master_name")
 	isCluster := !isFailover && (u.Scheme == "redis+cluster" || len(q["addr"]) > 0)
-	accepted := singleParams
+	accepted, form := singleParams, "one-server"
 	switch {
 	case isFailover && u.Scheme == "redis+cluster":
 		return nil, driver.Invalid("url: master_name",
 			"a Sentinel-managed master is a redis:// or rediss:// URL, not redis+cluster://")
 	case isFailover:
-		accepted = failoverParams
+		accepted, form = failoverParams, "Sentinel"
 	case isCluster:
-		accepted = clusterParams
+		accepted, form = clusterParams, "cluster"
 	}
-	if err := driver.CheckParams(q, accepted...); err != nil {
+	err := rediscore.CheckParams(q, form, accepted, singleParams, clusterParams, failoverParams)
+	if err != nil {
 		return nil, err
 	}
 	if err := driver.CheckAddrs(u.Host, q["addr"]); err != nil {

@@ -91,6 +91,13 @@ func TestParseURLErrors(t *testing.T) {
 		{"redis://h:1?addr=nocolon", "addr"},
 		{"redis:opaque", "url"},
 		{"redis://h:1?pipeline=on", "pipeline"},
+		{"redis://h:99999/0", "host"},
+		{"redis://h:0", "host"},
+		{"redis://h:/0", "host"},
+		// An unknown parameter's error lists every form's, those that
+		// make the URL a cluster's or a Sentinel's included.
+		{"redis://h:1?bogus=1", "addr, max_redirects, master_name"},
+		{"redis://h:1?addr=h:2&db=0", "db: not a parameter of a cluster URL"},
 	}
 	for _, tt := range tests {
 		_, err := parseURL(config(t, tt.give))

@@ -9,6 +9,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/rediscore"
 	"github.com/fleetstore/fleetstore/internal/tlsfiles"
 )
 
@@ -36,14 +37,15 @@ func parseURL(cfg driver.Config) (*options, error) {
 	q := u.Query()
 	sentinel := q.Has("master_set")
 	cluster := !sentinel && len(q["addr"]) > 0
-	accepted := singleParams
+	accepted, form := singleParams, "one-server"
 	switch {
 	case sentinel:
-		accepted = sentinelParams
+		accepted, form = sentinelParams, "Sentinel"
 	case cluster:
-		accepted = clusterParams
+		accepted, form = clusterParams, "cluster"
 	}
-	if err := driver.CheckParams(q, accepted...); err != nil {
+	err := rediscore.CheckParams(q, form, accepted, singleParams, clusterParams, sentinelParams)
+	if err != nil {
 		return nil, err
 	}
 	if err := driver.CheckAddrs(u.Host, q["addr"]); err != nil {

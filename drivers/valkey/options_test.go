@@ -118,10 +118,28 @@ func TestAddrsChecked(t *testing.T) {
 		"valkey://u:s3cret@h1:6379?addr=u:s3cret@h2:6379",
 		"valkey://h1:6379?addr=h2:6379,h3:6379",
 		"valkey://h1:26379?master_set=m&addr=s3cret:x",
+		"valkey://u:s3cret@h1:99999",
+		"valkey://u:s3cret@h1:0",
 	} {
 		_, err := fleetstore.Open(raw)
 		if !errors.Is(err, fleetstore.ErrInvalid) || strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("Open(%q): %v, want ErrInvalid without the password", strings.ReplaceAll(raw, "s3cret", "***"), err)
 		}
+	}
+}
+
+// TestUnknownParamListsEveryForm: an unknown parameter's error lists the
+// parameters of every URL form, those that make it a cluster's or a
+// Sentinel's included; a parameter of another form names this one.
+func TestUnknownParamListsEveryForm(t *testing.T) {
+	t.Parallel()
+	_, err := fleetstore.Open("valkey://h:1?bogus=1")
+	if !errors.Is(err, fleetstore.ErrInvalid) || !strings.Contains(err.Error(), "addr, master_set") {
+		t.Errorf("unknown parameter: %v, want ErrInvalid listing addr and master_set", err)
+	}
+	_, err = fleetstore.Open("valkey://h:1?addr=h:2&db=0")
+	if !errors.Is(err, fleetstore.ErrInvalid) ||
+		!strings.Contains(err.Error(), "db: not a parameter of a cluster URL") {
+		t.Errorf("db on a cluster URL: %v, want ErrInvalid naming db and the form", err)
 	}
 }
