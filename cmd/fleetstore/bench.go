@@ -114,7 +114,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Float64Var(&cfg.skew, "skew", 0,
 		"Zipf exponent s > 1 of the tenants' share of hooks, e.g. 1.1 (0: uniform)")
 	fs.IntVar(&cfg.kinds, "kinds", 2,
-		"buckets charged per hook, 1–16: hooks, bytes, then k3, k4, …")
+		"buckets charged per hook, 1–"+strconv.Itoa(maxKinds)+": hooks, bytes, then k3, k4")
 	fs.Float64Var(&cfg.dup, "dup", 0.05,
 		"fraction 0–1 of hooks that reuse a recently claimed event key")
 	fs.Float64Var(&cfg.rate, "rate", 1000,
@@ -252,7 +252,8 @@ func (c *benchConfig) degradable() bool {
 	return c.fallback > 0 || strings.Contains(c.url, "fallback_")
 }
 
-const maxKinds = 16
+// maxKinds is the most buckets one Hit charges (fleetstore.MaxCharges).
+const maxKinds = fleetstore.MaxCharges
 
 // kindLimit is the GCRA limit of one kind, for every tenant.
 type kindLimit struct {

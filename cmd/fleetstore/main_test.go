@@ -60,6 +60,7 @@ func TestBenchBadArgs(t *testing.T) {
 		{"dup above 1", []string{"-dup", "1.5"}, "-dup"},
 		{"zero concurrency", []string{"-c", "0"}, "-c"},
 		{"kinds 0", []string{"-kinds", "0"}, "-kinds"},
+		{"kinds over MaxCharges", []string{"-kinds", "5"}, "-kinds"},
 		{"skew 1", []string{"-skew", "1"}, "-skew"},
 	}
 	for _, tt := range tests {
