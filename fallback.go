@@ -150,7 +150,8 @@ type StateChange struct {
 	// Cause is the shared store's error that started the outage
 	// (Degraded only).
 	Cause error
-	// Stats is a snapshot taken at the change.
+	// Stats is a snapshot taken when OnStateChange is called, from the
+	// probe goroutine: calls made since the change are counted in it.
 	Stats observe.Stats
 }
 

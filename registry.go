@@ -18,8 +18,9 @@ func init() {
 }
 
 // Register makes a driver available by URL scheme. It is called from a
-// driver package's init function. Register panics on an empty scheme, a nil
-// driver or a scheme registered twice, as database/sql's Register does.
+// driver package's init function. Register panics on an empty scheme, one
+// that is not a URL scheme ([a-z][a-z0-9+.-]*), a nil driver or a scheme
+// registered twice, as database/sql's Register does.
 func Register(scheme string, d driver.Driver) {
 	driversMu.Lock()
 	defer driversMu.Unlock()

@@ -3,19 +3,24 @@ package fleetstore
 import "github.com/fleetstore/fleetstore/driver"
 
 // The value types of CONTRACT §1, defined in package driver so that drivers
-// never import this package.
+// never import this package: their fields are documented there
+// (go doc github.com/fleetstore/fleetstore/driver.Claim, …).
 type (
 	// Kind names a bucket of a tenant: [a-z][a-z0-9_]{0,31}.
 	Kind = driver.Kind
 	// Charge is one GCRA bucket to charge: Increment and Capacity in whole
 	// microseconds (CONTRACT §3).
 	Charge = driver.Charge
-	// Claim is a two-phase dedupe claim on a provider event key (§4).
+	// Claim is a two-phase dedupe claim on a provider event key (CONTRACT
+	// §4): Tenant, SourceID, Key, HookID, Node, and TTL and PendingTTL
+	// (whole µs).
 	Claim = driver.Claim
 	// Outcome is the decision of a Hit: OK, Duplicate, Pending, RateLimited.
 	Outcome = driver.Outcome
-	// Result is the answer to a Hit: the outcome, and the state of every
-	// charged bucket after it (Result.Quota, G10).
+	// Result is the answer to a Hit: Outcome, RetryAfter (whole ms),
+	// HookID (the committer of a Duplicate), Local (decided by the
+	// fallback), and the state of every charged bucket after it
+	// (Result.Quota, G10).
 	Result = driver.Result
 	// Bucket is the state of one charged bucket after a Hit (G10):
 	// ResetAfter and Headroom in whole µs, and whether it denied the Hit.
