@@ -39,9 +39,9 @@ type Report struct {
 type clause struct {
 	id, title string
 	run       func(t *clauseT)
-	// alone: the clause runs with no other beside it. It measures calls
-	// against their budget, counts the process's goroutines or restarts
-	// the server (T1–T5).
+	// alone: the clause runs with no other of its configuration beside
+	// it, and no other alone clause of the process (timing). It measures
+	// calls against their budget or restarts the server (T1–T5).
 	alone bool
 }
 
@@ -50,7 +50,9 @@ var clauses []clause
 
 // register adds a clause that may run beside the others: it works on
 // fresh tenants, and whatever it times has slack for a busy machine.
-func register(id, title string, run func(t *clauseT)) { add(clause{id: id, title: title, run: run}) }
+func register(id, title string, run func(t *clauseT)) {
+	add(clause{id: id, title: title, run: run})
+}
 
 // registerAlone adds a clause that runs with no other beside it.
 func registerAlone(id, title string, run func(t *clauseT)) {
@@ -88,12 +90,12 @@ func Clauses() []string {
 // and pauses (t.Parallel) until the calling test returns, then reports.
 // With a Config.Clock they run one after another instead, each moving
 // the clock rather than sleeping. The timing clauses T1–T5 then run one
-// after another, with no other clause beside them. Run returns once every
-// clause has run.
+// after another, with no other clause of cfg beside them. Run returns
+// once every clause has run.
 //
-// Call Run from a test that runs alone: not beside tests of its package
-// that call t.Parallel. T4 looks for goroutines left behind after Close
-// (goleak), and another test's goroutines would count as the Store's.
+// Run may be called from tests that run at once (t.Parallel), one per
+// configuration: the timing clauses of the whole process take turns (no
+// two at once), and T4 counts the goroutines of its own Store only.
 func Run(t *testing.T, cfg Config) {
 	t.Helper()
 	s, err := newSuite(cfg)
@@ -115,7 +117,7 @@ func Run(t *testing.T, cfg Config) {
 	running.Wait()
 	for _, c := range clauses {
 		if c.alone {
-			t.Run(c.id, func(tt *testing.T) { report(tt, c, s.run(c)) })
+			t.Run(c.id, func(tt *testing.T) { report(tt, c, s.runAlone(c)) })
 		}
 	}
 }
@@ -170,7 +172,7 @@ func Check(cfg Config, only []string, each func(Report)) ([]Report, error) {
 		var r Report
 		if c.alone {
 			running.Wait()
-			r = s.run(c)
+			r = s.runAlone(c)
 		} else {
 			r = <-begun[i]
 		}
@@ -240,7 +242,8 @@ func newSuite(cfg Config) (*suite, error) {
 		}
 	}
 	if s.cfg.Granularity > MaxGranularity {
-		return nil, fmt.Errorf("conformance: expiry granularity %v is above %v: a record that lingers that long past its expiry is no expiry (and G7, C9 would wait that long)",
+		return nil, fmt.Errorf("conformance: expiry granularity %v is above %v: a record that "+
+			"lingers that long past its expiry is no expiry (and G7, C9 would wait that long)",
 			s.cfg.Granularity, MaxGranularity)
 	}
 	return s, nil
@@ -273,9 +276,22 @@ func (s *suite) withPrefix(raw string) (string, error) {
 	return out, nil
 }
 
+// timing is held by a clause that runs alone (T1–T5) while it runs: in
+// the whole process one at a time, so that the calls one configuration
+// times are not crowded by another's timed calls, restarts and floods.
+var timing sync.Mutex
+
+// runAlone runs c holding timing.
+func (s *suite) runAlone(c clause) Report {
+	timing.Lock()
+	defer timing.Unlock()
+	return s.run(c)
+}
+
 func (s *suite) run(c clause) Report {
 	if why, ok := s.cfg.Omit[c.id]; ok {
-		return Report{ID: c.id, Title: c.title, Status: Skip, Messages: []string{"skip: omitted by the config: " + why}}
+		return Report{ID: c.id, Title: c.title, Status: Skip,
+			Messages: []string{"skip: omitted by the config: " + why}}
 	}
 	t := &clauseT{s: s, id: c.id}
 	start := time.Now()
