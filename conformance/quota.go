@@ -89,12 +89,16 @@ func (t *clauseT) throttledTable() {
 		"checked rows 1–6 only", late)
 }
 
+// scaleRow is d of throttled's table (increment 1s) at increment inc, in
+// whole ms first: d × inc in ns overflows int64 from 9.3s × 1s.
+func scaleRow(d, inc time.Duration) time.Duration { return d / time.Millisecond * inc / 1000 }
+
 // throttledAttempt runs the table once at increment inc (capacity 5 ×
 // inc); ok is false when it was abandoned, late how late its latest row
 // was.
 func (t *clauseT) throttledAttempt(st *fleetstore.Store, inc time.Duration) (
 	late time.Duration, ok bool) {
-	scale := func(d time.Duration) time.Duration { return d * inc / time.Second }
+	scale := func(d time.Duration) time.Duration { return scaleRow(d, inc) }
 	capacity := 5 * inc
 	tenant := t.tenant()
 	// The store's now of row 1 is between before and start: a row slept
