@@ -90,7 +90,7 @@ func (t *clauseT) throttledTable() {
 }
 
 // scaleRow is d of throttled's table (increment 1s) at increment inc, in
-// whole ms first: d × inc in ns overflows int64 from 9.3s × 1s.
+// whole ms first: d × inc in ns overflows int64 past 9.2s × 1s.
 func scaleRow(d, inc time.Duration) time.Duration { return d / time.Millisecond * inc / 1000 }
 
 // throttledAttempt runs the table once at increment inc (capacity 5 ×

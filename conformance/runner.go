@@ -39,9 +39,9 @@ type Report struct {
 type clause struct {
 	id, title string
 	run       func(t *clauseT)
-	// alone: the clause runs with no other of its configuration beside
-	// it, and no other alone clause of the process (timing). It measures
-	// calls against their budget or restarts the server (T1–T5).
+	// alone: the clause runs with no other clause of the process beside
+	// it (timing). It measures calls against their budget or restarts the
+	// server (T1–T5).
 	alone bool
 }
 
@@ -94,8 +94,9 @@ func Clauses() []string {
 // once every clause has run.
 //
 // Run may be called from tests that run at once (t.Parallel), one per
-// configuration: the timing clauses of the whole process take turns (no
-// two at once), and T4 counts the goroutines of its own Store only.
+// configuration: the timing clauses of one configuration then run with no
+// clause of another beside them (timing), and T4 counts the goroutines of
+// its own Store only.
 func Run(t *testing.T, cfg Config) {
 	t.Helper()
 	s, err := newSuite(cfg)
@@ -103,6 +104,7 @@ func Run(t *testing.T, cfg Config) {
 		t.Fatalf("conformance: %v", err)
 	}
 	var running sync.WaitGroup
+	timing.RLock()
 	for _, c := range clauses {
 		if !c.alone {
 			t.Run(c.id, func(tt *testing.T) {
@@ -115,9 +117,12 @@ func Run(t *testing.T, cfg Config) {
 		}
 	}
 	running.Wait()
+	timing.RUnlock()
+	timing.Lock()
+	defer timing.Unlock()
 	for _, c := range clauses {
 		if c.alone {
-			t.Run(c.id, func(tt *testing.T) { report(tt, c, s.runAlone(c)) })
+			t.Run(c.id, func(tt *testing.T) { report(tt, c, s.run(c)) })
 		}
 	}
 }
@@ -162,17 +167,31 @@ func Check(cfg Config, only []string, each func(Report)) ([]Report, error) {
 	}
 	var running sync.WaitGroup
 	begun := make([]<-chan Report, len(picked))
+	timing.RLock()
 	for i, c := range picked {
 		if !c.alone {
 			begun[i] = s.begin(c, &running)
 		}
 	}
+	shared := true // timing is read-locked
+	defer func() {
+		if shared {
+			timing.RUnlock()
+		} else {
+			timing.Unlock()
+		}
+	}()
 	var out []Report
 	for i, c := range picked {
 		var r Report
 		if c.alone {
-			running.Wait()
-			r = s.runAlone(c)
+			if shared {
+				running.Wait()
+				timing.RUnlock()
+				timing.Lock()
+				shared = false
+			}
+			r = s.run(c)
 		} else {
 			r = <-begun[i]
 		}
@@ -276,16 +295,64 @@ func (s *suite) withPrefix(raw string) (string, error) {
 	return out, nil
 }
 
-// timing is held by a clause that runs alone (T1–T5) while it runs: in
-// the whole process one at a time, so that the calls one configuration
-// times are not crowded by another's timed calls, restarts and floods.
-var timing sync.Mutex
+// timing keeps the timing clauses (T1–T5) of a configuration apart from
+// every other clause of the process: a configuration's clauses that run
+// at once hold it shared, from the first one's start to the last one's
+// end; its timing clauses hold it alone, from T1's start to T5's end. The
+// calls they time are then not crowded by another configuration's
+// floods, restarts and timed calls.
+var timing = newPhaseLock()
 
-// runAlone runs c holding timing.
-func (s *suite) runAlone(c clause) Report {
-	timing.Lock()
-	defer timing.Unlock()
-	return s.run(c)
+// phaseLock is a readers–writer lock that lets readers in while a writer
+// waits (sync.RWMutex does not): configurations started at once run their
+// shared clauses together, then their timing clauses one at a time.
+type phaseLock struct {
+	mu      sync.Mutex
+	changed sync.Cond
+	readers int
+	writer  bool
+}
+
+func newPhaseLock() *phaseLock {
+	l := &phaseLock{}
+	l.changed.L = &l.mu
+	return l
+}
+
+// RLock waits until no writer holds l, then holds it shared.
+func (l *phaseLock) RLock() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.writer {
+		l.changed.Wait()
+	}
+	l.readers++
+}
+
+// RUnlock ends a shared hold.
+func (l *phaseLock) RUnlock() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.readers--
+	l.changed.Broadcast()
+}
+
+// Lock waits until no one holds l, then holds it alone.
+func (l *phaseLock) Lock() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.writer || l.readers > 0 {
+		l.changed.Wait()
+	}
+	l.writer = true
+}
+
+// Unlock ends an exclusive hold.
+func (l *phaseLock) Unlock() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.writer = false
+	l.changed.Broadcast()
 }
 
 func (s *suite) run(c clause) Report {

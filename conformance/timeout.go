@@ -107,13 +107,17 @@ func testT1(t *clauseT) {
 		{"caller deadline earlier than the store timeout", 10 * budget, budget},
 	} {
 		st := t.openURL(raw, fleetstore.WithTimeout(tc.storeTime))
-		for _, o := range t.ops(t.tenant()) {
-			ctx := context.Background()
-			if tc.ctxTime > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, tc.ctxTime)
-				defer cancel()
+		// callCtx is a call's context: the caller's deadline, if any.
+		callCtx := func() context.Context {
+			if tc.ctxTime == 0 {
+				return context.Background()
 			}
+			ctx, cancel := context.WithTimeout(context.Background(), tc.ctxTime)
+			t.Cleanup(cancel)
+			return ctx
+		}
+		for _, o := range t.ops(t.tenant()) {
+			ctx := callCtx()
 			start := time.Now()
 			err := o.call(ctx, st)
 			d := time.Since(start)
@@ -125,11 +129,11 @@ func testT1(t *clauseT) {
 				t.Errorf("%s: %s took %v, budget %v (+10ms allowed)", tc.name, o.name, d, budget)
 			}
 		}
-		// A batch that times out as a whole is one ErrTimeout, not one
-		// error per claim.
+		// A batch that times out as a whole, at the store's timeout or at
+		// the caller's deadline, is one ErrTimeout, not one error per claim.
 		batch := []fleetstore.Claim{t.claimFor(t.tenant(), "hook-a"), t.claimFor(t.tenant(), "hook-a"),
 			t.claimFor(t.tenant(), "hook-a")}
-		err := st.Commit(context.Background(), batch...)
+		err := st.Commit(callCtx(), batch...)
 		var ce *fleetstore.ClaimError
 		if !errors.Is(err, fleetstore.ErrTimeout) || errors.As(err, &ce) {
 			t.Errorf("%s: batch commit of %d claims against a server that never answers: %v, want one "+

@@ -234,13 +234,17 @@ func TestLeftBehindSparesBatchmates(t *testing.T) {
 // on that path too (the default, pipeline=auto, takes it only under
 // concurrency).
 func TestConformancePipelined(t *testing.T) {
+	t.Parallel()
 	t.Run("server", func(t *testing.T) {
+		t.Parallel()
 		conformance.Run(t, serverSuite(t, testserver.StartRedis(t), "pipeline=always"))
 	})
 	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
 		conformance.Run(t, clusterSuite(t, testserver.StartCluster(t), "pipeline=always"))
 	})
 	t.Run("sentinel", func(t *testing.T) {
+		t.Parallel()
 		conformance.Run(t, sentinelSuite(t, testserver.StartSentinel(t), "pipeline=always"))
 	})
 }

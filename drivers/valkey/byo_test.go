@@ -49,6 +49,7 @@ func (userOptions) Open(cfg driver.Config) (driver.Conn, error) {
 // TestConformanceFromOption runs the whole conformance suite on Stores
 // opened with FromOption on options built as an application builds them.
 func TestConformanceFromOption(t *testing.T) {
+	t.Parallel()
 	r := startServer(t)
 	conformance.Run(t, conformance.Config{
 		Driver:       userOptions{},

@@ -42,6 +42,7 @@ func withAndWithout(t *testing.T, undo func(*valkey.ClientOption), check func(t 
 // a server without it (hosted servers often rename or refuse CLIENT) must
 // still work.
 func TestSettingNoClientCache(t *testing.T) {
+	t.Parallel()
 	r := startServer(t, testserver.ConfigLines(`rename-command CLIENT ""`))
 	withAndWithout(t, func(o *valkey.ClientOption) { o.DisableCache = false }, func(t *testing.T, undo func(*valkey.ClientOption)) error {
 		c := testConn(t, "valkey://"+r.Addr, time.Second, undo)
@@ -183,6 +184,7 @@ func TestCallDeadline(t *testing.T) {
 // tenants (several script calls in one pipeline) run the scripts again
 // with EVAL and succeed (T5).
 func TestNoScript(t *testing.T) {
+	t.Parallel()
 	r := startServer(t)
 	c := testConn(t, "valkey://"+r.Addr, time.Second, nil)
 	claims := manyClaims(6, 3)
@@ -221,6 +223,7 @@ func manyClaims(tenants, perTenant int) []driver.Claim {
 // interleaved, on a cluster, where valkey-go panics on a command whose
 // keys span two slots: each claim gets its own result.
 func TestClusterBatchSettle(t *testing.T) {
+	t.Parallel()
 	cl := startCluster(t)
 	c := testConn(t, cl.URLScheme("valkey"), time.Second, nil)
 	claims := manyClaims(12, 3)
@@ -250,6 +253,7 @@ func TestClusterBatchSettle(t *testing.T) {
 // TestCrossSlotRefused: a script call whose keys hold two hash tags is
 // refused before valkey-go builds it (its cluster builder would panic).
 func TestCrossSlotRefused(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		give []string
 		want bool
