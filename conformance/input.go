@@ -275,7 +275,9 @@ func testV4(t *clauseT) {
 		for _, o := range t.ops(t.tenant()) {
 			start := time.Now()
 			err := o.call(context.Background(), st)
-			if d := time.Since(start); d > budget+10*time.Millisecond+schedSlack {
+			// V4 runs beside every other clause that runs at once, its
+			// configuration's and others': T4's slack under 50 calls.
+			if d := time.Since(start); d > budget+10*time.Millisecond+schedSlack*3 {
 				t.Errorf("%s against a server replying %.20q took %v, budget %v", o.name, reply, d, budget)
 			}
 			if o.name == "hit" && err == nil {
