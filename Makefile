@@ -1,9 +1,12 @@
 # make test: gofmt check, go vet, and the whole test suite with -race and
 # -shuffle=on, against real servers the tests start themselves
 # (redis-server, memcached: installed from Debian packages when missing).
-# -p 1: one package at a time, so that the conformance clauses that measure
-# a call against its budget are not starved of the machine's 2 cores by
-# another package's servers.
+# Every package is compiled first (its test binary run with no test), so
+# that no compilation shares the machine with a test that times calls;
+# then two packages are tested at a time (-p 2), and -parallel 16 starts
+# every conformance configuration of a package at once (their clauses
+# mostly sleep; the suite runs each configuration's timing clauses with no
+# clause of another beside them).
 GO ?= go
 PKGS ?= ./...
 # Modules of their own, which the root's ./... does not enter, tested,
@@ -14,9 +17,12 @@ MODULES ?= fleetotel bench
 
 .PHONY: test servers fmt vet bench check compare
 
+TESTFLAGS ?= -race -shuffle=on -count=1 -p 2 -parallel 16
+
 test: servers fmt vet
-	$(GO) test -race -shuffle=on -count=1 -p 1 -timeout 30m $(PKGS)
-	@for m in $(MODULES); do echo "cd $$m && $(GO) test ./..."; (cd $$m && $(GO) test -race -shuffle=on -count=1 -p 1 -timeout 10m ./...) || exit 1; done
+	$(GO) test $(TESTFLAGS) -run '^$$' $(PKGS) >/dev/null
+	$(GO) test $(TESTFLAGS) -timeout 30m $(PKGS)
+	@for m in $(MODULES); do echo "cd $$m && $(GO) test ./..."; (cd $$m && $(GO) test $(TESTFLAGS) -timeout 10m ./...) || exit 1; done
 
 # Install the servers the driver tests start (they pick free loopback ports
 # in temp dirs; nothing is left running): redis-server, redis-sentinel and
