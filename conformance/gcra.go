@@ -247,10 +247,25 @@ func (t *clauseT) records(tenant string) []Record {
 func testG8(t *clauseT) {
 	a, b := t.open(), t.open()
 	const inc = 800 * time.Millisecond
-	c := charge(fleetstore.Hooks, t.tenant(), inc, inc)
-	t.want("charge on store A", t.hit(a, []fleetstore.Charge{c}, nil), fleetstore.OK)
-	start := t.now()
-	res := t.hit(b, []fleetstore.Charge{c}, nil)
+	var c fleetstore.Charge
+	var start time.Time
+	var res fleetstore.Result
+	// B's answer counts only if it came within inc of A's charge: a
+	// machine stalled longer saw the bucket drain, and tries again.
+	for attempt := 1; ; attempt++ {
+		c = charge(fleetstore.Hooks, t.tenant(), inc, inc)
+		t.want("warm-up of store B", t.hit(b, []fleetstore.Charge{bucket(t.tenant())}, nil),
+			fleetstore.OK)
+		charged := t.now()
+		t.want("charge on store A", t.hit(a, []fleetstore.Charge{c}, nil), fleetstore.OK)
+		start = t.now()
+		res = t.hit(b, []fleetstore.Charge{c}, nil)
+		if late := t.since(charged); late < inc || attempt == 3 {
+			break
+		}
+		t.Logf("attempt %d: store B answered %v after A's charge, past the increment: again",
+			attempt, t.since(charged))
+	}
 	t.want("the same bucket on store B", res, fleetstore.RateLimited)
 	t.within("store B's retry-after for a bucket A just charged", res.RetryAfter,
 		inc-t.since(start)-slack/4, inc)
