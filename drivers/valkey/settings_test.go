@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
+	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
@@ -285,32 +286,55 @@ func TestCrossSlotRefused(t *testing.T) {
 }
 
 // TestCloseReleasesGoroutines: after calls on a cluster (a connection and
-// its goroutines per node), Close leaves no goroutine behind (T4).
+// its goroutines per node), Close leaves no goroutine behind (T4). The
+// Store's goroutines are those started under the test's pprof label
+// (goroutines inherit it), so other tests may run beside it.
 //
 // valkey-go caveat: when the parallel first dials to the several addresses
 // race with the first slot-map read, the connection that lost is closed by
 // a goroutine that sleeps 5s first (clusterClient._refresh), whatever
 // Close does. So the wait here is 5s plus slack, not the suite's 2s.
 func TestCloseReleasesGoroutines(t *testing.T) {
+	t.Parallel()
 	cl := startCluster(t)
-	runtime.GC()
-	before := runtime.NumGoroutine()
-	c := testConn(t, cl.URLScheme("valkey"), time.Second, nil)
-	for i, claim := range manyClaims(30, 1) {
-		if _, err := c.Hit(budget(t, time.Second), hooks(claim.Tenant, time.Millisecond, time.Hour), &claim); err != nil {
-			t.Fatalf("hit %d: %v", i, err)
+	mark := randName()
+	pprof.Do(context.Background(), pprof.Labels(goroutineLabel, mark), func(context.Context) {
+		c := testConn(t, cl.URLScheme("valkey"), time.Second, nil)
+		for i, claim := range manyClaims(30, 1) {
+			if _, err := c.Hit(budget(t, time.Second), hooks(claim.Tenant, time.Millisecond, time.Hour), &claim); err != nil {
+				t.Fatalf("hit %d: %v", i, err)
+			}
 		}
-	}
-	if during := runtime.NumGoroutine(); during <= before {
-		t.Logf("no goroutine while open (%d): nothing to check", during)
-	}
-	c.Close()
+		if labelled(mark) == nil {
+			t.Logf("no goroutine while open: nothing to check")
+		}
+		c.Close()
+	})
 	deadline := time.Now().Add(7 * time.Second)
-	for runtime.NumGoroutine() > before {
+	for left := labelled(mark); left != nil; left = labelled(mark) {
 		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines before, %d 7s after Close\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+			t.Fatalf("goroutines 7s after Close:\n%s", strings.Join(left, "\n\n"))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// goroutineLabel is the pprof label key TestCloseReleasesGoroutines marks
+// the Store's goroutines with.
+const goroutineLabel = "fleetstore.valkey.test"
+
+// labelled returns the goroutines (one entry per distinct stack) whose
+// goroutineLabel is value, from the goroutine profile; nil when none.
+func labelled(value string) []string {
+	var b strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+	want := fmt.Sprintf("%q:%q", goroutineLabel, value)
+	_, recs, _ := strings.Cut(b.String(), "\n") // "goroutine profile: total N"
+	var out []string
+	for _, rec := range strings.Split(recs, "\n\n") {
+		if strings.Contains(rec, "\n# labels: {") && strings.Contains(rec, want) {
+			out = append(out, rec)
+		}
+	}
+	return out
 }
