@@ -64,6 +64,9 @@ func startCluster(t testing.TB, replicas int, nodeTimeout time.Duration,
 			"cluster-config-file nodes.conf",
 			"cluster-node-timeout " + strconv.FormatInt(nodeTimeout.Milliseconds(), 10),
 			"cluster-port " + bus,
+			// A replica's first sync starts at once, not after the
+			// master's default 5s wait for more replicas.
+			"repl-diskless-sync-delay 0",
 		}
 		n := start(i, lines)
 		all = append(all, n)

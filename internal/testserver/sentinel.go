@@ -42,9 +42,11 @@ func StartSentinel(t testing.TB, opts ...RedisOption) *Sentinel {
 	sentinelBin := strings.TrimSuffix(cfg.bin, "-server") + "-sentinel"
 	Need(t, sentinelBin)
 	s := &Sentinel{MasterName: SentinelMasterName}
-	var extra []string
+	// A replica's first sync starts at once, not after the master's
+	// default 5s wait for more replicas (also after a failover).
+	extra := []string{"repl-diskless-sync-delay 0"}
 	if cfg.tls != nil {
-		extra = []string{"tls-replication yes"}
+		extra = append(extra, "tls-replication yes")
 	}
 	master := startRedis(t, cfg, t.TempDir(), extra)
 	replicaOf := "replicaof " + hostPort(master.monitored())
