@@ -298,6 +298,7 @@ func testC9(t *clauseT) {
 	wait := ttl + gran + 200*time.Millisecond
 
 	var pending, committed, unhit fleetstore.Claim
+	t.want("warm-up", t.hit(st, []fleetstore.Charge{bucket(t.tenant())}, nil), fleetstore.OK)
 	// The check before PendingTTL counts only if it came within ttl of
 	// the claim's hit: a machine stalled longer saw it expire, and tries
 	// again.
