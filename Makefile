@@ -1,9 +1,13 @@
 # make test: gofmt check, go vet, and the whole test suite with -race and
 # -shuffle=on, against real servers the tests start themselves
 # (redis-server, memcached: installed from Debian packages when missing).
-# -p 1: one package at a time, so that the conformance clauses that measure
-# a call against its budget are not starved of the machine's 2 cores by
-# another package's servers.
+# Every package is compiled first (its test binary run with no test), so
+# that no compilation shares the machine with a test that times calls;
+# then two packages are tested at a time (-p 2), and -parallel 16 starts
+# every conformance configuration of a package at once (their clauses
+# mostly sleep; the suite runs each configuration's timing clauses with no
+# clause of another beside them). ALONE (faults: calls timed through
+# outages, with slack for scheduling delay only) runs last, by itself.
 GO ?= go
 PKGS ?= ./...
 # Modules of their own, which the root's ./... does not enter, tested,
@@ -14,9 +18,19 @@ MODULES ?= fleetotel bench
 
 .PHONY: test servers fmt vet bench check compare
 
+TESTFLAGS ?= -race -shuffle=on -count=1 -p 2 -parallel 16
+ALONE ?= github.com/fleetstore/fleetstore/faults
+
 test: servers fmt vet
-	$(GO) test -race -shuffle=on -count=1 -p 1 -timeout 30m $(PKGS)
-	@for m in $(MODULES); do echo "cd $$m && $(GO) test ./..."; (cd $$m && $(GO) test -race -shuffle=on -count=1 -p 1 -timeout 10m ./...) || exit 1; done
+	$(GO) test $(TESTFLAGS) -run '^$$' $(PKGS) >/dev/null
+	@pkgs=$$($(GO) list $(PKGS)) || exit 1; \
+	rest=$$(echo "$$pkgs" | grep -vx '$(ALONE)'); alone=$$(echo "$$pkgs" | grep -x '$(ALONE)'); \
+	echo "$(GO) test $(TESTFLAGS) -timeout 30m $(PKGS) (but $(ALONE), then it alone)"; \
+	status=0; \
+	$(GO) test $(TESTFLAGS) -timeout 30m $$rest || status=1; \
+	if [ -n "$$alone" ]; then $(GO) test $(TESTFLAGS) -timeout 30m $$alone || status=1; fi; \
+	exit $$status
+	@for m in $(MODULES); do echo "cd $$m && $(GO) test ./..."; (cd $$m && $(GO) test $(TESTFLAGS) -timeout 10m ./...) || exit 1; done
 
 # Install the servers the driver tests start (they pick free loopback ports
 # in temp dirs; nothing is left running): redis-server, redis-sentinel and
@@ -24,13 +38,40 @@ test: servers fmt vet
 # Debian's own suites, valkey-server and valkey-sentinel from bookworm-backports
 # on Debian 12 (which has no valkey in its main suite; elsewhere from the main
 # suite). The backports suite is added as one apt source file of its own,
-# unless the machine has it already, and used only with -t for valkey; the
-# machine's other apt sources are left as they are. Only the services this
+# unless the machine has it already, on the mirror the machine's own apt
+# sources serve bookworm from (MIRROR_AWK), and used only with -t for valkey;
+# the machine's other apt sources are left as they are. Only the services this
 # step installs are stopped (the tests start their own servers): a server
 # the machine already ran is left running. Needs root on Debian;
 # elsewhere install them yourself, or the driver tests skip (and fail when
 # CI is set).
 BACKPORTS_LIST ?= /etc/apt/sources.list.d/fleetstore-bookworm-backports.list
+# The machine's apt sources: one-line .list files and deb822 .sources files.
+APT_SOURCES ?= $(wildcard /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
+	/etc/apt/sources.list.d/*.sources)
+# MIRROR_AWK prints the URI of the first apt source of type deb that serves
+# the suite given by -v suite=NAME, or nothing: a line "deb [options] URI
+# SUITE COMPONENT…" of a .list file, or a stanza of a .sources file with
+# "Types: deb", "URIs:", "Suites: … SUITE …" and no "Enabled: no".
+MIRROR_AWK = \
+	function has(list, w) { return index(" " list " ", " " w " ") > 0 } \
+	function stanza() { \
+		if (!found && has(types, "deb") && has(suites, suite) && enabled != "no" && \
+			split(uris, u, " ") > 0) { print u[1]; found = 1 } \
+		types = uris = suites = enabled = "" } \
+	FNR == 1 { stanza() } \
+	FILENAME ~ /\.sources$$/ { \
+		if ($$0 ~ /^[ \t]*$$/) stanza(); \
+		else if (match($$0, /^[A-Za-z-]+:/)) { \
+			k = tolower(substr($$0, 1, RLENGTH - 1)); v = substr($$0, RLENGTH + 1); \
+			gsub(/[ \t]+/, " ", v); sub(/^ /, "", v); sub(/ $$/, "", v); \
+			if (k == "types") types = v; else if (k == "uris") uris = v; \
+			else if (k == "suites") suites = v; else if (k == "enabled") enabled = tolower(v) } \
+		next } \
+	!found && /^[ \t]*deb[ \t]/ { \
+		l = $$0; gsub(/\[[^]]*\]/, " ", l); \
+		if (split(l, f, " ") >= 3 && f[3] == suite) { print f[2]; found = 1 } } \
+	END { stanza() }
 servers:
 	@missing=""; \
 	for bin in redis-server:redis-server redis-sentinel:redis-sentinel memcached:memcached; do \
@@ -49,10 +90,17 @@ servers:
 	if [ -n "$$valkey" ] && grep -qs 'VERSION_CODENAME=bookworm' /etc/os-release; then \
 		suite="-t bookworm-backports"; \
 		if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then \
-			echo "adding the bookworm-backports apt source ($(BACKPORTS_LIST)) for valkey"; \
-			echo "deb http://deb.debian.org/debian bookworm-backports main" > $(BACKPORTS_LIST); \
+			mirror=$$(awk -v suite=bookworm '$(MIRROR_AWK)' $(APT_SOURCES) /dev/null); \
+			if [ -z "$$mirror" ]; then \
+				echo "no apt source serves bookworm, so no bookworm-backports to install$$valkey from: install it yourself"; \
+				valkey=""; suite=""; \
+			else \
+				echo "adding the bookworm-backports apt source ($(BACKPORTS_LIST), $$mirror) for valkey"; \
+				echo "deb $$mirror bookworm-backports main" > $(BACKPORTS_LIST); \
+			fi; \
 		fi; \
 	fi; \
+	if [ -z "$$missing$$valkey" ]; then exit 0; fi; \
 	echo "installing$$missing$$valkey"; \
 	apt-get update -qq; \
 	if [ -n "$$missing" ]; then apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; fi; \

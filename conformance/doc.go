@@ -27,10 +27,11 @@
 // example_driver_test.go is this test, for the memory driver.
 //
 // The clauses that sleep run at once, and the timing clauses T1–T5 one
-// after another, alone; run the test alone too, not beside tests that
-// call t.Parallel (T4 looks for leaked goroutines). A driver whose store
-// time the test controls offers a Config.Clock, which the suite moves
-// instead of sleeping.
+// after another, alone. Tests of several configurations may call Run at
+// once (t.Parallel): the timing clauses of one run with no clause of
+// another beside them, and T4 counts only the goroutines its own Store
+// started (a pprof label). A driver whose store time the test controls
+// offers a Config.Clock, which the suite moves instead of sleeping.
 //
 // The same clause code runs outside go test through Check, which the
 // fleetstore command's check subcommand uses.

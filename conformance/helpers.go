@@ -18,7 +18,8 @@ const callBudget = 5 * time.Second
 // open returns a Store on the suite's URL (shared state, random key_prefix),
 // closed when the clause ends.
 func (t *clauseT) open(opts ...fleetstore.Option) *fleetstore.Store {
-	return t.openURL(t.s.url, append([]fleetstore.Option{fleetstore.WithTimeout(callBudget)}, opts...)...)
+	return t.openURL(t.s.url, append([]fleetstore.Option{fleetstore.WithTimeout(callBudget)},
+		opts...)...)
 }
 
 func (t *clauseT) openURL(raw string, opts ...fleetstore.Option) *fleetstore.Store {
@@ -130,7 +131,8 @@ func (t *clauseT) claimFor(tenant, hook string) fleetstore.Claim {
 }
 
 // hit calls Hit and fails the clause on an error.
-func (t *clauseT) hit(st *fleetstore.Store, charges []fleetstore.Charge, claim *fleetstore.Claim) fleetstore.Result {
+func (t *clauseT) hit(st *fleetstore.Store, charges []fleetstore.Charge,
+	claim *fleetstore.Claim) fleetstore.Result {
 	res, err := st.Hit(t.ctx(), charges, claim)
 	if err != nil {
 		t.Fatalf("hit: unexpected error: %v", err)

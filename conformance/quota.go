@@ -9,7 +9,8 @@ import (
 )
 
 func init() {
-	register("G10", "every Hit reports each charged bucket's reset-after and headroom, in order; RateLimited names the kinds that denied it", testG10)
+	register("G10", "every Hit reports each charged bucket's reset-after and headroom, in order; "+
+		"RateLimited names the kinds that denied it", testG10)
 }
 
 // throttledScales are the increments of the attempts at G10's timed
@@ -84,14 +85,20 @@ func (t *clauseT) throttledTable() {
 			return
 		}
 	}
-	t.Logf("throttled's table: every attempt was called up to %v late (a stalled machine): checked rows 1–6 only", late)
+	t.Logf("throttled's table: every attempt was called up to %v late (a stalled machine): "+
+		"checked rows 1–6 only", late)
 }
+
+// scaleRow is d of throttled's table (increment 1s) at increment inc, in
+// whole ms first: d × inc in ns overflows int64 past 9.2s × 1s.
+func scaleRow(d, inc time.Duration) time.Duration { return d / time.Millisecond * inc / 1000 }
 
 // throttledAttempt runs the table once at increment inc (capacity 5 ×
 // inc); ok is false when it was abandoned, late how late its latest row
 // was.
-func (t *clauseT) throttledAttempt(st *fleetstore.Store, inc time.Duration) (late time.Duration, ok bool) {
-	scale := func(d time.Duration) time.Duration { return d * inc / time.Second }
+func (t *clauseT) throttledAttempt(st *fleetstore.Store, inc time.Duration) (
+	late time.Duration, ok bool) {
+	scale := func(d time.Duration) time.Duration { return scaleRow(d, inc) }
 	capacity := 5 * inc
 	tenant := t.tenant()
 	// The store's now of row 1 is between before and start: a row slept
@@ -120,7 +127,8 @@ func (t *clauseT) throttledAttempt(st *fleetstore.Store, inc time.Duration) (lat
 			t.want(what, res, fleetstore.OK)
 		} else {
 			t.want(what, res, fleetstore.RateLimited)
-			t.within(what+": retry-after", res.RetryAfter, gcra.RetryAfter((retry - late).Microseconds()), gcra.RetryAfter(retry.Microseconds()))
+			t.within(what+": retry-after", res.RetryAfter, gcra.RetryAfter((retry - late).Microseconds()),
+				gcra.RetryAfter(retry.Microseconds()))
 		}
 		q := t.quota(what, res, c)
 		if len(q) == 0 {
@@ -128,7 +136,8 @@ func (t *clauseT) throttledAttempt(st *fleetstore.Store, inc time.Duration) (lat
 		}
 		b := q[0]
 		if got := int64(b.Headroom / inc); got != r.remaining {
-			t.Errorf("%s: remaining %d (headroom %v of capacity %v), want %d", what, got, b.Headroom, capacity, r.remaining)
+			t.Errorf("%s: remaining %d (headroom %v of capacity %v), want %d", what, got, b.Headroom,
+				capacity, r.remaining)
 		}
 		t.within(what+": reset-after", b.ResetAfter, reset-late, reset)
 		t.within(what+": headroom", b.Headroom, capacity-reset, capacity-reset+late)
@@ -145,19 +154,23 @@ func (t *clauseT) throttledAttempt(st *fleetstore.Store, inc time.Duration) (lat
 // quota returns res's bucket states and fails the clause unless there is
 // one per charge, of its kind, with headroom + reset-after = capacity
 // (each bucket's lead is at most its capacity here).
-func (t *clauseT) quota(what string, res fleetstore.Result, charges ...fleetstore.Charge) []fleetstore.Bucket {
+func (t *clauseT) quota(what string, res fleetstore.Result,
+	charges ...fleetstore.Charge) []fleetstore.Bucket {
 	q := res.Quota()
 	if len(q) != len(charges) {
-		t.Errorf("%s: %d bucket states for %d charges (G10: one per charge, in order)", what, len(q), len(charges))
+		t.Errorf("%s: %d bucket states for %d charges (G10: one per charge, in order)", what, len(q),
+			len(charges))
 		return nil
 	}
 	for i, b := range q {
 		c := charges[i]
 		if b.Kind != c.Kind {
-			t.Errorf("%s: bucket state %d is of kind %q, want %q (the charges' order)", what, i, b.Kind, c.Kind)
+			t.Errorf("%s: bucket state %d is of kind %q, want %q (the charges' order)", what, i, b.Kind,
+				c.Kind)
 		}
 		if b.Headroom+b.ResetAfter != c.Capacity {
-			t.Errorf("%s: %s: headroom %v + reset-after %v, want its capacity %v", what, c.Kind, b.Headroom, b.ResetAfter, c.Capacity)
+			t.Errorf("%s: %s: headroom %v + reset-after %v, want its capacity %v", what, c.Kind, b.Headroom,
+				b.ResetAfter, c.Capacity)
 		}
 	}
 	return q
@@ -166,10 +179,12 @@ func (t *clauseT) quota(what string, res fleetstore.Result, charges ...fleetstor
 // wantBucket fails the clause unless b's reset-after is within
 // [reset − elapsed, reset], its headroom within [capacity − reset,
 // capacity − reset + elapsed], and its denial as told.
-func (t *clauseT) wantBucket(what string, b fleetstore.Bucket, c fleetstore.Charge, reset, elapsed time.Duration, denied bool) {
+func (t *clauseT) wantBucket(what string, b fleetstore.Bucket, c fleetstore.Charge, reset,
+	elapsed time.Duration, denied bool) {
 	what += ": " + string(b.Kind)
 	t.within(what+" reset-after", b.ResetAfter, max(reset-elapsed, 0), reset)
-	t.within(what+" headroom", b.Headroom, c.Capacity-reset, min(c.Capacity-reset+elapsed, c.Capacity))
+	t.within(what+" headroom", b.Headroom, c.Capacity-reset,
+		min(c.Capacity-reset+elapsed, c.Capacity))
 	if b.Denied != denied {
 		t.Errorf("%s: denied %v, want %v", what, b.Denied, denied)
 	}
@@ -212,7 +227,8 @@ func (t *clauseT) quotaInOrder() {
 		e := t.since(start)
 		t.wantBucket("hooks and 4s of bytes (denied by bytes)", q[0], hooks, 2*time.Second, e, false)
 		t.wantBucket("hooks and 4s of bytes (denied by bytes)", q[1], big, 6*time.Second, e, true)
-		t.within("hooks and 4s of bytes: retry-after (what bytes lacks)", res.RetryAfter, gcra.RetryAfter((time.Second - e).Microseconds()), time.Second)
+		t.within("hooks and 4s of bytes: retry-after (what bytes lacks)", res.RetryAfter,
+			gcra.RetryAfter((time.Second - e).Microseconds()), time.Second)
 	}
 }
 
@@ -240,7 +256,8 @@ func (t *clauseT) quotaUncharged() {
 	check("the own retry", t.hit(st, both, &claim), fleetstore.OK)
 	check("another hook while pending", t.hit(st, both, other(claim, "hook-b")), fleetstore.Pending)
 	t.commit(st, claim)
-	check("another hook once committed", t.hit(st, both, other(claim, "hook-c")), fleetstore.Duplicate)
+	check("another hook once committed", t.hit(st, both, other(claim, "hook-c")),
+		fleetstore.Duplicate)
 
 	res := t.hit(st, nil, other(claim, "hook-d"))
 	t.want("a claim without charges", res, fleetstore.Duplicate)

@@ -40,9 +40,9 @@ type Report struct {
 type clause struct {
 	id, title string
 	run       func(t *clauseT)
-	// alone: the clause runs with no other beside it. It measures calls
-	// against their budget, counts the process's goroutines or restarts
-	// the server (T1–T5).
+	// alone: the clause runs with no other clause of the process beside
+	// it (timing). It measures calls against their budget or restarts the
+	// server (T1–T5).
 	alone bool
 }
 
@@ -51,7 +51,9 @@ var clauses []clause
 
 // register adds a clause that may run beside the others: it works on
 // fresh tenants, and whatever it times has slack for a busy machine.
-func register(id, title string, run func(t *clauseT)) { add(clause{id: id, title: title, run: run}) }
+func register(id, title string, run func(t *clauseT)) {
+	add(clause{id: id, title: title, run: run})
+}
 
 // registerAlone adds a clause that runs with no other beside it.
 func registerAlone(id, title string, run func(t *clauseT)) {
@@ -89,12 +91,13 @@ func Clauses() []string {
 // and pauses (t.Parallel) until the calling test returns, then reports.
 // With a Config.Clock they run one after another instead, each moving
 // the clock rather than sleeping. The timing clauses T1–T5 then run one
-// after another, with no other clause beside them. Run returns once every
-// clause has run.
+// after another, with no other clause of cfg beside them. Run returns
+// once every clause has run.
 //
-// Call Run from a test that runs alone: not beside tests of its package
-// that call t.Parallel. T4 looks for goroutines left behind after Close
-// (goleak), and another test's goroutines would count as the Store's.
+// Run may be called from tests that run at once (t.Parallel), one per
+// configuration: the timing clauses of one configuration then run with no
+// clause of another beside them (timing), and T4 counts the goroutines of
+// its own Store only.
 func Run(t *testing.T, cfg Config) {
 	t.Helper()
 	s, err := newSuite(cfg)
@@ -102,6 +105,7 @@ func Run(t *testing.T, cfg Config) {
 		t.Fatalf("conformance: %v", err)
 	}
 	var running sync.WaitGroup
+	timing.RLock()
 	for _, c := range clauses {
 		if !c.alone {
 			t.Run(c.id, func(tt *testing.T) {
@@ -114,6 +118,9 @@ func Run(t *testing.T, cfg Config) {
 		}
 	}
 	running.Wait()
+	timing.RUnlock()
+	timing.Lock()
+	defer timing.Unlock()
 	for _, c := range clauses {
 		if c.alone {
 			t.Run(c.id, func(tt *testing.T) { report(tt, c, s.run(c)) })
@@ -161,16 +168,30 @@ func Check(cfg Config, only []string, each func(Report)) ([]Report, error) {
 	}
 	var running sync.WaitGroup
 	begun := make([]<-chan Report, len(picked))
+	timing.RLock()
 	for i, c := range picked {
 		if !c.alone {
 			begun[i] = s.begin(c, &running)
 		}
 	}
+	shared := true // timing is read-locked
+	defer func() {
+		if shared {
+			timing.RUnlock()
+		} else {
+			timing.Unlock()
+		}
+	}()
 	var out []Report
 	for i, c := range picked {
 		var r Report
 		if c.alone {
-			running.Wait()
+			if shared {
+				running.Wait()
+				timing.RUnlock()
+				timing.Lock()
+				shared = false
+			}
 			r = s.run(c)
 		} else {
 			r = <-begun[i]
@@ -241,7 +262,8 @@ func newSuite(cfg Config) (*suite, error) {
 		}
 	}
 	if s.cfg.Granularity > MaxGranularity {
-		return nil, fmt.Errorf("conformance: expiry granularity %v is above %v: a record that lingers that long past its expiry is no expiry (and G7, C9 would wait that long)",
+		return nil, fmt.Errorf("conformance: expiry granularity %v is above %v: a record that "+
+			"lingers that long past its expiry is no expiry (and G7, C9 would wait that long)",
 			s.cfg.Granularity, MaxGranularity)
 	}
 	return s, nil
@@ -274,9 +296,70 @@ func (s *suite) withPrefix(raw string) (string, error) {
 	return out, nil
 }
 
+// timing keeps the timing clauses (T1–T5) of a configuration apart from
+// every other clause of the process: a configuration's clauses that run
+// at once hold it shared, from the first one's start to the last one's
+// end; its timing clauses hold it alone, from T1's start to T5's end. The
+// calls they time are then not crowded by another configuration's
+// floods, restarts and timed calls.
+var timing = newPhaseLock()
+
+// phaseLock is a readers–writer lock that lets readers in while a writer
+// waits (sync.RWMutex does not): configurations started at once run their
+// shared clauses together, then their timing clauses one at a time.
+type phaseLock struct {
+	mu      sync.Mutex
+	changed sync.Cond
+	readers int
+	writer  bool
+}
+
+func newPhaseLock() *phaseLock {
+	l := &phaseLock{}
+	l.changed.L = &l.mu
+	return l
+}
+
+// RLock waits until no writer holds l, then holds it shared.
+func (l *phaseLock) RLock() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.writer {
+		l.changed.Wait()
+	}
+	l.readers++
+}
+
+// RUnlock ends a shared hold.
+func (l *phaseLock) RUnlock() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.readers--
+	l.changed.Broadcast()
+}
+
+// Lock waits until no one holds l, then holds it alone.
+func (l *phaseLock) Lock() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.writer || l.readers > 0 {
+		l.changed.Wait()
+	}
+	l.writer = true
+}
+
+// Unlock ends an exclusive hold.
+func (l *phaseLock) Unlock() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.writer = false
+	l.changed.Broadcast()
+}
+
 func (s *suite) run(c clause) Report {
 	if why, ok := s.cfg.Omit[c.id]; ok {
-		return Report{ID: c.id, Title: c.title, Status: Skip, Messages: []string{"skip: omitted by the config: " + why}}
+		return Report{ID: c.id, Title: c.title, Status: Skip,
+			Messages: []string{"skip: omitted by the config: " + why}}
 	}
 	t := &clauseT{s: s, id: c.id}
 	start := time.Now()

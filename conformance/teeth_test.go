@@ -503,3 +503,61 @@ func TestHonestStall(t *testing.T) {
 		}
 	}
 }
+
+// leakyDriver is the honest stallDriver, but for a goroutine it leaves
+// behind, running until quit is closed: one started by Open, or one by
+// every call (perCall).
+type leakyDriver struct {
+	perCall bool
+	quit    chan struct{}
+}
+
+func (d leakyDriver) Open(driver.Config) (driver.Conn, error) {
+	if !d.perCall {
+		go func() { <-d.quit }()
+	}
+	return leakyConn{stallConn{honest: true}, d}, nil
+}
+
+type leakyConn struct {
+	stallConn
+	d leakyDriver
+}
+
+func (c leakyConn) Hit(ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+	if c.d.perCall {
+		go func() { <-c.d.quit }()
+	}
+	return c.stallConn.Hit(ctx, charges, claim)
+}
+
+// TestLeakTeeth: a driver that leaves a goroutine running after Close
+// fails T4, while an honest one, checked at the same time in the same
+// process, passes: T4 counts the goroutines of its own Store only.
+func TestLeakTeeth(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		d    driver.Driver
+		want conformance.Status
+	}{
+		{"leaks-from-open", leakyDriver{quit: make(chan struct{})}, conformance.Fail},
+		{"leaks-from-calls", leakyDriver{perCall: true, quit: make(chan struct{})}, conformance.Fail},
+		{"honest-beside-leaks", stallDriver{honest: true}, conformance.Pass},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if d, ok := tc.d.(leakyDriver); ok {
+				t.Cleanup(func() { close(d.quit) })
+			}
+			done := startCheck(conformance.Config{Driver: tc.d, URL: "stall://", StallURL: "stall://"}, "T4")
+			t.Parallel()
+			r := <-done
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if len(r.reports) != 1 || r.reports[0].Status != tc.want {
+				t.Fatalf("%s: T4: %+v, want %s", tc.name, r.reports, tc.want)
+			}
+			t.Logf("%s: T4 %s: %.300s", tc.name, r.reports[0].Status, strings.Join(r.reports[0].Messages, "; "))
+		})
+	}
+}

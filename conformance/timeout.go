@@ -3,10 +3,11 @@ package conformance
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/pprof"
+	"strings"
 	"sync"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/nettest"
@@ -23,11 +24,15 @@ const schedSlack = 100 * time.Millisecond
 const stallBudget = 250 * time.Millisecond
 
 func init() {
-	registerAlone("T1", "every call returns within its budget + 10ms with ErrTimeout, also when the server never answers", testT1)
+	registerAlone("T1", "every call returns within its budget + 10ms with ErrTimeout, also when "+
+		"the server never answers", testT1)
 	registerAlone("T2", "connection refused returns ErrUnavailable within the budget", testT2)
-	registerAlone("T3", "Open does no network I/O; calls succeed once the server appears, without reopening", testT3)
-	registerAlone("T4", "nothing outlives a timed-out call past its budget; Close releases every goroutine and connection", testT4)
-	registerAlone("T5", "a call whose reply was lost is never re-sent; script flush and restart are invisible", testT5)
+	registerAlone("T3", "Open does no network I/O; calls succeed once the server appears, "+
+		"without reopening", testT3)
+	registerAlone("T4", "nothing outlives a timed-out call past its budget; Close releases every "+
+		"goroutine and connection", testT4)
+	registerAlone("T5", "a call whose reply was lost is never re-sent; "+
+		"script flush and restart are invisible", testT5)
 	register("T6", "after Close every method returns ErrClosed; Close twice is fine", testT6)
 }
 
@@ -47,7 +52,9 @@ func (t *clauseT) ops(tenant string) []op {
 		}},
 		{"commit", func(ctx context.Context, st *fleetstore.Store) error { return st.Commit(ctx, c) }},
 		{"release", func(ctx context.Context, st *fleetstore.Store) error { return st.Release(ctx, c) }},
-		{"reset", func(ctx context.Context, st *fleetstore.Store) error { return st.Reset(ctx, tenant) }},
+		{"reset", func(ctx context.Context, st *fleetstore.Store) error {
+			return st.Reset(ctx, tenant)
+		}},
 		{"ping", func(ctx context.Context, st *fleetstore.Store) error { return st.Ping(ctx) }},
 	}
 }
@@ -76,7 +83,8 @@ func testT1(t *clauseT) {
 		start := time.Now()
 		err := o.call(past, st)
 		if !errors.Is(err, fleetstore.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("%s with an expired context: got %v, want ErrTimeout matching context.DeadlineExceeded", o.name, err)
+			t.Errorf("%s with an expired context: got %v, "+
+				"want ErrTimeout matching context.DeadlineExceeded", o.name, err)
 		}
 		if d := time.Since(start); d > 10*time.Millisecond+schedSlack {
 			t.Errorf("%s with an expired context took %v", o.name, d)
@@ -85,7 +93,8 @@ func testT1(t *clauseT) {
 
 	raw := t.stalledURL()
 	if raw == "" {
-		t.Logf("no host:port in the URL, no AddrURL, no StallURL: the never-answering server part is not checked")
+		t.Logf("no host:port in the URL, no AddrURL, no StallURL: the never-answering server part " +
+			"is not checked")
 		return
 	}
 	const budget = stallBudget
@@ -98,30 +107,37 @@ func testT1(t *clauseT) {
 		{"caller deadline earlier than the store timeout", 10 * budget, budget},
 	} {
 		st := t.openURL(raw, fleetstore.WithTimeout(tc.storeTime))
-		for _, o := range t.ops(t.tenant()) {
-			ctx := context.Background()
-			if tc.ctxTime > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, tc.ctxTime)
-				defer cancel()
+		// callCtx is a call's context: the caller's deadline, if any.
+		callCtx := func() context.Context {
+			if tc.ctxTime == 0 {
+				return context.Background()
 			}
+			ctx, cancel := context.WithTimeout(context.Background(), tc.ctxTime)
+			t.Cleanup(cancel)
+			return ctx
+		}
+		for _, o := range t.ops(t.tenant()) {
+			ctx := callCtx()
 			start := time.Now()
 			err := o.call(ctx, st)
 			d := time.Since(start)
 			if !errors.Is(err, fleetstore.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("%s: %s against a server that never answers: got %v, want ErrTimeout", tc.name, o.name, err)
+				t.Errorf("%s: %s against a server that never answers: got %v, want ErrTimeout", tc.name,
+					o.name, err)
 			}
 			if d > budget+10*time.Millisecond+schedSlack {
 				t.Errorf("%s: %s took %v, budget %v (+10ms allowed)", tc.name, o.name, d, budget)
 			}
 		}
-		// A batch that times out as a whole is one ErrTimeout, not one
-		// error per claim.
-		batch := []fleetstore.Claim{t.claimFor(t.tenant(), "hook-a"), t.claimFor(t.tenant(), "hook-a"), t.claimFor(t.tenant(), "hook-a")}
-		err := st.Commit(context.Background(), batch...)
+		// A batch that times out as a whole, at the store's timeout or at
+		// the caller's deadline, is one ErrTimeout, not one error per claim.
+		batch := []fleetstore.Claim{t.claimFor(t.tenant(), "hook-a"), t.claimFor(t.tenant(), "hook-a"),
+			t.claimFor(t.tenant(), "hook-a")}
+		err := st.Commit(callCtx(), batch...)
 		var ce *fleetstore.ClaimError
 		if !errors.Is(err, fleetstore.ErrTimeout) || errors.As(err, &ce) {
-			t.Errorf("%s: batch commit of %d claims against a server that never answers: %v, want one ErrTimeout for the whole call", tc.name, len(batch), err)
+			t.Errorf("%s: batch commit of %d claims against a server that never answers: %v, want one "+
+				"ErrTimeout for the whole call", tc.name, len(batch), err)
 		}
 	}
 }
@@ -144,7 +160,8 @@ func testT2(t *clauseT) {
 	}
 	// A batch that reaches no server fails as a whole: one ErrUnavailable,
 	// not one error per claim (the driver's whole-call result).
-	batch := []fleetstore.Claim{t.claimFor(t.tenant(), "hook-a"), t.claimFor(t.tenant(), "hook-a"), t.claimFor(t.tenant(), "hook-a")}
+	batch := []fleetstore.Claim{t.claimFor(t.tenant(), "hook-a"), t.claimFor(t.tenant(), "hook-a"),
+		t.claimFor(t.tenant(), "hook-a")}
 	for _, settle := range []struct {
 		name string
 		call func(context.Context, ...fleetstore.Claim) error
@@ -153,9 +170,11 @@ func testT2(t *clauseT) {
 		var ce *fleetstore.ClaimError
 		switch {
 		case !errors.Is(err, fleetstore.ErrUnavailable):
-			t.Errorf("batch %s of %d claims against a refused port: got %v, want ErrUnavailable", settle.name, len(batch), err)
+			t.Errorf("batch %s of %d claims against a refused port: got %v, want ErrUnavailable",
+				settle.name, len(batch), err)
 		case errors.As(err, &ce):
-			t.Errorf("batch %s of %d claims against a refused port: the failure of the whole call reported per claim (claims[%d]): %v",
+			t.Errorf("batch %s of %d claims against a refused port: the failure of the whole call "+
+				"reported per claim (claims[%d]): %v",
 				settle.name, len(batch), ce.Index, err)
 		}
 	}
@@ -201,15 +220,20 @@ func testT3(t *clauseT) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("hit 3s after the server appeared: %v %v, want OK without reopening", describe(res), err)
+			t.Fatalf("hit 3s after the server appeared: %v %v, want OK without reopening", describe(res),
+				err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-// testT4 tells the Store's goroutines by goleak: every goroutine started
-// after Open that is left after Close counts, so nothing else may start
-// goroutines while it runs (Run's caller runs alone, T4 beside no clause).
+// testT4 tells the Store's goroutines by a pprof label: Open, the calls and
+// Close run under a label of their own (runtime/pprof.Do), which every
+// goroutine they start inherits, and so does every goroutine those start.
+// The goroutines left with it after Close are the Store's, whatever else
+// the process runs meanwhile (other tests, other configurations). A
+// goroutine a timer starts (time.AfterFunc's f) carries no label and is
+// not counted.
 func testT4(t *clauseT) {
 	var silent *nettest.Server
 	raw := t.s.cfg.StallURL
@@ -222,35 +246,39 @@ func testT4(t *clauseT) {
 		raw = t.s.url
 	}
 	const budget = 100 * time.Millisecond
-	before := goleak.IgnoreCurrent()
-	st, err := t.s.openStore(raw, fleetstore.WithTimeout(budget))
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	var wg sync.WaitGroup
-	for i := range 50 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			o := t.ops(t.tenant())[i%5]
-			start := time.Now()
-			_ = o.call(context.Background(), st)
-			if d := time.Since(start); d > budget+10*time.Millisecond+schedSlack*3 {
-				t.Errorf("%s took %v under 50 concurrent calls, budget %v", o.name, d, budget)
-			}
-		}()
-	}
-	wg.Wait()
-	if err := st.Close(); err != nil {
-		t.Errorf("close: %v", err)
-	}
+	mark := randHex(8)
+	pprof.Do(context.Background(), pprof.Labels(leakLabel, mark), func(context.Context) {
+		st, err := t.s.openStore(raw, fleetstore.WithTimeout(budget))
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		var wg sync.WaitGroup
+		for i := range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				o := t.ops(t.tenant())[i%5]
+				start := time.Now()
+				_ = o.call(context.Background(), st)
+				if d := time.Since(start); d > budget+10*time.Millisecond+schedSlack*3 {
+					t.Errorf("%s took %v under 50 concurrent calls, budget %v", o.name, d, budget)
+				}
+			}()
+		}
+		wg.Wait()
+		if err := st.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
 	closed := time.Now()
-	err = goleak.Find(before)
-	for err != nil && time.Since(closed) < budget+2*time.Second {
-		err = goleak.Find(before) // itself retries for about 0.4s
+	left := labelled(leakLabel, mark)
+	for left != nil && time.Since(closed) < budget+2*time.Second {
+		time.Sleep(50 * time.Millisecond)
+		left = labelled(leakLabel, mark)
 	}
-	if err != nil {
-		t.Fatalf("goroutines started since Open still running %v after Close: %v", time.Since(closed).Round(time.Millisecond), err)
+	if left != nil {
+		t.Fatalf("goroutines started by Open, the calls or Close still running %v after Close:\n%s",
+			time.Since(closed).Round(time.Millisecond), strings.Join(left, "\n\n"))
 	}
 	if silent == nil {
 		return
@@ -260,6 +288,26 @@ func testT4(t *clauseT) {
 	}
 }
 
+// leakLabel is the pprof label key T4 marks its Store's goroutines with.
+const leakLabel = "fleetstore.conformance.T4"
+
+// labelled returns the goroutines whose pprof label key is value, from
+// the goroutine profile: one entry per distinct stack, with its count and
+// label line; nil when there are none.
+func labelled(key, value string) []string {
+	var b strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+	want := fmt.Sprintf("%q:%q", key, value)
+	var out []string
+	_, recs, _ := strings.Cut(b.String(), "\n") // "goroutine profile: total N"
+	for _, rec := range strings.Split(recs, "\n\n") {
+		if strings.Contains(rec, "\n# labels: {") && strings.Contains(rec, want) {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
 func testT5(t *clauseT) {
 	st := t.open()
 	if f := t.s.cfg.FlushScripts; f != nil {
@@ -267,14 +315,16 @@ func testT5(t *clauseT) {
 		if err := f(); err != nil {
 			t.Fatalf("FlushScripts: %v", err)
 		}
-		t.want("first hit after the script cache was flushed", t.hit(st, []fleetstore.Charge{bucket(t.tenant())}, nil), fleetstore.OK)
+		t.want("first hit after the script cache was flushed",
+			t.hit(st, []fleetstore.Charge{bucket(t.tenant())}, nil), fleetstore.OK)
 	}
 	if f := t.s.cfg.Restart; f != nil {
 		t.want("hit", t.hit(st, []fleetstore.Charge{bucket(t.tenant())}, nil), fleetstore.OK)
 		if err := f(); err != nil {
 			t.Fatalf("Restart: %v", err)
 		}
-		t.want("first hit after the server restarted", t.hit(st, []fleetstore.Charge{bucket(t.tenant())}, nil), fleetstore.OK)
+		t.want("first hit after the server restarted",
+			t.hit(st, []fleetstore.Charge{bucket(t.tenant())}, nil), fleetstore.OK)
 	}
 
 	target := t.serverAddr()
@@ -292,7 +342,8 @@ func testT5(t *clauseT) {
 	res, err := lossy.Hit(context.Background(), []fleetstore.Charge{c}, nil)
 	p.DropReplies(false)
 	if err == nil {
-		t.Logf("the hit's reply did not go through the proxy (%s): the lost-reply part is not checked", describe(res))
+		t.Logf("the hit's reply did not go through the proxy (%s): the lost-reply part is not checked",
+			describe(res))
 		return
 	}
 	if !errors.Is(err, fleetstore.ErrTimeout) && !errors.Is(err, fleetstore.ErrUnavailable) {

@@ -33,7 +33,8 @@
 //
 //	func TestSilent(t *testing.T) {
 //		silent := nettest.NewSilent(t)
-//		st, _ := fleetstore.OpenDriver(mystore.Driver{}, "mystore://"+silent.Addr(), fleetstore.WithTimeout(100*time.Millisecond))
+//		st, _ := fleetstore.OpenDriver(mystore.Driver{}, "mystore://"+silent.Addr(),
+//			fleetstore.WithTimeout(100*time.Millisecond))
 //		err := st.Ping(context.Background()) // ErrTimeout after 100ms
 //		st.Close()
 //		if n := silent.StillOpen(time.Second); n > 0 { ... }

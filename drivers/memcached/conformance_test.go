@@ -10,9 +10,13 @@ import (
 	"github.com/fleetstore/fleetstore/internal/testserver"
 )
 
+// TestConformance runs the whole conformance suite on one memcached and
+// on two, at once and beside the other configurations (t.Parallel).
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{1, 2} {
 		t.Run(map[int]string{1: "one server", 2: "two servers"}[n], func(t *testing.T) {
+			t.Parallel()
 			servers := make([]*testserver.Memcached, n)
 			addrs := make([]string, n)
 			for i := range servers {
@@ -56,6 +60,7 @@ func suiteConfig(raw string, servers []*testserver.Memcached) conformance.Config
 const localDecision = "with a fallback, a dead, refused or lying store is a local decision (CONTRACT §8)"
 
 func TestConformanceFallback(t *testing.T) {
+	t.Parallel()
 	srv := testserver.StartMemcached(t)
 	addrs := []string{srv.Addr}
 	cfg := conformance.Config{

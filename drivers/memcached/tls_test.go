@@ -26,6 +26,7 @@ var tlsQuery = testserver.TLSQuery
 // two memcached servers that require a client certificate
 // (ssl_verify_mode=2).
 func TestConformanceTLS(t *testing.T) {
+	t.Parallel()
 	certs := testserver.NewCerts(t)
 	servers := []*testserver.Memcached{testserver.StartMemcachedTLS(t, certs, true), testserver.StartMemcachedTLS(t, certs, true)}
 	q := tlsQuery(certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile)

@@ -93,6 +93,7 @@ func (c ownedConn) Close() error { return errors.Join(c.Conn.Close(), c.c.Close(
 // opened with FromClient on clients built as an application builds them,
 // dialing through Dialer, on one redis-server.
 func TestConformanceFromClient(t *testing.T) {
+	t.Parallel()
 	srv := testserver.StartRedis(t)
 	conformance.Run(t, conformance.Config{
 		Driver:  userClients{guarded: true},
@@ -111,6 +112,7 @@ func TestConformanceFromClient(t *testing.T) {
 // of a three-master cluster. V4 does not hold on a client that does not
 // dial through Dialer: go-redis allocates what a lying server declares.
 func TestConformanceFromClusterClient(t *testing.T) {
+	t.Parallel()
 	cl := testserver.StartCluster(t)
 	conformance.Run(t, conformance.Config{
 		Driver:       userClients{},

@@ -310,6 +310,7 @@ func stressDuration() time.Duration {
 }
 
 func TestClaimStressNew(t *testing.T) {
+	t.Parallel()
 	srv := testserver.StartRedis(t)
 	st, prefix := openStore(t, srv.URL())
 	admin := adminClient(t, "", srv.Addr)

@@ -10,12 +10,14 @@ import (
 // TestConformance runs the whole conformance suite against one
 // redis-server.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	conformance.Run(t, serverSuite(t, testserver.StartRedis(t), ""))
 }
 
 // TestConformanceCluster runs the whole conformance suite against a
 // three-master Redis Cluster.
 func TestConformanceCluster(t *testing.T) {
+	t.Parallel()
 	conformance.Run(t, clusterSuite(t, testserver.StartCluster(t), ""))
 }
 
@@ -67,6 +69,7 @@ func clusterSuite(t *testing.T, cl *testserver.Cluster, q string) conformance.Co
 const localDecision = "with a fallback, a dead, refused or lying store is a local decision (CONTRACT §8)"
 
 func TestConformanceFallback(t *testing.T) {
+	t.Parallel()
 	// T1, T2 and V4 aim the Store at a dead, refused or lying address:
 	// with a fallback those errors are local decisions (CONTRACT §8).
 	// Every other clause runs on the fallback Store, T3 and T4 against the

@@ -113,6 +113,7 @@ func TestParseSentinelURLErrors(t *testing.T) {
 // check proxies the Sentinel, not the master; the same check through a
 // dialer that loses the master's reply follows.
 func TestConformanceSentinel(t *testing.T) {
+	t.Parallel()
 	s := testserver.StartSentinel(t)
 	conformance.Run(t, sentinelSuite(t, s, ""))
 	t.Run("lost reply not re-sent", func(t *testing.T) { testNoRetry(t, "redis", sentinelURL(s)) })
@@ -139,18 +140,27 @@ func sentinelSuite(t *testing.T, s *testserver.Sentinel, q string) conformance.C
 
 // TestSentinelFailover: under load, SENTINEL FAILOVER: calls fail within
 // their budget (ErrTimeout or ErrUnavailable) and reach the new master
-// after the switch, on the same Store.
+// after the switch, on the same Store; in plain TCP and over TLS
+// (sentinelFailoverTLS), side by side (each run is mostly waiting for the
+// switch) and apart from the package's other tests.
 func TestSentinelFailover(t *testing.T) {
-	s := testserver.StartSentinel(t)
-	const budget = 100 * time.Millisecond
-	st, prefix := openStore(t, sentinelURL(s), fleetstore.WithTimeout(budget))
-	failover.Run(t, st, prefix, s, budget, 110*time.Millisecond)
+	t.Run("plain", func(t *testing.T) {
+		t.Parallel()
+		s := testserver.StartSentinel(t)
+		const budget = 100 * time.Millisecond
+		st, prefix := openStore(t, sentinelURL(s), fleetstore.WithTimeout(budget))
+		failover.Run(t, st, prefix, s, budget, 110*time.Millisecond)
+	})
+	t.Run("tls", func(t *testing.T) {
+		t.Parallel()
+		sentinelFailoverTLS(t)
+	})
 }
 
-// TestSentinelFailoverTLS is TestSentinelFailover over TLS: rediss:// to
+// sentinelFailoverTLS is TestSentinelFailover over TLS: rediss:// to
 // the Sentinels and the masters, a client certificate required
 // (tls-auth-clients yes), each server verified under its own address.
-func TestSentinelFailoverTLS(t *testing.T) {
+func sentinelFailoverTLS(t *testing.T) {
 	certs := testserver.NewCerts(t)
 	s := testserver.StartSentinel(t, testserver.TLS(certs, true))
 	raw := "rediss" + strings.TrimPrefix(sentinelURL(s), "redis") + "&" + tlsQuery(certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile)

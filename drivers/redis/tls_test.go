@@ -21,6 +21,7 @@ var tlsQuery = testserver.TLSQuery
 // TestConformanceTLS runs the whole conformance suite over TLS, against a
 // redis-server that requires a client certificate (tls-auth-clients yes).
 func TestConformanceTLS(t *testing.T) {
+	t.Parallel()
 	certs := testserver.NewCerts(t)
 	srv := testserver.StartRedis(t, testserver.TLS(certs, true))
 	admin := adminClient(t, "", srv.Addr) // the plain port
@@ -69,6 +70,7 @@ func TestTLSServerWithoutClientAuth(t *testing.T) {
 // is ErrInvalid at Open naming the parameter, in every form of URL; the
 // TLS parameters are refused on a plain redis:// URL.
 func TestTLSFilesAtOpen(t *testing.T) {
+	t.Parallel()
 	certs := testserver.NewCerts(t)
 	missing := filepath.Join(t.TempDir(), "missing.pem")
 	pw := tlstest.Password
@@ -149,6 +151,7 @@ func withAndWithout(t *testing.T, check func(t *testing.T, undone bool) error) {
 // a three-master Redis Cluster (tls-cluster yes) that requires a client
 // certificate.
 func TestConformanceClusterTLS(t *testing.T) {
+	t.Parallel()
 	certs := testserver.NewCerts(t)
 	cl := testserver.StartCluster(t, testserver.TLS(certs, true), testserver.ConfigLines("tls-cluster yes"))
 	admin := adminClient(t, "", cl.Addrs()...) // the plain ports

@@ -47,6 +47,7 @@ func startCluster(t *testing.T) *testserver.Cluster {
 func addrURL(addr string) string { return "valkey://" + addr }
 
 func TestConformanceSingle(t *testing.T) {
+	t.Parallel()
 	r := startServer(t)
 	nodes := []*testserver.Redis{r}
 	conformance.Run(t, conformance.Config{
@@ -58,6 +59,7 @@ func TestConformanceSingle(t *testing.T) {
 }
 
 func TestConformanceCluster(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	conformance.Run(t, conformance.Config{
 		URL:          c.URLScheme("valkey"),

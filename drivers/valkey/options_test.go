@@ -26,6 +26,7 @@ func parse(t *testing.T, raw string) (*options, error) {
 // TestOptions pins the client settings the contract needs, whatever the
 // URL asks.
 func TestOptions(t *testing.T) {
+	t.Parallel()
 	for _, raw := range []string{
 		"valkey://h:1",
 		"valkey://:secret@h:1/3?client_cache=0&max_retries=0&protocol=2&client_name=n",
@@ -64,6 +65,7 @@ func TestOptions(t *testing.T) {
 }
 
 func TestOptionsRefused(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ give, field string }{
 		{"valkey://:secret@h:1?foo=1", "url: foo"},
 		{"valkey://:secret@h:1?client_cache=1", "url: client_cache"},

@@ -41,6 +41,7 @@ func startSentinel(t *testing.T) *testserver.Sentinel {
 // dialer too, and under valkeys:// TLS to the Sentinels as to the master,
 // each server verified under its own name.
 func TestOptionsSentinel(t *testing.T) {
+	t.Parallel()
 	o, err := parse(t, "valkey://:pw@s1:26379/2?master_set=mymaster&addr=s2:26379&addr=s3:26380&dial_timeout=50ms")
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +71,7 @@ func TestOptionsSentinel(t *testing.T) {
 // URL: a master, a replica and three Sentinels. AddrURL is the Sentinel
 // form too, so T1–T4 and V4 point it at the suite's listeners.
 func TestConformanceSentinel(t *testing.T) {
+	t.Parallel()
 	s := startSentinel(t)
 	master := s.Nodes[0]
 	conformance.Run(t, conformance.Config{
@@ -99,19 +101,28 @@ func TestSettingSentinelDialTimeout(t *testing.T) {
 
 // TestSentinelFailover: under load, SENTINEL FAILOVER: calls fail within
 // their budget (ErrTimeout or ErrUnavailable) and reach the new master
-// after the switch, on the same Store.
+// after the switch, on the same Store; in plain TCP and over TLS
+// (sentinelFailoverTLS), side by side (each run is mostly waiting for the
+// switch) and apart from the package's other tests.
 func TestSentinelFailover(t *testing.T) {
-	s := startSentinel(t)
-	const timeout = 100 * time.Millisecond
-	prefix := "vt" + randName()
-	c := testConnPrefixed(t, sentinelURL(s), prefix, timeout, nil)
-	failover.Run(t, c.Store, prefix, s, timeout, 110*time.Millisecond)
+	t.Run("plain", func(t *testing.T) {
+		t.Parallel()
+		s := startSentinel(t)
+		const timeout = 100 * time.Millisecond
+		prefix := "vt" + randName()
+		c := testConnPrefixed(t, sentinelURL(s), prefix, timeout, nil)
+		failover.Run(t, c.Store, prefix, s, timeout, 110*time.Millisecond)
+	})
+	t.Run("tls", func(t *testing.T) {
+		t.Parallel()
+		sentinelFailoverTLS(t)
+	})
 }
 
-// TestSentinelFailoverTLS is TestSentinelFailover over TLS: valkeys:// to
+// sentinelFailoverTLS is TestSentinelFailover over TLS: valkeys:// to
 // the Sentinels and the masters, a client certificate required
 // (tls-auth-clients yes), each server verified under its own address.
-func TestSentinelFailoverTLS(t *testing.T) {
+func sentinelFailoverTLS(t *testing.T) {
 	certs := testserver.NewCerts(t)
 	s := testserver.StartSentinel(t, testserver.Binary(serverBinary), testserver.TLS(certs, true))
 	raw := "valkeys" + strings.TrimPrefix(sentinelURL(s), "valkey") + "&" + tlsQuery(certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile)

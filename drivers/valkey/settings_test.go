@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
+	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +43,7 @@ func withAndWithout(t *testing.T, undo func(*valkey.ClientOption), check func(t 
 // a server without it (hosted servers often rename or refuse CLIENT) must
 // still work.
 func TestSettingNoClientCache(t *testing.T) {
+	t.Parallel()
 	r := startServer(t, testserver.ConfigLines(`rename-command CLIENT ""`))
 	withAndWithout(t, func(o *valkey.ClientOption) { o.DisableCache = false }, func(t *testing.T, undo func(*valkey.ClientOption)) error {
 		c := testConn(t, "valkey://"+r.Addr, time.Second, undo)
@@ -183,6 +185,7 @@ func TestCallDeadline(t *testing.T) {
 // tenants (several script calls in one pipeline) run the scripts again
 // with EVAL and succeed (T5).
 func TestNoScript(t *testing.T) {
+	t.Parallel()
 	r := startServer(t)
 	c := testConn(t, "valkey://"+r.Addr, time.Second, nil)
 	claims := manyClaims(6, 3)
@@ -221,6 +224,7 @@ func manyClaims(tenants, perTenant int) []driver.Claim {
 // interleaved, on a cluster, where valkey-go panics on a command whose
 // keys span two slots: each claim gets its own result.
 func TestClusterBatchSettle(t *testing.T) {
+	t.Parallel()
 	cl := startCluster(t)
 	c := testConn(t, cl.URLScheme("valkey"), time.Second, nil)
 	claims := manyClaims(12, 3)
@@ -250,6 +254,7 @@ func TestClusterBatchSettle(t *testing.T) {
 // TestCrossSlotRefused: a script call whose keys hold two hash tags is
 // refused before valkey-go builds it (its cluster builder would panic).
 func TestCrossSlotRefused(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		give []string
 		want bool
@@ -282,32 +287,55 @@ func TestCrossSlotRefused(t *testing.T) {
 }
 
 // TestCloseReleasesGoroutines: after calls on a cluster (a connection and
-// its goroutines per node), Close leaves no goroutine behind (T4).
+// its goroutines per node), Close leaves no goroutine behind (T4). The
+// Store's goroutines are those started under the test's pprof label
+// (goroutines inherit it), so other tests may run beside it.
 //
 // valkey-go caveat: when the parallel first dials to the several addresses
 // race with the first slot-map read, the connection that lost is closed by
 // a goroutine that sleeps 5s first (clusterClient._refresh), whatever
 // Close does. So the wait here is 5s plus slack, not the suite's 2s.
 func TestCloseReleasesGoroutines(t *testing.T) {
+	t.Parallel()
 	cl := startCluster(t)
-	runtime.GC()
-	before := runtime.NumGoroutine()
-	c := testConn(t, cl.URLScheme("valkey"), time.Second, nil)
-	for i, claim := range manyClaims(30, 1) {
-		if _, err := c.Hit(budget(t, time.Second), hooks(claim.Tenant, time.Millisecond, time.Hour), &claim); err != nil {
-			t.Fatalf("hit %d: %v", i, err)
+	mark := randName()
+	pprof.Do(context.Background(), pprof.Labels(goroutineLabel, mark), func(context.Context) {
+		c := testConn(t, cl.URLScheme("valkey"), time.Second, nil)
+		for i, claim := range manyClaims(30, 1) {
+			if _, err := c.Hit(budget(t, time.Second), hooks(claim.Tenant, time.Millisecond, time.Hour), &claim); err != nil {
+				t.Fatalf("hit %d: %v", i, err)
+			}
 		}
-	}
-	if during := runtime.NumGoroutine(); during <= before {
-		t.Logf("no goroutine while open (%d): nothing to check", during)
-	}
-	c.Close()
+		if labelled(mark) == nil {
+			t.Logf("no goroutine while open: nothing to check")
+		}
+		c.Close()
+	})
 	deadline := time.Now().Add(7 * time.Second)
-	for runtime.NumGoroutine() > before {
+	for left := labelled(mark); left != nil; left = labelled(mark) {
 		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines before, %d 7s after Close\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+			t.Fatalf("goroutines 7s after Close:\n%s", strings.Join(left, "\n\n"))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// goroutineLabel is the pprof label key TestCloseReleasesGoroutines marks
+// the Store's goroutines with.
+const goroutineLabel = "fleetstore.valkey.test"
+
+// labelled returns the goroutines (one entry per distinct stack) whose
+// goroutineLabel is value, from the goroutine profile; nil when none.
+func labelled(value string) []string {
+	var b strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
+	want := fmt.Sprintf("%q:%q", goroutineLabel, value)
+	_, recs, _ := strings.Cut(b.String(), "\n") // "goroutine profile: total N"
+	var out []string
+	for _, rec := range strings.Split(recs, "\n\n") {
+		if strings.Contains(rec, "\n# labels: {") && strings.Contains(rec, want) {
+			out = append(out, rec)
+		}
+	}
+	return out
 }

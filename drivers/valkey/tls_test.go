@@ -15,6 +15,7 @@ var tlsQuery = testserver.TLSQuery
 // TestConformanceTLS runs the whole conformance suite over TLS, against a
 // server that requires a client certificate (tls-auth-clients yes).
 func TestConformanceTLS(t *testing.T) {
+	t.Parallel()
 	certs := testserver.NewCerts(t)
 	r := startServer(t, testserver.TLS(certs, true))
 	q := tlsQuery(certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile)
@@ -48,6 +49,7 @@ func TestTLS(t *testing.T) {
 // is ErrInvalid at Open naming the parameter, in every form of URL; the
 // TLS parameters are refused on a plain valkey:// URL.
 func TestTLSFilesAtOpen(t *testing.T) {
+	t.Parallel()
 	certs := testserver.NewCerts(t)
 	missing := filepath.Join(t.TempDir(), "missing.pem")
 	pw := tlstest.Password
@@ -65,6 +67,7 @@ func TestTLSFilesAtOpen(t *testing.T) {
 
 // TestTLSOptions: the files reach valkey-go's TLS config.
 func TestTLSOptions(t *testing.T) {
+	t.Parallel()
 	certs := testserver.NewCerts(t)
 	for _, raw := range []string{
 		"valkeys://h:1?" + tlsQuery(certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile),
@@ -84,6 +87,7 @@ func TestTLSOptions(t *testing.T) {
 // a three-master cluster (tls-cluster yes) that requires a client
 // certificate.
 func TestConformanceClusterTLS(t *testing.T) {
+	t.Parallel()
 	certs := testserver.NewCerts(t)
 	c := testserver.StartCluster(t, testserver.Binary(serverBinary), testserver.TLS(certs, true), testserver.ConfigLines("tls-cluster yes"))
 	q := tlsQuery(certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile)

@@ -50,7 +50,8 @@ func StartClusterReplicas(t testing.TB, nodeTimeout time.Duration, opts ...Redis
 // startCluster starts three cluster-enabled masters and replicas replicas
 // of each with start, joins them, assigns every slot, and waits for
 // cluster_state:ok and every replica's link to its master.
-func startCluster(t testing.TB, replicas int, nodeTimeout time.Duration, start func(i int, extra []string) *Redis) *Cluster {
+func startCluster(t testing.TB, replicas int, nodeTimeout time.Duration,
+	start func(i int, extra []string) *Redis) *Cluster {
 	t.Helper()
 	c := &Cluster{}
 	var busPorts []string
@@ -63,6 +64,9 @@ func startCluster(t testing.TB, replicas int, nodeTimeout time.Duration, start f
 			"cluster-config-file nodes.conf",
 			"cluster-node-timeout " + strconv.FormatInt(nodeTimeout.Milliseconds(), 10),
 			"cluster-port " + bus,
+			// A replica's first sync starts at once, not after the
+			// master's default 5s wait for more replicas.
+			"repl-diskless-sync-delay 0",
 		}
 		n := start(i, lines)
 		all = append(all, n)
@@ -75,7 +79,8 @@ func startCluster(t testing.TB, replicas int, nodeTimeout time.Duration, start f
 	}
 	first := all[0]
 	for i, n := range all[1:] {
-		if _, err := first.Do("CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(n.Port), busPorts[i+1]); err != nil {
+		port := strconv.Itoa(n.Port)
+		if _, err := first.Do("CLUSTER", "MEET", "127.0.0.1", port, busPorts[i+1]); err != nil {
 			t.Fatalf("testserver: cluster meet: %v", err)
 		}
 	}
@@ -172,7 +177,8 @@ func (c *Cluster) ok() error {
 			return err
 		}
 		if ranges, _ := v.([]any); len(ranges) != len(c.Nodes) {
-			return fmt.Errorf("node %s: CLUSTER SLOTS lists %d ranges, want %d", n.Addr, len(ranges), len(c.Nodes))
+			return fmt.Errorf("node %s: CLUSTER SLOTS lists %d ranges, want %d", n.Addr, len(ranges),
+				len(c.Nodes))
 		}
 	}
 	return nil

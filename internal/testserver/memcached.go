@@ -49,7 +49,8 @@ func StartMemcached(t testing.TB, args ...string) *Memcached {
 // a certificate signed by c's CA; without it, none is asked for.
 func StartMemcachedTLS(t testing.TB, c *Certs, requireClientCert bool, args ...string) *Memcached {
 	t.Helper()
-	return startMemcached(t, &Memcached{t: t, bin: Need(t, "memcached"), args: args, tls: c, auth: requireClientCert})
+	return startMemcached(t, &Memcached{t: t, bin: Need(t, "memcached"), args: args, tls: c,
+		auth: requireClientCert})
 }
 
 func startMemcached(t testing.TB, m *Memcached) *Memcached {

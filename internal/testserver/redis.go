@@ -98,7 +98,8 @@ func startRedis(t testing.TB, c redisConfig, dir string, extra []string) *Redis 
 
 // tryStartRedis writes the config of a server on port and starts it; it
 // is stopped at t.Cleanup.
-func tryStartRedis(t testing.TB, c redisConfig, dir string, port int, extra []string) (*Redis, error) {
+func tryStartRedis(t testing.TB, c redisConfig, dir string, port int,
+	extra []string) (*Redis, error) {
 	t.Helper()
 	bin := Need(t, c.bin)
 	r := &Redis{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port,

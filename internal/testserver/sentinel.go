@@ -42,12 +42,15 @@ func StartSentinel(t testing.TB, opts ...RedisOption) *Sentinel {
 	sentinelBin := strings.TrimSuffix(cfg.bin, "-server") + "-sentinel"
 	Need(t, sentinelBin)
 	s := &Sentinel{MasterName: SentinelMasterName}
-	var extra []string
+	// A replica's first sync starts at once, not after the master's
+	// default 5s wait for more replicas (also after a failover).
+	extra := []string{"repl-diskless-sync-delay 0"}
 	if cfg.tls != nil {
-		extra = []string{"tls-replication yes"}
+		extra = append(extra, "tls-replication yes")
 	}
 	master := startRedis(t, cfg, t.TempDir(), extra)
-	replica := startRedis(t, cfg, t.TempDir(), append(extra, "replicaof "+hostPort(master.monitored())))
+	replicaOf := "replicaof " + hostPort(master.monitored())
+	replica := startRedis(t, cfg, t.TempDir(), append(extra, replicaOf))
 	s.Nodes = []*Redis{master, replica}
 	for range 3 {
 		s.Sentinels = append(s.Sentinels, startSentinelProc(t, sentinelBin, master, cfg))
@@ -223,7 +226,8 @@ func (s *Sentinel) ready() error {
 		if err != nil {
 			return err
 		}
-		if m["flags"] != "master" || m["num-other-sentinels"] != strconv.Itoa(len(s.Sentinels)-1) || m["num-slaves"] != "1" {
+		if m["flags"] != "master" || m["num-other-sentinels"] != strconv.Itoa(len(s.Sentinels)-1) ||
+			m["num-slaves"] != "1" {
 			return fmt.Errorf("sentinel %s sees the master as flags=%s, %s other sentinels, %s replicas",
 				sn.Addr, m["flags"], m["num-other-sentinels"], m["num-slaves"])
 		}
@@ -240,7 +244,8 @@ func (s *Sentinel) ready() error {
 			return err
 		}
 		if r["flags"] != "slave" || r["master-link-status"] != "ok" {
-			return fmt.Errorf("sentinel %s sees the replica as flags=%s, link %s", sn.Addr, r["flags"], r["master-link-status"])
+			return fmt.Errorf("sentinel %s sees the replica as flags=%s, link %s", sn.Addr, r["flags"],
+				r["master-link-status"])
 		}
 	}
 	return nil

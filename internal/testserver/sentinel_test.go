@@ -9,8 +9,9 @@ import (
 
 // TestStartSentinel: the Sentinels agree on the master, and SENTINEL
 // FAILOVER promotes the replica, for redis-server and valkey-server, over
-// TLS too.
+// TLS too, the three side by side.
 func TestStartSentinel(t *testing.T) {
+	t.Parallel()
 	certs := testserver.NewCerts(t)
 	for _, tt := range []struct {
 		name string
@@ -21,6 +22,7 @@ func TestStartSentinel(t *testing.T) {
 		{"redis-server over TLS", []testserver.RedisOption{testserver.TLS(certs, true)}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			start := time.Now()
 			s := testserver.StartSentinel(t, tt.opts...)
 			t.Logf("master, replica and 3 sentinels ready in %v: sentinels %v", time.Since(start), s.Addrs())

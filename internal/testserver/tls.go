@@ -46,7 +46,8 @@ func NewCerts(t testing.TB) *Certs {
 	write := func(name, typ string, der []byte) string {
 		t.Helper()
 		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		block := pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+		if err := os.WriteFile(path, block, 0o600); err != nil {
 			t.Fatalf("testserver: certs: %v", err)
 		}
 		return path
@@ -80,7 +81,8 @@ func NewCerts(t testing.TB) *Certs {
 		Subject:     pkix.Name{CommonName: "fleetstore stranger"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
-	c.OtherClientCertFile, c.OtherClientKeyFile = leaf(t, write, "other-client", otherClient, other, otherKey)
+	c.OtherClientCertFile, c.OtherClientKeyFile =
+		leaf(t, write, "other-client", otherClient, other, otherKey)
 	return c
 }
 
@@ -177,10 +179,12 @@ type TLSClient struct {
 func (c *Certs) Clients() []TLSClient {
 	return []TLSClient{
 		{"CA and client certificate", TLSQuery(c.CAFile, c.ClientCertFile, c.ClientKeyFile), true},
-		{"skip_verify and client certificate", TLSQuery("", c.ClientCertFile, c.ClientKeyFile) + "&skip_verify=true", true},
+		{"skip_verify and client certificate", TLSQuery("", c.ClientCertFile, c.ClientKeyFile) +
+			"&skip_verify=true", true},
 		{"wrong CA", TLSQuery(c.OtherCAFile, c.ClientCertFile, c.ClientKeyFile), false},
 		{"system roots", TLSQuery("", c.ClientCertFile, c.ClientKeyFile), false},
 		{"no client certificate", TLSQuery(c.CAFile, "", ""), false},
-		{"client certificate of another CA", TLSQuery(c.CAFile, c.OtherClientCertFile, c.OtherClientKeyFile), false},
+		{"client certificate of another CA",
+			TLSQuery(c.CAFile, c.OtherClientCertFile, c.OtherClientKeyFile), false},
 	}
 }

@@ -23,19 +23,23 @@ import (
 // the others fail closed, with ErrUnavailable within the budget and
 // nothing written (records reports how many records a key_prefix holds
 // on the server, read over a plain connection).
-func Clients(t *testing.T, certs *testserver.Certs, budget time.Duration, storeURL func(query string) string, records func(prefix string) (int, error)) {
+func Clients(t *testing.T, certs *testserver.Certs, budget time.Duration,
+	storeURL func(query string) string, records func(prefix string) (int, error)) {
 	t.Helper()
 	for _, c := range certs.Clients() {
 		t.Run(c.Name, func(t *testing.T) {
 			prefix := "fstls-" + randHex()
-			st, err := fleetstore.Open(storeURL(c.Query)+"&key_prefix="+prefix, fleetstore.WithTimeout(budget))
+			st, err := fleetstore.Open(storeURL(c.Query)+"&key_prefix="+prefix,
+				fleetstore.WithTimeout(budget))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer st.Close()
 			tenant := "tls-" + randHex()
-			claim := fleetstore.Claim{Tenant: tenant, SourceID: "s", Key: "k", HookID: "h", TTL: time.Minute, PendingTTL: time.Minute}
-			charge := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: tenant, Increment: time.Second, Capacity: time.Minute}
+			claim := fleetstore.Claim{Tenant: tenant, SourceID: "s", Key: "k", HookID: "h",
+				TTL: time.Minute, PendingTTL: time.Minute}
+			charge := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: tenant, Increment: time.Second,
+				Capacity: time.Minute}
 			start := time.Now()
 			res, err := st.Hit(context.Background(), []fleetstore.Charge{charge}, &claim)
 			took := time.Since(start)
