@@ -1,6 +1,6 @@
 # make test: gofmt check, go vet, and the whole test suite with -race and
-# -shuffle=on, against real servers the tests start themselves
-# (redis-server, memcached: installed from Debian packages when missing).
+# -shuffle=on, against real servers the tests start themselves (the
+# servers target installs them when missing).
 # Every package is compiled first (its test binary run with no test), so
 # that no compilation shares the machine with a test that times calls;
 # then two packages are tested at a time (-p 2), and -parallel 16 starts
@@ -39,39 +39,14 @@ test: servers fmt vet
 # on Debian 12 (which has no valkey in its main suite; elsewhere from the main
 # suite). The backports suite is added as one apt source file of its own,
 # unless the machine has it already, on the mirror the machine's own apt
-# sources serve bookworm from (MIRROR_AWK), and used only with -t for valkey;
+# sources serve bookworm from (as apt reads them: apt-get indextargets),
+# and used only with -t for valkey;
 # the machine's other apt sources are left as they are. Only the services this
 # step installs are stopped (the tests start their own servers): a server
 # the machine already ran is left running. Needs root on Debian;
 # elsewhere install them yourself, or the driver tests skip (and fail when
 # CI is set).
 BACKPORTS_LIST ?= /etc/apt/sources.list.d/fleetstore-bookworm-backports.list
-# The machine's apt sources: one-line .list files and deb822 .sources files.
-APT_SOURCES ?= $(wildcard /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
-	/etc/apt/sources.list.d/*.sources)
-# MIRROR_AWK prints the URI of the first apt source of type deb that serves
-# the suite given by -v suite=NAME, or nothing: a line "deb [options] URI
-# SUITE COMPONENT…" of a .list file, or a stanza of a .sources file with
-# "Types: deb", "URIs:", "Suites: … SUITE …" and no "Enabled: no".
-MIRROR_AWK = \
-	function has(list, w) { return index(" " list " ", " " w " ") > 0 } \
-	function stanza() { \
-		if (!found && has(types, "deb") && has(suites, suite) && enabled != "no" && \
-			split(uris, u, " ") > 0) { print u[1]; found = 1 } \
-		types = uris = suites = enabled = "" } \
-	FNR == 1 { stanza() } \
-	FILENAME ~ /\.sources$$/ { \
-		if ($$0 ~ /^[ \t]*$$/) stanza(); \
-		else if (match($$0, /^[A-Za-z-]+:/)) { \
-			k = tolower(substr($$0, 1, RLENGTH - 1)); v = substr($$0, RLENGTH + 1); \
-			gsub(/[ \t]+/, " ", v); sub(/^ /, "", v); sub(/ $$/, "", v); \
-			if (k == "types") types = v; else if (k == "uris") uris = v; \
-			else if (k == "suites") suites = v; else if (k == "enabled") enabled = tolower(v) } \
-		next } \
-	!found && /^[ \t]*deb[ \t]/ { \
-		l = $$0; gsub(/\[[^]]*\]/, " ", l); \
-		if (split(l, f, " ") >= 3 && f[3] == suite) { print f[2]; found = 1 } } \
-	END { stanza() }
 servers:
 	@missing=""; \
 	for bin in redis-server:redis-server redis-sentinel:redis-sentinel memcached:memcached; do \
@@ -90,7 +65,8 @@ servers:
 	if [ -n "$$valkey" ] && grep -qs 'VERSION_CODENAME=bookworm' /etc/os-release; then \
 		suite="-t bookworm-backports"; \
 		if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then \
-			mirror=$$(awk -v suite=bookworm '$(MIRROR_AWK)' $(APT_SOURCES) /dev/null); \
+			mirror=$$(apt-get indextargets --no-release-info --format '$$(REPO_URI)' \
+				'Release: bookworm' 'Target-Of: deb' | head -n 1); \
 			if [ -z "$$mirror" ]; then \
 				echo "no apt source serves bookworm, so no bookworm-backports to install$$valkey from: install it yourself"; \
 				valkey=""; suite=""; \
