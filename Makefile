@@ -21,8 +21,11 @@ MODULES ?= fleetotel bench
 TESTFLAGS ?= -race -shuffle=on -count=1 -p 2 -parallel 16
 ALONE ?= github.com/fleetstore/fleetstore/faults
 
-test: servers fmt vet
+# The race-built packages compiled first serve go vet too (-race: one
+# compilation of every dependency, not one for vet and one for the tests).
+test: servers fmt
 	$(GO) test $(TESTFLAGS) -run '^$$' $(PKGS) >/dev/null
+	@$(MAKE) --no-print-directory vet VETFLAGS=-race
 	@pkgs=$$($(GO) list $(PKGS)) || exit 1; \
 	rest=$$(echo "$$pkgs" | grep -vx '$(ALONE)'); alone=$$(echo "$$pkgs" | grep -x '$(ALONE)'); \
 	echo "$(GO) test $(TESTFLAGS) -timeout 30m $(PKGS) (but $(ALONE), then it alone)"; \
@@ -89,9 +92,10 @@ servers:
 fmt:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+VETFLAGS ?=
 vet:
-	$(GO) vet $(PKGS)
-	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+	$(GO) vet $(VETFLAGS) $(PKGS)
+	@for m in $(MODULES); do (cd $$m && $(GO) vet $(VETFLAGS) ./...) || exit 1; done
 
 # Go benchmarks of the memory driver's Hit (ns/op, allocs/op), with and
 # without an observer (fleetotel's BenchmarkHit: OpenTelemetry's cost).
