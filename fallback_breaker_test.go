@@ -36,6 +36,9 @@ func TestFallbackDecidesLocallyOnOutage(t *testing.T) {
 				t.Errorf("the first hit took %v, more than its 200ms budget", took)
 			}
 			hits := st.d.hits.Load()
+			if hits != 1 {
+				t.Errorf("the first hit reached the shared store %d times, want once (no retry)", hits)
+			}
 			for i := range 100 {
 				c := hookClaim(fmt.Sprintf("k-%d", i), "h-1")
 				if res, err := st.Hit(context.Background(), []fleetstore.Charge{bigCharge}, &c); err != nil || !res.Local {
@@ -69,9 +72,9 @@ func TestFallbackDecidesLocallyOnOutage(t *testing.T) {
 	})
 }
 
-// schedSlack is what a loaded 2-core machine under -race may add to a
-// call that keeps its budget (as in the fault suite).
-const schedSlack = 100 * time.Millisecond
+// schedSlack is what a loaded 2-core machine under -race, another
+// package's tests beside it, may add to a call that keeps its budget.
+const schedSlack = 250 * time.Millisecond
 
 // TestFallbackNotOnOtherErrors: ErrInvalid, ErrOverCapacity, outcomes a
 // driver returns (ErrClaimLost, ErrInvalid), the caller's cancellation,
