@@ -21,10 +21,15 @@ MODULES ?= fleetotel bench
 TESTFLAGS ?= -race -shuffle=on -count=1 -p 2 -parallel 16
 ALONE ?= github.com/fleetstore/fleetstore/faults
 
-# The race-built packages compiled first serve go vet too (-race: one
-# compilation of every dependency, not one for vet and one for the tests).
-test: servers fmt
-	$(GO) test $(TESTFLAGS) -run '^$$' $(PKGS) >/dev/null
+# The servers are installed while the packages compile (apt waits on the
+# network and dpkg, the compiler on the cores); the race-built packages
+# serve go vet too (-race: one compilation of every dependency, not one
+# for vet and one for the tests).
+test: fmt
+	@$(MAKE) --no-print-directory servers & servers=$$!; \
+	echo "$(GO) test $(TESTFLAGS) -run '^$$' $(PKGS) (compile only)"; \
+	$(GO) test $(TESTFLAGS) -run '^$$' $(PKGS) >/dev/null; compiled=$$?; \
+	wait $$servers && [ $$compiled = 0 ]
 	@$(MAKE) --no-print-directory vet VETFLAGS=-race
 	@pkgs=$$($(GO) list $(PKGS)) || exit 1; \
 	rest=$$(echo "$$pkgs" | grep -vx '$(ALONE)'); alone=$$(echo "$$pkgs" | grep -x '$(ALONE)'); \
