@@ -19,10 +19,10 @@
 // ErrUnavailable; the Store recovers by itself after a restart; no
 // goroutine and no socket outlives Close for long (T4); the driver's
 // sockets stay within its pool. The figures each test logs as FIGURE lines
-// (go test -v ./faults) are the README's "Failure behaviour" section.
+// (go test -v ./faults) are bench/README.md's "The fault suite".
 //
 // The servers come from internal/testserver; a missing binary skips the
 // tests locally and fails them when CI is set. The Valkey driver runs
-// against valkey-server when it is on PATH, else against redis-server
-// (Debian ships no valkey-server; the protocol is the same).
+// against valkey-server when it is on PATH (make test installs it), else
+// against redis-server (the protocol is the same).
 package faults

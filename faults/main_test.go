@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 	}
 	note := ""
 	if bin != "valkey-server" {
-		note = " (no valkey-server on PATH, as on Debian: same protocol)"
+		note = " (no valkey-server on PATH: same protocol)"
 	}
 	fmt.Printf("faults: the valkey driver runs against %s%s: %s\n", bin, note, version)
 	os.Exit(m.Run())

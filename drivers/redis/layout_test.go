@@ -124,7 +124,7 @@ func TestClaimRecordLayout(t *testing.T) {
 
 // TestClaimBytesAcrossSplits: one tenant's committed claims stay under
 // 75 bytes each (MEMORY USAGE of every key of the tenant, over its
-// claims; CONTRACT §7 gives about 60) as its shards split, every shard
+// claims; bench/README.md gives about 60) as its shards split, every shard
 // stays a listpack well below the server's 512 fields, and every claim is
 // still found after the splits that moved it.
 func TestClaimBytesAcrossSplits(t *testing.T) {

@@ -189,11 +189,10 @@
 //     pipeliner's goroutines after its last batch (bounded by the read
 //     timeout).
 //
-// Measured with make compare (see the README's Performance section; one
-// run on a shared 2-core machine): at 64 concurrent callers, 1.53× the
-// Hits per second of pipeline=off, at 0.74× its p50 and 0.40× its p99,
-// with 0.70× the server CPU and 0.46× the client CPU per Hit; at
-// concurrency 1 the same p50.
+// make compare measures it (rows fleetstore-redis-hit and
+// fleetstore-redis-hit-unpipelined; bench/README.md): under load the
+// pipeliner serves more Hits per second at a lower p99 and less server
+// CPU per Hit; alone, the same p50.
 // A Store opened with FromClient on the application's own client (see
 // Your own client) is not pipelined: the driver adds neither the
 // pipeliner nor its hook to a client it does not own.

@@ -64,7 +64,7 @@ func BucketKey(keyPrefix, tenant string) string {
 // The digest follows the hash tag, so its bytes cannot change the slot;
 // the bucket key has 2 bytes after the tag, a claim key 16, so they never
 // meet. 19 bytes plus the prefix and the encoded tenant, whatever the
-// source and key (CONTRACT §7): every byte saved here is saved per claim.
+// source and key: every byte saved here is saved per claim.
 func ClaimKey(keyPrefix, tenant, source, key string) string {
 	d := ClaimDigest(source, key)
 	return keyPrefix + ":{" + Encode(tenant) + "}" + string(d[:])

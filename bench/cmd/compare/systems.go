@@ -71,7 +71,7 @@ var systems = []system{
 	{name: "fleetstore-redis-hit-unpipelined",
 		open: openFleetstoreURL("redis", "&pipeline=off", false),
 		about: "fleetstore redis:// with pipeline=off: Hit alone, each call on its own pooled " +
-			"connection (the driver before go-redis's auto-pipeliner)"},
+			"connection (no auto-pipeliner)"},
 	{name: "fleetstore-redis-hook", hook: true, open: openFleetstore("redis", true),
 		about: "fleetstore redis://: the whole hook, Hit then Commit; " +
 			"p50/p99 are the Hit's, ops/s are hooks"},
