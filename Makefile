@@ -20,9 +20,6 @@ MODULES ?= fleetotel bench
 
 TESTFLAGS ?= -race -shuffle=on -count=1 -p 2 -parallel 16
 ALONE ?= github.com/fleetstore/fleetstore/faults
-# The longest packages, started first so that the others fill the second
-# slot beside them.
-FIRST ?= github.com/fleetstore/fleetstore/drivers/redis github.com/fleetstore/fleetstore/drivers/valkey
 
 # The servers are installed while the packages compile (apt waits on the
 # network and dpkg, the compiler on the cores); the race-built packages
@@ -35,12 +32,10 @@ test: fmt
 	wait $$servers && [ $$compiled = 0 ]
 	@$(MAKE) --no-print-directory vet VETFLAGS=-race
 	@pkgs=$$($(GO) list $(PKGS)) || exit 1; \
-	first=$$(echo "$$pkgs" | grep -x $(FIRST:%=-e %)); \
-	rest=$$(echo "$$pkgs" | grep -vx -e '$(ALONE)' $(FIRST:%=-e %)); \
-	alone=$$(echo "$$pkgs" | grep -x '$(ALONE)'); \
-	echo "$(GO) test $(TESTFLAGS) -timeout 30m $(PKGS) (the longest first, $(ALONE) last and alone)"; \
+	rest=$$(echo "$$pkgs" | grep -vx '$(ALONE)'); alone=$$(echo "$$pkgs" | grep -x '$(ALONE)'); \
+	echo "$(GO) test $(TESTFLAGS) -timeout 30m $(PKGS) (but $(ALONE), then it alone)"; \
 	status=0; \
-	$(GO) test $(TESTFLAGS) -timeout 30m $$first $$rest || status=1; \
+	$(GO) test $(TESTFLAGS) -timeout 30m $$rest || status=1; \
 	if [ -n "$$alone" ]; then $(GO) test $(TESTFLAGS) -timeout 30m $$alone || status=1; fi; \
 	exit $$status
 	@for m in $(MODULES); do echo "cd $$m && $(GO) test ./..."; (cd $$m && $(GO) test $(TESTFLAGS) -timeout 10m ./...) || exit 1; done
