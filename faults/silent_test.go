@@ -21,7 +21,7 @@ import (
 //     (T1);
 //   - within cleanWindow of Close, every socket the driver opened is
 //     closed (the listener reads EOF on each) and the goroutines are those
-//     that ran before the Store was opened (goleak, T4).
+//     that ran before the Store was opened (goleak).
 func TestSilentListener(t *testing.T) {
 	const (
 		budget  = 20 * time.Millisecond

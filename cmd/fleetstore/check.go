@@ -112,7 +112,7 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	err = ping(ctx, st)
-	st.Close() // before the suite: T4 counts the goroutines left after Close
+	st.Close() // the suite opens Stores of its own
 	if ctx.Err() != nil {
 		fmt.Fprintln(stderr, "fleetstore check: interrupted")
 		return exitInterrupted
