@@ -279,7 +279,7 @@ func (fb *fallback) conflict(q queued, holder string) {
 			zap.String("scheme", fb.s.scheme), zap.String("tenant", cut(c.Tenant)),
 			zap.String("source_id", cut(c.SourceID)), zap.String("key", cut(c.Key)),
 			zap.String("hook_id", cut(c.HookID)), zap.String("holder", cut(holder)),
-			zap.String("node", cut(c.Node)), zap.Time("committed_at", q.at))
+			zap.String("node", cut(c.Node)), zap.Time("queued_at", q.at))
 		if fb.conflictLogs == maxConflictLogs {
 			fb.s.log.Warn("fleetstore: further replay conflicts of this outage are counted, not logged",
 				zap.String("scheme", fb.s.scheme), zap.Int("logged", maxConflictLogs))
