@@ -515,6 +515,20 @@ func TestInvalidNotSent(t *testing.T) {
 	if n := conn.calls.Load(); n != 0 {
 		t.Errorf("%d driver calls with bad arguments, want none", n)
 	}
+	// The arguments come before the context (CONTRACT §1.2): bad ones on
+	// an expired context are ErrInvalid, not ErrTimeout.
+	expired, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel()
+	for name, err := range map[string]error{
+		"Hit":     func() error { _, err := st.Hit(expired, []fleetstore.Charge{testCharge}, &bad); return err }(),
+		"Commit":  st.Commit(expired, bad),
+		"Release": st.Release(expired, bad),
+		"Reset":   st.Reset(expired, ""),
+	} {
+		if !errors.Is(err, fleetstore.ErrInvalid) || errors.Is(err, fleetstore.ErrTimeout) {
+			t.Errorf("%s with bad arguments on an expired context: %v, want ErrInvalid", name, err)
+		}
+	}
 }
 
 // TestClose: after Close every method returns ErrClosed without calling
