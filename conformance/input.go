@@ -273,12 +273,21 @@ func testV4(t *clauseT) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		for _, o := range t.ops(t.tenant()) {
-			start := time.Now()
-			err := o.call(context.Background(), st)
 			// V4 runs beside every other clause that runs at once, its
-			// configuration's and others': T4's slack under 50 calls.
-			if d := time.Since(start); d > budget+10*time.Millisecond+schedSlack*3 {
-				t.Errorf("%s against a server replying %.20q took %v, budget %v", o.name, reply, d, budget)
+			// configuration's and others': T4's slack under 50 calls, and
+			// a call over it is tried once more before it counts.
+			var err error
+			var d time.Duration
+			for range 2 {
+				start := time.Now()
+				err = o.call(context.Background(), st)
+				if d = time.Since(start); d <= budget+10*time.Millisecond+schedSlack*3 {
+					break
+				}
+			}
+			if d > budget+10*time.Millisecond+schedSlack*3 {
+				t.Errorf("%s against a server replying %.20q took %v twice, budget %v",
+					o.name, reply, d, budget)
 			}
 			if o.name == "hit" && err == nil {
 				t.Errorf("hit against a server replying %.20q: no error", reply)

@@ -31,7 +31,7 @@ const clusterSlots = 16384
 func StartCluster(t testing.TB, opts ...RedisOption) *Cluster {
 	t.Helper()
 	cfg := newRedisConfig(opts)
-	return startCluster(t, 0, 5*time.Second, func(_ int, extra []string) *Redis {
+	return startCluster(t, 0, 5*time.Second, true, func(_ int, extra []string) *Redis {
 		return startRedis(t, cfg, t.TempDir(), extra)
 	})
 }
@@ -42,20 +42,50 @@ func StartCluster(t testing.TB, opts ...RedisOption) *Cluster {
 func StartClusterReplicas(t testing.TB, nodeTimeout time.Duration, opts ...RedisOption) *Cluster {
 	t.Helper()
 	cfg := newRedisConfig(opts)
-	return startCluster(t, 1, nodeTimeout, func(_ int, extra []string) *Redis {
+	return startCluster(t, 1, nodeTimeout, true, func(_ int, extra []string) *Redis {
 		return startRedis(t, cfg, t.TempDir(), extra)
 	})
 }
 
 // startCluster starts three cluster-enabled masters and replicas replicas
 // of each with start, joins them, assigns every slot, and waits for
-// cluster_state:ok and every replica's link to its master.
-func startCluster(t testing.TB, replicas int, nodeTimeout time.Duration,
+// cluster_state:ok and every replica's link to its master. A cluster that
+// does not form is stopped and started again, on new ports, twice at most
+// (once only when start uses given ports: retry is false).
+func startCluster(t testing.TB, replicas int, nodeTimeout time.Duration, retry bool,
 	start func(i int, extra []string) *Redis) *Cluster {
 	t.Helper()
-	c := &Cluster{}
+	attempts := 1
+	if retry {
+		attempts = 3
+	}
+	var err error
+	for range attempts {
+		var c *Cluster
+		if c, err = formCluster(t, replicas, nodeTimeout, start); err == nil {
+			return c
+		}
+		t.Logf("testserver: cluster did not form: %v", err)
+	}
+	t.Fatalf("testserver: %v", err)
+	return nil
+}
+
+// formCluster is one attempt of startCluster; on error it has stopped
+// every node it started.
+func formCluster(t testing.TB, replicas int, nodeTimeout time.Duration,
+	start func(i int, extra []string) *Redis) (c *Cluster, err error) {
+	t.Helper()
+	c = &Cluster{}
 	var busPorts []string
 	var all []*Redis
+	defer func() {
+		if err != nil {
+			for _, n := range all {
+				n.Stop()
+			}
+		}
+	}()
 	for i := range 3 * (1 + replicas) {
 		// The bus port is chosen too: PORT+10000 may be taken.
 		bus := strconv.Itoa(FreePort(t))
@@ -81,24 +111,24 @@ func startCluster(t testing.TB, replicas int, nodeTimeout time.Duration,
 	for i, n := range all[1:] {
 		port := strconv.Itoa(n.Port)
 		if _, err := first.Do("CLUSTER", "MEET", "127.0.0.1", port, busPorts[i+1]); err != nil {
-			t.Fatalf("testserver: cluster meet: %v", err)
+			return nil, fmt.Errorf("cluster meet: %w", err)
 		}
 	}
 	for i, n := range c.Nodes {
 		lo, hi := i*clusterSlots/3, (i+1)*clusterSlots/3-1
 		if err := addSlots(n, lo, hi); err != nil {
-			t.Fatalf("testserver: cluster addslots: %v", err)
+			return nil, fmt.Errorf("cluster addslots: %w", err)
 		}
 	}
 	for i, r := range c.Replicas {
 		if err := replicate(r, c.Nodes[i%3]); err != nil {
-			t.Fatalf("testserver: cluster replicate: %v", err)
+			return nil, fmt.Errorf("cluster replicate: %w", err)
 		}
 	}
 	if err := c.WaitOK(30 * time.Second); err != nil {
-		t.Fatalf("testserver: %v", err)
+		return nil, err
 	}
-	return c
+	return c, nil
 }
 
 // replicate makes r a replica of master, once r knows master (the MEET
@@ -156,7 +186,8 @@ func (c *Cluster) WaitOK(d time.Duration) error {
 }
 
 func (c *Cluster) ok() error {
-	for _, n := range append(slices.Clone(c.Nodes), c.Replicas...) {
+	all := append(slices.Clone(c.Nodes), c.Replicas...)
+	for _, n := range all {
 		v, err := n.Do("CLUSTER", "INFO")
 		if err != nil {
 			return err
@@ -168,7 +199,12 @@ func (c *Cluster) ok() error {
 			"cluster_slots_ok":       strconv.Itoa(clusterSlots),
 			"cluster_known_nodes":    strconv.Itoa(len(c.Nodes) + len(c.Replicas)),
 		} {
-			if got := InfoField(info, field); got != want {
+			got := InfoField(info, field)
+			if k, _ := strconv.Atoi(got); field == "cluster_known_nodes" && k > len(all) {
+				return fmt.Errorf("node %s knows %d nodes, not %d: it met a stranger (%w)",
+					n.Addr, k, len(all), errFinal)
+			}
+			if got != want {
 				return fmt.Errorf("node %s: %s is %q, want %q", n.Addr, field, got, want)
 			}
 		}

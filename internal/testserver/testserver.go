@@ -5,6 +5,7 @@
 package testserver
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -41,16 +42,27 @@ func ValkeyBinary() string {
 	return "redis-server"
 }
 
-// FreePort returns a loopback TCP port that was free a moment ago: the
-// port of a nettest.RefusedAddr.
+// FreePort returns a loopback TCP port that was free a moment ago (the
+// port of a nettest.RefusedAddr) and that no FreePort on this machine
+// returned in the last 15 minutes.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	_, port, _ := net.SplitHostPort(nettest.RefusedAddr(t))
-	n, err := strconv.Atoi(port)
-	if err != nil {
-		t.Fatalf("free port: %v", err)
+	for range 1000 {
+		_, port, _ := net.SplitHostPort(nettest.RefusedAddr(t))
+		n, err := strconv.Atoi(port)
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		ok, err := reservePort(n)
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		if ok {
+			return n
+		}
 	}
-	return n
+	t.Fatalf("free port: every port the kernel offered was handed out in the last %v", portHold)
+	return 0
 }
 
 // WaitTCP waits until addr accepts connections, for at most d.
@@ -71,12 +83,15 @@ func WaitTCP(addr string, d time.Duration) error {
 
 // waitFor calls ok every interval until it returns nil, for at most d;
 // then it returns ok's last error.
+// errFinal, wrapped in the error of waitFor's ok, ends the wait at once.
+var errFinal = errors.New("will not change")
+
 func waitFor(d, interval time.Duration, ok func() error) error {
 	deadline := time.Now().Add(d)
 	for {
 		err := ok()
-		if err == nil {
-			return nil
+		if err == nil || errors.Is(err, errFinal) {
+			return err
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("after %v: %w", d, err)
