@@ -123,17 +123,23 @@
 // GitHub and Shopify sign the body only: neither the event id
 // (X-GitHub-Delivery, X-Shopify-Event-Id) nor a timestamp. A delivery
 // captured on the way (its body and signature) verifies again, at any
-// time, under any event id the sender puts in the header: the handler
-// takes it as a new event — charged, stored again, and holding the claim
-// of that id, so that the real delivery of an id yet to come would be a
-// Duplicate. The handler cannot tell: the signature binds the body, and
-// the claim's key is the provider's event id, the one a redelivery
-// repeats, and the claim key is not changed to hide that. Serve the
-// endpoint over TLS only; a Sink that must not see one body twice can
-// dedupe on the body's hash (a replay's body is the captured one, byte
-// for byte). Stripe and Standard
-// Webhooks sign a timestamp (refused outside the tolerance), and Standard
-// Webhooks the id too; Stripe's event id is in the signed body.
+// time, under any event id the sender puts in the header, and by default
+// the handler takes it as a new event: charged, stored again. Config.ClaimBody
+// closes this for TTL: the claim's key is then the body's SHA-256, so a
+// replay under any id is a Duplicate (200), as a redelivery (same body,
+// same id) is; the Sink still gets the provider's event id. It costs no
+// extra round trip and no extra bytes (a claim is stored under a 16-byte
+// digest of its key, about 69 bytes per committed claim on Redis either
+// way; a second claim per delivery would double that). Its price: two
+// distinct events with byte-identical bodies are one event, the second
+// answered 200 and never stored. The providers' payloads do not rule it
+// out: they carry the resource's state and an updated_at in whole
+// seconds, so two events a second apart on a resource whose payload did
+// not change (a Shopify products/update for a change the payload does not
+// show; two GitHub pings drawing the same zen) can be byte for byte the
+// same. Stripe and Standard Webhooks sign a timestamp (refused outside
+// the tolerance), and Standard Webhooks the id too; Stripe's event id is
+// in the signed body: they need no ClaimBody.
 //
 // # Verification
 //

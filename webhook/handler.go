@@ -3,6 +3,8 @@ package webhook
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -103,6 +105,12 @@ type Config struct {
 	// LegacyHeaders adds X-RateLimit-Limit, -Remaining and -Reset to the
 	// RateLimit fields of every answer (headers.Options.Legacy).
 	LegacyHeaders bool
+	// ClaimBody keys each delivery's claim on its body's SHA-256, not on
+	// its event id: for a provider that signs the body only (GitHub,
+	// Shopify), a captured delivery replayed under any event id is then a
+	// Duplicate for TTL, as a redelivery is (the package doc's "Replay").
+	// Two distinct events with byte-identical bodies are then one event.
+	ClaimBody bool
 }
 
 // Handler is an http.Handler for one webhook endpoint of one provider. It
@@ -207,6 +215,13 @@ func New(cfg Config) (*Handler, error) {
 	return &Handler{cfg: cfg, log: log.With(zap.String("provider", cfg.Provider.Name()))}, nil
 }
 
+// bodyKey is the claim key of a body under Config.ClaimBody: "sha256:"
+// and its digest in unpadded base64url, 50 bytes.
+func bodyKey(body []byte) string {
+	sum := sha256.Sum256(body)
+	return "sha256:" + base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
 // maxNode is the longest Node a claim takes (fleetstore.Claim.Node).
 const maxNode = 256
 
@@ -251,6 +266,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	claim := fleetstore.Claim{
 		Tenant: tenant, SourceID: hook.Source, Key: event, HookID: hook.ID, Node: h.cfg.Node,
 		TTL: h.cfg.TTL, PendingTTL: h.cfg.PendingTTL,
+	}
+	if h.cfg.ClaimBody {
+		claim.Key = bodyKey(body)
 	}
 	var buf [fleetstore.MaxCharges]fleetstore.Charge
 	charges := buf[:0]

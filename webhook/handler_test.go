@@ -223,6 +223,28 @@ func endToEnd(t *testing.T, open func(t *testing.T) *fleetstore.Store) {
 		}
 	})
 
+	t.Run("a captured delivery replayed under another event id", func(t *testing.T) {
+		body := `{"action":"opened","number":` + strconv.Itoa(int(time.Now().UnixNano()%1e6)) + `}`
+		tenant, event, replayed := randomEvent("t-"), randomEvent("guid-"), randomEvent("guid-")
+		// Without ClaimBody the replay is a new event (the package doc's
+		// "Replay"); with it, a Duplicate naming the first hook, and a
+		// redelivery too. Another body under the first id is another event.
+		plain := newEdge(t, open(t), webhook.GitHub(), nil)
+		plain.send(plain.delivery(tenant, event, body)).want(t, "first delivery", http.StatusAccepted)
+		plain.send(plain.delivery(tenant, replayed, body)).want(t, "replay, no ClaimBody",
+			http.StatusAccepted)
+		tenant = randomEvent("t-")
+		e := newEdge(t, open(t), webhook.GitHub(), nil, func(c *webhook.Config) { c.ClaimBody = true })
+		e.send(e.delivery(tenant, event, body)).want(t, "first delivery", http.StatusAccepted)
+		e.send(e.delivery(tenant, replayed, body)).want(t, "replay under another id", http.StatusOK)
+		e.send(e.delivery(tenant, event, body)).want(t, "redelivery", http.StatusOK)
+		e.send(e.delivery(tenant, event, body+" ")).want(t, "another body", http.StatusAccepted)
+		if got := e.sink.events(); got[event] != 2 || len(got) != 1 || e.sink.calls != 2 {
+			t.Errorf("sink: %v in %d calls, want the first id's two bodies, keyed on the event id",
+				got, e.sink.calls)
+		}
+	})
+
 	t.Run("a forged signature charges nothing and claims nothing", func(t *testing.T) {
 		one := fleetstore.MustLimit(fleetstore.NewLimit(fleetstore.Hooks, 1, time.Hour, 1)) // one hook an hour
 		e := newEdge(t, open(t), webhook.Stripe(0), []fleetstore.Limit{one})
