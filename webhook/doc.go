@@ -70,6 +70,7 @@
 //	signature fails                401 Unauthorized
 //	secrets unusable               500 Internal Server Error
 //	no event id                    400 Bad Request
+//	Config.Plan invalid            500 Internal Server Error
 //	OK, stored                     202 Accepted
 //	OK, the Sink failed            503 Service Unavailable       Config.RetryAfter
 //	Duplicate                      200 OK

@@ -11,7 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -66,11 +66,27 @@ type Config struct {
 	Tenant func(r *http.Request, body []byte) (string, error)
 	// Sink makes each accepted hook durable.
 	Sink Sink
-	// Limits are charged by each delivery, in order, all or nothing:
-	// a byte limit (fleetstore.NewByteLimit) the body's length, any
-	// other one unit. At most fleetstore.MaxCharges, one per kind. None:
-	// deliveries are deduplicated only.
-	Limits []fleetstore.Limit
+	// Limits are charged by each delivery of every tenant, in order, all
+	// or nothing: a byte limit (fleetstore.NewByteLimit) the body's
+	// length, any other one unit. At most fleetstore.MaxCharges, one per
+	// kind. None, and no Plan: deliveries are deduplicated only.
+	Limits fleetstore.Plan
+	// Plan, when set, returns tenant's limits instead of Limits (which
+	// must then be empty): a value built once per plan, not per call
+	// (fleetstore.Plan says what a plan change does to the buckets). It is
+	// called once the delivery verifies; a plan Plan.Check refuses is
+	// answered 500 and logged once until a plan is usable again.
+	Plan func(tenant string) fleetstore.Plan
+	// NearLimit, when set (0 < NearLimit < 1), is the part of a burst
+	// used past which a tenant is near its limit: the delivery whose
+	// charge takes a bucket's headroom below 1 − NearLimit of its
+	// capacity names that kind in Delivery.NearLimit. Once per crossing,
+	// fleet-wide: the bucket must refill above the mark to cross it again.
+	NearLimit float64
+	// OnDelivery, when set, is called with every delivery's outcome once
+	// its answer is written, on the request's goroutine (keep it quick):
+	// an access log, per-tenant counts, near-limit warnings.
+	OnDelivery func(*Delivery)
 	// MaxBody is the largest body read, in bytes (0: DefaultMaxBody); a
 	// larger one is answered 413 Content Too Large.
 	MaxBody int64
@@ -119,8 +135,8 @@ type Handler struct {
 	cfg Config
 	log *zap.Logger
 
-	verifying, secrets          senderState // a sender can start them
-	claiming, sinking, settling state
+	verifying, secrets                    senderState // a sender can start them
+	claiming, sinking, settling, planning state
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -145,26 +161,20 @@ func New(cfg Config) (*Handler, error) {
 		return nil, invalid("sink", "required")
 	case len(cfg.Provider.Name()) < 1 || len(cfg.Provider.Name()) > 1024:
 		return nil, invalid("provider", "its name must be 1–1024 bytes")
-	case len(cfg.Limits) > fleetstore.MaxCharges:
-		return nil, invalid("limits",
-			fmt.Sprintf("at most %d, got %d", fleetstore.MaxCharges, len(cfg.Limits)))
+	case cfg.Plan != nil && len(cfg.Limits) > 0:
+		return nil, invalid("limits", "must be empty when Plan is set")
+	case cfg.NearLimit < 0 || cfg.NearLimit >= 1 || cfg.NearLimit != cfg.NearLimit:
+		return nil, invalid("near_limit", fmt.Sprintf("must be in [0, 1), got %v", cfg.NearLimit))
 	case cfg.MaxBody < 0:
 		return nil, invalid("max_body", "must not be negative")
 	case len(cfg.Node) > maxNode:
 		return nil, invalid("node",
 			fmt.Sprintf("must be at most %d bytes, got %d", maxNode, len(cfg.Node)))
 	}
-	for i, l := range cfg.Limits {
-		if l == (fleetstore.Limit{}) {
-			return nil, invalid("limits["+strconv.Itoa(i)+"]",
-				"the zero Limit: build it with fleetstore.NewLimit or NewByteLimit")
-		}
-		for _, m := range cfg.Limits[:i] {
-			if m.Kind() == l.Kind() {
-				return nil, invalid("limits["+strconv.Itoa(i)+"]",
-					fmt.Sprintf("kind %q charged twice", l.Kind()))
-			}
-		}
+	if err := cfg.Limits.Check(); err != nil {
+		var inv *fleetstore.InvalidError
+		errors.As(err, &inv)
+		return nil, invalid("limits"+strings.TrimPrefix(inv.Field, "plan"), inv.Reason)
 	}
 	defaults := []struct {
 		d   *time.Duration
@@ -233,36 +243,57 @@ func randomID() string {
 
 // ServeHTTP handles one delivery, in the order of the package doc: read
 // the body, verify it, find its tenant and event, Hit, store, settle,
-// answer.
+// answer; then hand its Delivery to Config.OnDelivery.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d := &Delivery{Provider: h.cfg.Provider.Name(), Received: h.cfg.Now()}
+	h.serve(w, r, d)
+	if h.cfg.OnDelivery != nil {
+		d.Status = replies[d.Outcome].status
+		h.cfg.OnDelivery(d)
+	}
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, d *Delivery) {
 	if r.Method != http.MethodPost {
-		h.reply(w, replyNotPost)
+		h.reply(w, d, NotPost)
 		return
 	}
-	received := h.cfg.Now()
 	body, rep := h.read(w, r)
-	if rep != replyNone {
-		h.reply(w, rep)
+	if rep != noOutcome {
+		h.reply(w, d, rep)
 		return
 	}
 	tenant, err := h.cfg.Tenant(r, body)
 	if err != nil {
-		h.reply(w, replyUnknownTenant)
+		h.reply(w, d, UnknownTenant)
 		return
 	}
-	if rep := h.verify(r.Header, body, tenant, received); rep != replyNone {
-		h.reply(w, rep)
+	d.Tenant = tenant
+	if rep := h.verify(r.Header, body, tenant, d.Received); rep != noOutcome {
+		h.reply(w, d, rep)
 		return
 	}
 	event, err := h.cfg.Provider.EventID(r.Header, body)
 	if err != nil {
-		h.reply(w, replyNoEvent)
+		h.reply(w, d, NoEvent)
 		return
+	}
+	d.EventID = event
+	plan := h.cfg.Limits
+	if h.cfg.Plan != nil {
+		plan = h.cfg.Plan(tenant)
+		if err := plan.Check(); err != nil {
+			h.planning.set(h.log, msgPlan, zap.Error(err))
+			h.reply(w, d, PlanInvalid)
+			return
+		}
+		h.planning.clear(h.log, "webhook: plans usable again")
 	}
 	hook := &Hook{
 		ID: h.cfg.NewHookID(), Tenant: tenant, Source: h.cfg.Provider.Name(), EventID: event,
-		Header: r.Header, Body: body, Received: received,
+		Header: r.Header, Body: body, Received: d.Received,
 	}
+	d.HookID = hook.ID
 	claim := fleetstore.Claim{
 		Tenant: tenant, SourceID: hook.Source, Key: event, HookID: hook.ID, Node: h.cfg.Node,
 		TTL: h.cfg.TTL, PendingTTL: h.cfg.PendingTTL,
@@ -271,47 +302,63 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		claim.Key = bodyKey(body)
 	}
 	var buf [fleetstore.MaxCharges]fleetstore.Charge
-	charges := buf[:0]
-	for _, l := range h.cfg.Limits {
-		cost := int64(1)
-		if l.InBytes() {
-			cost = int64(len(body))
-		}
-		charges = append(charges, l.Charge(tenant, cost))
-	}
+	charges := plan.Charges(buf[:0], tenant, int64(len(body)))
 
+	start := time.Now()
 	res, err := h.cfg.Store.Hit(r.Context(), charges, &claim)
+	d.Hit = time.Since(start)
+	if err == nil {
+		d.Local = res.Local
+		h.nearLimit(d, charges, &res)
+	}
 	denied := err == nil && res.Outcome == fleetstore.RateLimited ||
 		errors.Is(err, fleetstore.ErrOverCapacity) && !h.cfg.Provider.Retries()
 	if denied {
-		h.refused(w, r, res, hook, claim)
+		h.refused(w, r, d, plan, res, hook, claim)
 		return
 	}
 	if err != nil {
-		h.hitFailed(w, r, err)
+		h.hitFailed(w, d, err)
 		return
 	}
-	h.answer(w, r, res, hook, claim)
+	h.answer(w, r, d, plan, res, hook, claim)
+}
+
+// nearLimit adds to d.NearLimit the kinds whose bucket res's charges took
+// below the Config.NearLimit mark: the headroom after the charge is under
+// the mark and the headroom before it (after + the increment) was not.
+// The charges were taken only on a fresh OK.
+func (h *Handler) nearLimit(d *Delivery, charges []fleetstore.Charge, res *fleetstore.Result) {
+	if h.cfg.NearLimit == 0 || res.Outcome != fleetstore.OK {
+		return
+	}
+	for i, b := range res.Quota() {
+		c := &charges[i]
+		mark := time.Duration(float64(c.Capacity) * (1 - h.cfg.NearLimit))
+		if b.Headroom < mark && b.Headroom+c.Increment >= mark {
+			d.NearLimit = append(d.NearLimit, c.Kind)
+		}
+	}
 }
 
 // answer answers a Hit's decision res: Duplicate 200, Pending 409, OK the
 // Sink then 202 (or 503), each with the fields of package headers.
-func (h *Handler) answer(w http.ResponseWriter, r *http.Request, res fleetstore.Result, hook *Hook,
-	claim fleetstore.Claim) {
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, d *Delivery, plan fleetstore.Plan,
+	res fleetstore.Result, hook *Hook, claim fleetstore.Claim) {
 	h.claiming.clear(h.log, "webhook: deliveries are claimed again")
-	headers.Write(w.Header(), &res, h.cfg.Limits, headers.Options{Legacy: h.cfg.LegacyHeaders})
+	headers.Write(w.Header(), &res, plan, headers.Options{Legacy: h.cfg.LegacyHeaders})
 	switch res.Outcome {
 	case fleetstore.Duplicate:
-		h.reply(w, replyDuplicate)
+		h.reply(w, d, Duplicate)
 	case fleetstore.Pending:
-		h.reply(w, replyPending)
+		h.reply(w, d, Pending)
 	case fleetstore.RateLimited:
 		// From refused: a new event of a provider that retries, its
 		// claim released.
-		h.reply(w, replyLimited)
+		h.reply(w, d, RateLimited)
 	case fleetstore.OK:
 		hook.Local = res.Local
-		h.store(w, r, hook, claim)
+		h.store(w, r, d, hook, claim)
 	}
 }
 
@@ -325,40 +372,43 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, res fleetstore.
 // not, the hook is stored with Hook.Deferred (the package doc's
 // "Statuses"). The extra round trip is only made on a denial. The
 // RateLimit fields stay the charges' (none for ErrOverCapacity).
-func (h *Handler) refused(w http.ResponseWriter, r *http.Request, limited fleetstore.Result,
-	hook *Hook, claim fleetstore.Claim) {
+func (h *Handler) refused(w http.ResponseWriter, r *http.Request, d *Delivery,
+	plan fleetstore.Plan, limited fleetstore.Result, hook *Hook, claim fleetstore.Claim) {
+	start := time.Now()
 	res, err := h.cfg.Store.Hit(r.Context(), nil, &claim)
+	d.Hit += time.Since(start)
 	if err != nil {
-		h.hitFailed(w, r, err)
+		h.hitFailed(w, d, err)
 		return
 	}
+	d.Local = d.Local || res.Local
 	if res.Outcome == fleetstore.OK {
 		if h.cfg.Provider.Retries() {
-			h.release(context.WithoutCancel(r.Context()), claim)
-			h.answer(w, r, limited, hook, claim)
+			h.release(context.WithoutCancel(r.Context()), d, claim)
+			h.answer(w, r, d, plan, limited, hook, claim)
 			return
 		}
 		hook.Deferred = true
 	}
 	res.NBuckets, res.Buckets = limited.NBuckets, limited.Buckets
-	h.answer(w, r, res, hook, claim)
+	h.answer(w, r, d, plan, res, hook, claim)
 }
 
 // read reads the body, at most MaxBody bytes: a larger one is 413, a
 // read that fails 400, never a truncated body.
-func (h *Handler) read(w http.ResponseWriter, r *http.Request) ([]byte, reply) {
+func (h *Handler) read(w http.ResponseWriter, r *http.Request) ([]byte, Outcome) {
 	if r.ContentLength > h.cfg.MaxBody {
-		return nil, replyTooLarge
+		return nil, TooLarge
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBody))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return nil, replyTooLarge
+		return nil, TooLarge
 	case err != nil:
-		return nil, replyUnreadable
+		return nil, Unreadable
 	}
-	return body, replyNone
+	return body, noOutcome
 }
 
 // verify checks the delivery's signature under tenant's secrets: 404 for
@@ -368,10 +418,10 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request) ([]byte, reply) {
 // cleared only by a delivery that verifies a minute or more after the last
 // failure (senderState): a sender can name a tenant, not sign for it, and
 // cannot turn the line on and off between real deliveries.
-func (h *Handler) verify(hd http.Header, body []byte, tenant string, now time.Time) reply {
+func (h *Handler) verify(hd http.Header, body []byte, tenant string, now time.Time) Outcome {
 	secrets, err := h.cfg.Secrets(tenant)
 	if errors.Is(err, ErrUnknownTenant) {
-		return replyUnknownTenant
+		return UnknownTenant
 	}
 	if err == nil {
 		err = checkSecrets(h.cfg.Provider.Name(), secrets)
@@ -381,16 +431,16 @@ func (h *Handler) verify(hd http.Header, body []byte, tenant string, now time.Ti
 		if err != nil && !errors.Is(err, ErrSecret) {
 			// ErrSignature, or any error of a custom Provider but ErrSecret.
 			h.verifying.set(h.log, now, msgUnverified, zap.Error(err))
-			return replyBadSignature
+			return Forged
 		}
 	}
 	if err != nil { // Secrets failed, or a secret is unusable: ours to fix
 		h.secrets.set(h.log, now, msgSecrets, zap.Error(err))
-		return replySecrets
+		return SecretsUnusable
 	}
 	h.secrets.clear(h.log, now, "webhook: secrets usable again")
 	h.verifying.clear(h.log, now, "webhook: deliveries verify again")
-	return replyNone
+	return noOutcome
 }
 
 // The log lines of conditions, each logged once until it ends.
@@ -408,24 +458,26 @@ const (
 		" again (logged once until a settle succeeds)"
 	msgRelease = "webhook: a release failed; its claim frees after pending_ttl" +
 		" (logged once until a settle succeeds)"
+	msgPlan = "webhook: Config.Plan returned an unusable plan; deliveries are answered 500" +
+		" (logged once until a plan is usable)"
 )
 
 // hitFailed answers a Hit that returned no decision.
-func (h *Handler) hitFailed(w http.ResponseWriter, r *http.Request, err error) {
+func (h *Handler) hitFailed(w http.ResponseWriter, d *Delivery, err error) {
 	switch {
 	case errors.Is(err, fleetstore.ErrOverCapacity):
 		// A body over the byte limit's burst can never conform.
-		h.reply(w, replyOverBurst)
+		h.reply(w, d, OverBurst)
 	case errors.Is(err, fleetstore.ErrInvalid) && ours(err):
 		h.claiming.set(h.log, msgUnclaimable, zap.Error(err))
-		h.reply(w, replyUnclaimable)
+		h.reply(w, d, Unclaimable)
 	case errors.Is(err, fleetstore.ErrInvalid):
-		h.reply(w, replyInvalid)
+		h.reply(w, d, Invalid)
 	default:
 		// ErrTimeout, ErrUnavailable (no fallback), ErrClosed, the
 		// request's cancellation: none is the sender's fault, and the
 		// Store logs its outages.
-		h.reply(w, replyStoreOut)
+		h.reply(w, d, StoreOut)
 	}
 }
 
@@ -448,34 +500,43 @@ func ours(err error) bool {
 // after PendingTTL, and a redelivery after that is stored again;
 // ErrClaimLost means another delivery took the claim after this one's
 // expired: the event may be stored twice.
-func (h *Handler) store(w http.ResponseWriter, r *http.Request, hook *Hook,
+func (h *Handler) store(w http.ResponseWriter, r *http.Request, d *Delivery, hook *Hook,
 	claim fleetstore.Claim) {
 	detached := context.WithoutCancel(r.Context())
-	if err := h.sink(detached, hook); err != nil {
+	start := time.Now()
+	err := h.sink(detached, hook)
+	d.Sink = time.Since(start)
+	if err != nil {
 		// The Sink's error is logged as it is: it must not hold the body.
 		h.sinking.set(h.log, msgSink, zap.Error(err))
-		h.release(detached, claim)
-		h.reply(w, replySinkFailed)
+		h.release(detached, d, claim)
+		h.reply(w, d, SinkFailed)
 		return
 	}
 	h.sinking.clear(h.log, "webhook: the sink stores again")
 	ctx, cancel := context.WithTimeout(detached, h.cfg.SettleTimeout)
 	defer cancel()
-	h.settled(h.cfg.Store.Commit(ctx, claim), msgCommit)
+	start = time.Now()
+	err = h.cfg.Store.Commit(ctx, claim)
+	d.Settle = time.Since(start)
+	h.settled(err, msgCommit)
 	if hook.Deferred {
-		h.reply(w, replyDeferred)
+		h.reply(w, d, Deferred)
 		return
 	}
-	h.reply(w, replyStored)
+	h.reply(w, d, Stored)
 }
 
 // release releases claim within SettleTimeout, on detached: a failure
 // leaves the claim pending until PendingTTL (the provider's retry is then
 // 409 until it frees), logged once.
-func (h *Handler) release(detached context.Context, claim fleetstore.Claim) {
+func (h *Handler) release(detached context.Context, d *Delivery, claim fleetstore.Claim) {
 	ctx, cancel := context.WithTimeout(detached, h.cfg.SettleTimeout)
 	defer cancel()
-	h.settled(h.cfg.Store.Release(ctx, claim), msgRelease)
+	start := time.Now()
+	err := h.cfg.Store.Release(ctx, claim)
+	d.Settle = time.Since(start)
+	h.settled(err, msgRelease)
 }
 
 // settled starts the settling state with msg when err is not nil, and

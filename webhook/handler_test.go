@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -242,6 +243,123 @@ func endToEnd(t *testing.T, open func(t *testing.T) *fleetstore.Store) {
 		if got := e.sink.events(); got[event] != 2 || len(got) != 1 || e.sink.calls != 2 {
 			t.Errorf("sink: %v in %d calls, want the first id's two bodies, keyed on the event id",
 				got, e.sink.calls)
+		}
+	})
+
+	t.Run("plans, a plan change, near-limit, every delivery's outcome", func(t *testing.T) {
+		// One hook an hour: nothing refills during the test.
+		pro := fleetstore.Plan{fleetstore.MustLimit(fleetstore.NewLimit(fleetstore.Hooks, 1, time.Hour, 10))}
+		free := fleetstore.Plan{fleetstore.MustLimit(fleetstore.NewLimit(fleetstore.Hooks, 1, time.Hour, 2))}
+		big, small := randomEvent("t-"), randomEvent("t-")
+		var mu sync.Mutex
+		plans := map[string]fleetstore.Plan{big: pro, small: free}
+		var got []webhook.Delivery
+		st := open(t)
+		e := newEdge(t, st, webhook.Stripe(0), nil, func(c *webhook.Config) {
+			c.Plan = func(tenant string) fleetstore.Plan {
+				mu.Lock()
+				defer mu.Unlock()
+				return plans[tenant]
+			}
+			c.NearLimit = 0.8
+			c.OnDelivery = func(d *webhook.Delivery) {
+				mu.Lock()
+				defer mu.Unlock()
+				got = append(got, *d)
+			}
+		})
+		send := func(tenant string) answer {
+			event := randomEvent("evt_")
+			return e.send(e.delivery(tenant, event, stripeEvent(event)))
+		}
+		deliveries := func() []webhook.Delivery {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(got)
+		}
+		// Each tenant gets its plan's burst; the 9th of 10 crosses 80 %.
+		for i := range 11 {
+			a := send(big)
+			if want := http.StatusAccepted; i == 10 {
+				a.want(t, "the 11th on pro", http.StatusTooManyRequests)
+			} else {
+				a.want(t, "on pro", want)
+			}
+		}
+		for i := range 3 {
+			a := send(small)
+			if i < 2 {
+				a.want(t, "on free", http.StatusAccepted)
+			} else {
+				a.want(t, "the 3rd on free", http.StatusTooManyRequests)
+			}
+		}
+		var near []int
+		for i, d := range deliveries() {
+			if d.Provider != "stripe" || d.HookID == "" || d.EventID == "" || d.Hit <= 0 ||
+				d.Received.IsZero() || d.Local {
+				t.Errorf("delivery %d: %+v", i, d)
+			}
+			switch {
+			case d.Status == http.StatusAccepted && (d.Outcome != webhook.Stored || d.Sink <= 0 ||
+				d.Settle <= 0):
+				t.Errorf("delivery %d: %+v, want stored, with the Sink's and the commit's times", i, d)
+			case d.Status == http.StatusTooManyRequests && (d.Outcome != webhook.RateLimited ||
+				d.Outcome.String() != "rate_limited" || d.Sink != 0 || d.Settle <= 0):
+				t.Errorf("delivery %d: %+v, want rate_limited, its claim released", i, d)
+			}
+			if len(d.NearLimit) > 0 {
+				near = append(near, i)
+				if want := map[int]string{8: big, 12: small}[i]; d.NearLimit[0] != fleetstore.Hooks ||
+					len(d.NearLimit) != 1 || d.Tenant != want {
+					t.Errorf("delivery %d: near limit %v of %q", i, d.NearLimit, d.Tenant)
+				}
+			}
+		}
+		// pro: headroom 1 of 10 after the 9th (under 2, from 2); free
+		// (burst 2): 1 of 2 after the 1st is not under 0.4, 0 after the 2nd
+		// is, from 1: the 12th delivery. Once each.
+		if !slices.Equal(near, []int{8, 12}) {
+			t.Errorf("near limit on deliveries %v, want [8 12]", near)
+		}
+
+		// The big tenant moves to free: its TAT, 11 hours ahead, is over
+		// free's 2-hour capacity, so it is refused until it drains; Reset
+		// forgives the debt, and it has free's burst at once.
+		mu.Lock()
+		plans[big] = free
+		mu.Unlock()
+		a := send(big)
+		a.want(t, "pro's debt on free", http.StatusTooManyRequests)
+		if ra, _ := strconv.Atoi(a.header.Get("Retry-After")); ra < 8*3600 {
+			t.Errorf("Retry-After %q, want the ~9h until the debt is within free's burst",
+				a.header.Get("Retry-After"))
+		}
+		if err := st.Reset(context.Background(), big); err != nil {
+			t.Fatal(err)
+		}
+		send(big).want(t, "after Reset, free's 1st", http.StatusAccepted)
+		send(big).want(t, "free's 2nd", http.StatusAccepted)
+		send(big).want(t, "free's 3rd", http.StatusTooManyRequests)
+
+		// A plan Plan.Check refuses is the handler's fault: 500, logged once.
+		mu.Lock()
+		plans[small] = fleetstore.Plan{free[0], free[0]}
+		mu.Unlock()
+		for range 2 {
+			send(small).want(t, "a bad plan", http.StatusInternalServerError)
+		}
+		if n := e.logs.FilterMessageSnippet("Config.Plan").Len(); n != 1 {
+			t.Errorf("%d log lines for a bad plan, want 1", n)
+		}
+		ds := deliveries()
+		if d := ds[len(ds)-1]; d.Outcome != webhook.PlanInvalid || d.Status != 500 || d.HookID != "" {
+			t.Errorf("a bad plan's delivery: %+v", d)
+		}
+		e.send(e.delivery("nobody", "g-x", "{}")).want(t, "an unknown tenant", http.StatusNotFound)
+		ds = deliveries()
+		if d := ds[len(ds)-1]; d.Outcome != webhook.UnknownTenant || d.Tenant != "" || d.EventID != "" {
+			t.Errorf("an unknown tenant's delivery: %+v", d)
 		}
 	})
 

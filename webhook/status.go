@@ -8,32 +8,44 @@ import (
 	"github.com/fleetstore/fleetstore/headers"
 )
 
-// reply is an answer the handler gives a delivery: a row of replies.
-// Every status the handler writes is written by Handler.reply from that
-// table, and the package doc's "Statuses" table lists the same rows
-// (TestStatusTable holds the two together).
-type reply uint8
+// Outcome is what the handler did with a delivery: a row of the package
+// doc's "Statuses" table, each answered with its own status. Every status
+// the handler writes is written by Handler.reply from the table replies,
+// and the package doc's table lists the same rows (TestStatusTable holds
+// the two together). Delivery.Outcome reports it.
+type Outcome uint8
 
+// The outcomes of a delivery, in the order of the package doc's table.
 const (
-	replyNone          reply = iota // no answer yet: the delivery goes on
-	replyNotPost                    // a method other than POST
-	replyTooLarge                   // a body over Config.MaxBody
-	replyUnreadable                 // reading the body failed
-	replyUnknownTenant              // Config.Tenant failed, or ErrUnknownTenant
-	replyBadSignature               // the signature does not verify
-	replySecrets                    // Config.Secrets failed, or a secret is unusable
-	replyNoEvent                    // the provider names no event id
-	replyStored                     // OK: stored, the claim committed
-	replySinkFailed                 // OK, but the Sink failed: the claim released
-	replyDuplicate                  // Duplicate: already stored
-	replyPending                    // Pending: another delivery is being stored
-	replyLimited                    // denied, new, a provider that retries: released
-	replyDeferred                   // denied, new, a provider that does not retry
-	replyOverBurst                  // ErrOverCapacity, a provider that retries
-	replyInvalid                    // ErrInvalid for the tenant or the event id
-	replyUnclaimable                // ErrInvalid for the hook id or Node
-	replyStoreOut                   // ErrTimeout, ErrUnavailable, ErrClosed, cancelled
+	noOutcome       Outcome = iota // no answer yet: the delivery goes on
+	NotPost                        // 405: a method other than POST
+	TooLarge                       // 413: a body over Config.MaxBody
+	Unreadable                     // 400: reading the body failed
+	UnknownTenant                  // 404: Config.Tenant failed, or ErrUnknownTenant
+	Forged                         // 401: the signature does not verify
+	SecretsUnusable                // 500: Config.Secrets failed, or a secret is unusable
+	NoEvent                        // 400: the provider names no event id
+	PlanInvalid                    // 500: Config.Plan returned a plan Plan.Check refuses
+	Stored                         // 202: OK, stored, the claim committed
+	SinkFailed                     // 503: OK, but the Sink failed: the claim released
+	Duplicate                      // 200: already stored
+	Pending                        // 409: another delivery is being stored
+	RateLimited                    // 429: denied, new, a provider that retries: released
+	Deferred                       // 202: denied, new, a provider that does not retry
+	OverBurst                      // 413: ErrOverCapacity, a provider that retries
+	Invalid                        // 400: ErrInvalid for the tenant or the event id
+	Unclaimable                    // 500: ErrInvalid for the hook id or Node
+	StoreOut                       // 503: ErrTimeout, ErrUnavailable, ErrClosed, cancelled
 )
+
+// String returns o's name in snake case ("rate_limited"), for logs and
+// metric attributes.
+func (o Outcome) String() string {
+	if int(o) >= len(replies) || o == noOutcome {
+		return "outcome(" + strconv.Itoa(int(o)) + ")"
+	}
+	return replies[o].name
+}
 
 // retryAfter says where a reply's Retry-After comes from.
 type retryAfter uint8
@@ -50,50 +62,59 @@ func (r retryAfter) String() string {
 	return [...]string{"", "Config.RetryAfter", "the claim's time left", "the denied charges'"}[r]
 }
 
-// replies is the handler's one table from outcome to answer. outcome is
-// the row's name in the package doc's table; body is the text sent (a
-// line); retry is the Retry-After the answer carries.
+// replies is the handler's one table from outcome to answer. name is
+// Outcome.String; outcome is the row's name in the package doc's table;
+// body is the text sent (a line); retry is the Retry-After the answer
+// carries.
 var replies = [...]struct {
+	name    string
 	outcome string
 	status  int
 	body    string
 	retry   retryAfter
 }{
-	replyNone:          {},
-	replyNotPost:       {"not a POST", 405, "webhooks are POSTed", retryNone},
-	replyTooLarge:      {"body over Config.MaxBody", 413, "body over", retryNone},
-	replyUnreadable:    {"body unreadable", 400, "reading the body failed", retryNone},
-	replyUnknownTenant: {"unknown tenant", 404, "unknown tenant", retryNone},
-	replyBadSignature:  {"signature fails", 401, "signature verification failed", retryNone},
-	replySecrets:       {"secrets unusable", 500, "cannot verify deliveries", retryNone},
-	replyNoEvent:       {"no event id", 400, "no event id", retryNone},
-	replyStored:        {"OK, stored", 202, "accepted", retryNone},
-	replySinkFailed:    {"OK, the Sink failed", 503, "not stored: retry", retryConfig},
-	replyDuplicate:     {"Duplicate", 200, "duplicate: already stored", retryNone},
-	replyPending: {"Pending", 409, "another delivery of this event is being stored: retry",
-		retryClaim},
-	replyLimited: {"denied, new, Retries", 429, "rate limited: retry after Retry-After",
-		retryDenied},
-	replyDeferred:  {"denied, new, not Retries", 202, "accepted", retryNone},
-	replyOverBurst: {"ErrOverCapacity, Retries", 413, "body over the tenant's byte burst", retryNone},
-	replyInvalid: {"ErrInvalid: tenant, event id", 400, "invalid delivery (tenant or event id)",
+	noOutcome:     {},
+	NotPost:       {"not_post", "not a POST", 405, "webhooks are POSTed", retryNone},
+	TooLarge:      {"too_large", "body over Config.MaxBody", 413, "body over", retryNone},
+	Unreadable:    {"unreadable", "body unreadable", 400, "reading the body failed", retryNone},
+	UnknownTenant: {"unknown_tenant", "unknown tenant", 404, "unknown tenant", retryNone},
+	Forged:        {"forged", "signature fails", 401, "signature verification failed", retryNone},
+	SecretsUnusable: {"secrets_unusable", "secrets unusable", 500, "cannot verify deliveries",
 		retryNone},
-	replyUnclaimable: {"ErrInvalid: hook id, Node", 500, "cannot claim deliveries", retryNone},
-	replyStoreOut:    {"store out, closed, cancelled", 503, "store unavailable: retry", retryConfig},
+	NoEvent: {"no_event", "no event id", 400, "no event id", retryNone},
+	PlanInvalid: {"plan_invalid", "Config.Plan invalid", 500, "cannot charge deliveries",
+		retryNone},
+	Stored:     {"stored", "OK, stored", 202, "accepted", retryNone},
+	SinkFailed: {"sink_failed", "OK, the Sink failed", 503, "not stored: retry", retryConfig},
+	Duplicate:  {"duplicate", "Duplicate", 200, "duplicate: already stored", retryNone},
+	Pending: {"pending", "Pending", 409, "another delivery of this event is being stored: retry",
+		retryClaim},
+	RateLimited: {"rate_limited", "denied, new, Retries", 429,
+		"rate limited: retry after Retry-After", retryDenied},
+	Deferred: {"deferred", "denied, new, not Retries", 202, "accepted", retryNone},
+	OverBurst: {"over_burst", "ErrOverCapacity, Retries", 413, "body over the tenant's byte burst",
+		retryNone},
+	Invalid: {"invalid", "ErrInvalid: tenant, event id", 400,
+		"invalid delivery (tenant or event id)", retryNone},
+	Unclaimable: {"unclaimable", "ErrInvalid: hook id, Node", 500, "cannot claim deliveries",
+		retryNone},
+	StoreOut: {"store_out", "store out, closed, cancelled", 503, "store unavailable: retry",
+		retryConfig},
 }
 
 // reply writes r: its status and body, with Retry-After when it is
 // Config.RetryAfter's (a 503), Allow for a 405, and the size for a 413
 // over MaxBody. The fields of package headers, when due, are set before.
-func (h *Handler) reply(w http.ResponseWriter, r reply) {
+func (h *Handler) reply(w http.ResponseWriter, d *Delivery, r Outcome) {
+	d.Outcome = r
 	a := &replies[r]
 	body := a.body
 	switch {
 	case a.retry == retryConfig:
 		w.Header().Set("Retry-After", strconv.FormatInt(headers.RetryAfterSeconds(h.cfg.RetryAfter), 10))
-	case r == replyNotPost:
+	case r == NotPost:
 		w.Header().Set("Allow", http.MethodPost)
-	case r == replyTooLarge:
+	case r == TooLarge:
 		body += " " + strconv.FormatInt(h.cfg.MaxBody, 10) + " bytes"
 	}
 	if a.status >= 400 {

@@ -64,7 +64,7 @@ func docStatuses(t *testing.T) map[string][3]string {
 func TestStatusTable(t *testing.T) {
 	doc := docStatuses(t)
 	for r, a := range replies {
-		if reply(r) == replyNone {
+		if Outcome(r) == noOutcome {
 			continue
 		}
 		row, ok := doc[a.outcome]
