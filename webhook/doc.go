@@ -122,7 +122,7 @@
 // # Replay
 //
 // GitHub and Shopify sign the body only: neither the event id
-// (X-GitHub-Delivery, X-Shopify-Event-Id) nor a timestamp. A delivery
+// (a header) nor a timestamp. A delivery
 // captured on the way (its body and signature) verifies again, at any
 // time, under any event id the sender puts in the header, and by default
 // the handler takes it as a new event: charged, stored again. Config.ClaimBody
@@ -145,18 +145,50 @@
 // # Verification
 //
 // Every built-in provider is HMAC-SHA256 through crypto/hmac, compared
-// with hmac.Equal, and is tested against a signed delivery of the
-// provider's own: GitHub's docs' ("Validating webhook deliveries"), the
-// Standard Webhooks reference library's (libraries/go/webhook_test.go),
-// the official stripe-dotnet library's (EventUtilityTest.cs) and the
-// official shopify-api-php library's (tests/Webhooks/RegistryTest.php);
-// Stripe's and Shopify's docs give their example signatures without the
-// secret and body. No official library is used instead: stripe-go is the
-// whole Stripe API client (its ConstructEvent also refuses an event of
-// another API version, and its checks read time.Now), GitHub and Shopify
-// have no official Go verifier, and the Standard Webhooks one reads
-// time.Now (no tolerance but its fixed 5 minutes, no injected clock) and
-// not Svix's svix-* headers — and each scheme is one HMAC.
+// with hmac.Equal, and reads its headers as the provider's official
+// verifier reads them, so that the two refuse the same deliveries:
+//
+//	GitHub    X-Hub-Signature-256: "sha256=" and the hex
+//	Stripe    Stripe-Signature: split at each "," (nothing trimmed), each
+//	          part at its first "=": t the timestamp, v1 a hex signature,
+//	          other keys skipped
+//	Standard  webhook-signature: split at each single space, each entry at
+//	Webhooks  each ",": v1 and the base64 (a third field skipped)
+//	Shopify   Shopify-Hmac-Sha256, base64, and the event id
+//	          Shopify-Webhook-Id when the delivery has Shopify-Hmac-Sha256;
+//	          else X-Shopify-Hmac-Sha256 and X-Shopify-Webhook-Id
+//
+// A signature is the provider's own spelling of its 32 bytes, 64
+// lower-case hex digits or 44 characters of padded standard base64: the
+// official verifiers (octokit/webhooks-methods, stripe-node,
+// @shopify/shopify-api, the Standard Webhooks reference libraries) compare
+// those strings, where encoding/hex and base64.StdEncoding would read
+// other spellings of the same bytes. A timestamp is read by
+// strconv.ParseInt and signed as that integer, as stripe-go and the
+// reference Go library do. A Shopify header of the other form is not
+// read, as in @shopify/shopify-api (shopify-api-ruby takes each header
+// from either). Differences kept, on what the providers never send: a
+// timestamp further than the tolerance ahead of now is refused (stripe-node
+// and stripe-go refuse only old ones), as are leading spaces and trailing
+// text that JavaScript's parseInt skips (stripe-node, the reference
+// JavaScript library) and upper-case hex, which stripe-go reads; and
+// Shopify's topic, shop domain and API version headers, which
+// @shopify/shopify-api requires, are not required (the handler uses none).
+//
+// Each provider is tested against a signed delivery of the provider's
+// own: GitHub's docs' ("Validating webhook deliveries"), the Standard
+// Webhooks reference library's (libraries/go/webhook_test.go), the
+// official stripe-dotnet library's (EventUtilityTest.cs), and the official
+// shopify-api-php library's (tests/Webhooks/RegistryTest.php) and
+// @shopify/shopify-api's (lib/webhooks/__tests__/validate.test.ts, in
+// both forms); Stripe's and Shopify's docs give their example signatures
+// without the secret and body. No official library is used instead:
+// stripe-go is the whole Stripe API client (its ConstructEvent also
+// refuses an event of another API version, and its checks read time.Now),
+// GitHub and Shopify have no official Go verifier, and the Standard
+// Webhooks one reads time.Now (no tolerance but its fixed 5 minutes, no
+// injected clock) and not Svix's svix-* headers — and each scheme is one
+// HMAC.
 //
 // # Store outage
 //

@@ -106,18 +106,39 @@ func ExampleStandardWebhooks() {
 }
 
 // Shopify's official PHP library's test delivery (shopify-api-php,
-// tests/Webhooks/RegistryTest.php) signed under "steffi", with the event
-// id of Shopify's docs' example headers (shopify.dev/docs/apps/build/webhooks).
+// tests/Webhooks/RegistryTest.php) signed under "steffi", with the ids of
+// Shopify's docs' example headers (shopify.dev/docs/apps/build/webhooks):
+// the event id is the webhook id.
 func ExampleShopify() {
 	h, done := exampleHandler(webhook.Shopify(), "steffi", time.Time{})
 	defer done()
 	deliver(h, http.Header{
 		"X-Shopify-Topic":       {"products/update"},
 		"X-Shopify-Event-Id":    {"98880550-7158-44d4-b7cd-2c97c8a091b5"},
+		"X-Shopify-Webhook-Id":  {"b54557e4-bdd9-4b37-8a5f-bf7d70bcd043"},
 		"X-Shopify-Hmac-Sha256": {"/Redz4YXHLnSmmSN8grr5/Jl/Ua3d7yX3iWbjb8R8wo="},
 	}, `{"foo":"bar"}`)
 	// Output:
-	// stored shopify event 98880550-7158-44d4-b7cd-2c97c8a091b5 of acme (13 bytes)
+	// stored shopify event b54557e4-bdd9-4b37-8a5f-bf7d70bcd043 of acme (13 bytes)
+	// delivery: 202, RateLimit: "hooks";r=199;t=36
+	// redelivery: 200, RateLimit: "hooks";r=199;t=36
+}
+
+// The official @shopify/shopify-api's test delivery in the lower-case
+// shopify-* headers (shopify-app-js, lib/webhooks/__tests__/validate.test.ts,
+// "validates events webhooks with lowercase headers"), signed under
+// "test_secret_key"; the event id is its shopify-webhook-id.
+func ExampleShopify_lowerCaseHeaders() {
+	h, done := exampleHandler(webhook.Shopify(), "test_secret_key", time.Time{})
+	defer done()
+	header := http.Header{}
+	header.Set("shopify-topic", "Product")
+	header.Set("shopify-event-id", "event-abc")
+	header.Set("shopify-webhook-id", "123456789")
+	header.Set("shopify-hmac-sha256", "B23tXN681gZ0qIWNRrgtzBE9XSDo5yaUu6wfmhu3a7g=")
+	deliver(h, header, `{"foo": "bar"}`)
+	// Output:
+	// stored shopify event 123456789 of acme (14 bytes)
 	// delivery: 202, RateLimit: "hooks";r=199;t=36
 	// redelivery: 200, RateLimit: "hooks";r=199;t=36
 }

@@ -32,7 +32,7 @@ func signAs(t *testing.T, h http.Header, provider, event, body, key string, at t
 	case "github", "stripe":
 		sign(h, provider, event, body, key, at)
 	case "shopify":
-		h.Set("X-Shopify-Event-Id", event)
+		h.Set("X-Shopify-Webhook-Id", event)
 		h.Set("X-Shopify-Hmac-Sha256", base64.StdEncoding.EncodeToString(mac([]byte(key), body)))
 	case "standard-webhooks":
 		k, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(key, "whsec_"))

@@ -1,6 +1,9 @@
 package webhook_test
 
 import (
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"strings"
@@ -106,19 +109,57 @@ var vectors = []vector{
 		// there, under the API secret key "steffi" of
 		// tests/BaseTestCase.php. Shopify's docs publish no vector (their
 		// example X-Shopify-Hmac-Sha256 comes without its secret and
-		// body). That test's delivery has no event id; the two id headers
-		// are the example headers' of Shopify's docs
+		// body). That test's delivery has no ids; the two id headers are
+		// the example headers' of Shopify's docs
 		// (https://shopify.dev/docs/apps/build/webhooks, "Headers"), not
-		// signed.
+		// signed: the event id is X-Shopify-Webhook-Id, not
+		// X-Shopify-Event-Id.
 		source: "shopify-api-php tests/Webhooks/RegistryTest.php",
 		p:      webhook.Shopify(),
 		header: hdr("X-Shopify-Hmac-Sha256", "/Redz4YXHLnSmmSN8grr5/Jl/Ua3d7yX3iWbjb8R8wo=",
 			"X-Shopify-Event-Id", "98880550-7158-44d4-b7cd-2c97c8a091b5", "X-Shopify-Webhook-Id", "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043"),
 		body:    `{"foo":"bar"}`,
 		secret:  "steffi",
-		eventID: "98880550-7158-44d4-b7cd-2c97c8a091b5",
+		eventID: "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043",
+	},
+	{
+		// The official @shopify/shopify-api's test,
+		// github.com/Shopify/shopify-app-js
+		// packages/apps/shopify-api/lib/webhooks/__tests__/validate.test.ts,
+		// "returns true for valid request": the body '{"foo": "bar"}' and
+		// the hmac it expects, under the apiSecretKey "test_secret_key" of
+		// lib/__tests__/test-config.ts, with the webhookId of
+		// __tests__/utils.ts's headers().
+		source: "shopify-app-js validate.test.ts, X-Shopify-* headers",
+		p:      webhook.Shopify(),
+		header: hdr("X-Shopify-Hmac-Sha256", shopifyJSHmac, "X-Shopify-Topic", "products/create",
+			"X-Shopify-Webhook-Id", "123456789"),
+		body:    shopifyJSBody,
+		secret:  "test_secret_key",
+		eventID: "123456789",
+	},
+	{
+		// The same test's "validates events webhooks with lowercase
+		// headers": the same body and secret (so the same hmac), in the
+		// lower-case shopify-* headers, with its shopify-webhook-id and
+		// shopify-event-id; the event id is the webhook id.
+		source: "shopify-app-js validate.test.ts, shopify-* headers",
+		p:      webhook.Shopify(),
+		header: hdr("shopify-hmac-sha256", shopifyJSHmac, "shopify-topic", "Product",
+			"shopify-webhook-id", "123456789", "shopify-event-id", "event-abc"),
+		body:    shopifyJSBody,
+		secret:  "test_secret_key",
+		eventID: "123456789",
 	},
 }
+
+// shopifyJSBody and shopifyJSHmac are @shopify/shopify-api's test
+// delivery (validate.test.ts: rawBody, and the hmac of its "returns true
+// for valid request") under "test_secret_key".
+const (
+	shopifyJSBody = `{"foo": "bar"}`
+	shopifyJSHmac = "B23tXN681gZ0qIWNRrgtzBE9XSDo5yaUu6wfmhu3a7g="
+)
 
 // stripeDotnetEvent is stripe-dotnet's fixture
 // src/StripeTests/Resources/event_test_signature.json, byte for byte, and
@@ -239,11 +280,15 @@ func TestMalformed(t *testing.T) {
 				"garbage":      clone(v.header, "Stripe-Signature", ",,,=,t=,v1=zz"),
 			}
 		case "shopify":
+			name := "X-Shopify-Hmac-Sha256"
+			if v.header.Get("Shopify-Hmac-Sha256") != "" {
+				name = "Shopify-Hmac-Sha256"
+			}
 			cases = map[string]http.Header{
-				"missing":    clone(v.header, "X-Shopify-Hmac-Sha256", ""),
-				"not base64": clone(v.header, "X-Shopify-Hmac-Sha256", "!!!"),
-				"short":      clone(v.header, "X-Shopify-Hmac-Sha256", "AAAA"),
-				"hex":        clone(v.header, "X-Shopify-Hmac-Sha256", strings.Repeat("ab", 32)),
+				"missing":    clone(v.header, name, ""),
+				"not base64": clone(v.header, name, "!!!"),
+				"short":      clone(v.header, name, "AAAA"),
+				"hex":        clone(v.header, name, strings.Repeat("ab", 32)),
 			}
 		default: // Standard Webhooks, Svix
 			cases = map[string]http.Header{
@@ -264,7 +309,7 @@ func TestMalformed(t *testing.T) {
 				t.Errorf("%s: %s: %v, want ErrSignature", v.p.Name(), name, err)
 				continue
 			}
-			for _, secretish := range []string{v.secret, "757107ea", "g0hM9SsE", "2220f87e", "/Redz4YX", v.body} {
+			for _, secretish := range []string{v.secret, "757107ea", "g0hM9SsE", "2220f87e", "/Redz4YX", "B23tXN68", v.body} {
 				if secretish != "" && strings.Contains(err.Error(), secretish) {
 					t.Errorf("%s: %s: error %q quotes a secret, a signature or the body", v.p.Name(), name, err)
 				}
@@ -319,6 +364,7 @@ func TestEventIDs(t *testing.T) {
 	}{
 		{webhook.GitHub(), hdr(), "", ""},
 		{webhook.Shopify(), hdr("X-Shopify-Webhook-Id", "w-1"), "", "w-1"},
+		{webhook.Shopify(), hdr("X-Shopify-Event-Id", "e-1"), "", ""},
 		{webhook.Shopify(), hdr(), "", ""},
 		{webhook.Stripe(0), hdr(), `{"object":"event"}`, ""},
 		{webhook.Stripe(0), hdr(), `not json`, ""},
@@ -344,5 +390,148 @@ func TestUnusableSecret(t *testing.T) {
 	}
 	if webhook.Deferring(webhook.Stripe(0)).Retries() || !webhook.Stripe(0).Retries() || webhook.GitHub().Retries() {
 		t.Error("Retries")
+	}
+}
+
+// vectorOf returns the vector of source.
+func vectorOf(t *testing.T, source string) vector {
+	t.Helper()
+	for _, v := range vectors {
+		if v.source == source {
+			return v
+		}
+	}
+	t.Fatalf("no vector %q", source)
+	return vector{}
+}
+
+// nonCanonical returns s, the padded base64 of 32 bytes, with the bits
+// its last character holds past the data set: base64.StdEncoding (not
+// Strict) decodes it to the same bytes.
+func nonCanonical(t *testing.T, s string) string {
+	t.Helper()
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	i := len(s) - 2 // the last character before the one "="
+	c := strings.IndexByte(alphabet, s[i])
+	odd := s[:i] + string(alphabet[c^1]) + s[i+1:]
+	a, errA := base64.StdEncoding.DecodeString(s)
+	b, errB := base64.StdEncoding.DecodeString(odd)
+	if errA != nil || errB != nil || !bytes.Equal(a, b) {
+		t.Fatalf("%q and %q are not the same bytes to StdEncoding", s, odd)
+	}
+	return odd
+}
+
+// upperHex returns s, lower-case hex, in upper case, after checking that
+// hex.DecodeString reads both as the same bytes.
+func upperHex(t *testing.T, s string) string {
+	t.Helper()
+	a, errA := hex.DecodeString(s)
+	b, errB := hex.DecodeString(strings.ToUpper(s))
+	if errA != nil || errB != nil || !bytes.Equal(a, b) || strings.ToUpper(s) == s {
+		t.Fatalf("%q: not lower-case hex", s)
+	}
+	return strings.ToUpper(s)
+}
+
+// TestOfficialParsing: each provider's signature header is parsed as the
+// provider's official verifier parses it (the package doc's
+// "Verification"), on the provider's own vector: a spelling of the same
+// signature that verifier refuses is refused here (though Go's hex and
+// base64 decoders read it as the same bytes), and one it takes is taken.
+func TestOfficialParsing(t *testing.T) {
+	t.Parallel()
+	gh := vectorOf(t, "docs.github.com validating-webhook-deliveries")
+	st := vectorOf(t, "stripe-dotnet EventUtilityTest.cs")
+	sw := vectorOf(t, "standard-webhooks libraries/go/webhook_test.go")
+	sp := vectorOf(t, "shopify-api-php tests/Webhooks/RegistryTest.php")
+	spl := vectorOf(t, "shopify-app-js validate.test.ts, shopify-* headers")
+	ghSig := strings.TrimPrefix(gh.header.Get("X-Hub-Signature-256"), "sha256=")
+	stSig := "2220f87ef101a04665f11cdf770523143f875572008577fa0f20882ddb9cc3c7" // the vector's v1
+	swSig := sw.header.Get("webhook-signature")[len("v1,"):]
+	other := base64.StdEncoding.EncodeToString(make([]byte, 32)) // a well-formed wrong signature
+	for _, tt := range []struct {
+		name string
+		v    vector
+		kv   []string // the headers changed
+		ok   bool
+	}{
+		// octokit/webhooks-methods src/node/verify.ts compares the header
+		// with "sha256=" and the lower-case hex, as strings.
+		{"github: upper-case hex", gh, []string{"X-Hub-Signature-256", "sha256=" + upperHex(t, ghSig)}, false},
+		// stripe-node src/Webhooks.ts: parseHeader splits on "," and then
+		// "=", comparing each key as it is (" v1" is not v1, " t" not t);
+		// secureCompare compares the v1 hex strings; the timestamp is
+		// parseInt's, signed as that integer (stripe-go: strconv.ParseInt,
+		// the same).
+		{"stripe: upper-case hex", st, []string{"Stripe-Signature", "t=1533204620,v1=" + upperHex(t, stSig)}, false},
+		{"stripe: a space before v1", st, []string{"Stripe-Signature", "t=1533204620, v1=" + stSig}, false},
+		{"stripe: a space before t", st, []string{"Stripe-Signature", "v1=" + stSig + ", t=1533204620"}, false},
+		{"stripe: v1 before t", st, []string{"Stripe-Signature", "v1=" + stSig + ",t=1533204620"}, true},
+		{"stripe: t with a leading zero", st, []string{"Stripe-Signature", "t=01533204620,v1=" + stSig}, true},
+		// The Standard Webhooks reference libraries (libraries/go/webhook.go,
+		// libraries/javascript/src/index.ts) split webhook-signature on a
+		// single space (a tab joins two entries into one), each entry on
+		// ",", the signature its second field; they compare base64 strings;
+		// the Go one signs the timestamp as strconv.ParseInt reads it.
+		{"standard: a tab", sw, []string{"webhook-signature", "v1," + other + "\tv1," + swSig}, false},
+		{"standard: a space", sw, []string{"webhook-signature", "v1," + other + " v1," + swSig}, true},
+		{"standard: two spaces", sw, []string{"webhook-signature", "v1," + other + "  v1," + swSig}, true},
+		{"standard: a third field", sw, []string{"webhook-signature", "v1," + swSig + ",x"}, true},
+		{"standard: non-canonical base64", sw, []string{"webhook-signature", "v1," + nonCanonical(t, swSig)}, false},
+		{"standard: no padding", sw, []string{"webhook-signature", "v1," + strings.TrimSuffix(swSig, "=")}, false},
+		{"standard: timestamp with a leading zero", sw, []string{"webhook-timestamp", "01614265330"}, true},
+		// @shopify/shopify-api lib/utils/hmac-validator.ts
+		// (validateHmacString) compares base64 strings (safeCompare).
+		{"shopify: non-canonical base64", sp, []string{"X-Shopify-Hmac-Sha256", nonCanonical(t, "/Redz4YXHLnSmmSN8grr5/Jl/Ua3d7yX3iWbjb8R8wo=")}, false},
+		{"shopify-*: non-canonical base64", spl, []string{"Shopify-Hmac-Sha256", nonCanonical(t, shopifyJSHmac)}, false},
+	} {
+		err := tt.v.verify(clone(tt.v.header, tt.kv...), tt.v.body, tt.v.secret)
+		if tt.ok && err != nil || !tt.ok && !errors.Is(err, webhook.ErrSignature) {
+			t.Errorf("%s: %v, want ok %v", tt.name, err, tt.ok)
+		}
+	}
+}
+
+// TestShopifyForms: a Shopify delivery is read in the form of its HMAC
+// header, the lower-case shopify-* one when both are present, as
+// @shopify/shopify-api's detectWebhookType reads it (lib/webhooks/
+// validate.ts): a header of the other form neither signs it nor names it,
+// and its event id is that form's webhook id, never the event id.
+func TestShopifyForms(t *testing.T) {
+	t.Parallel()
+	good, wrong := shopifyJSHmac, "/Redz4YXHLnSmmSN8grr5/Jl/Ua3d7yX3iWbjb8R8wo=" // another body's
+	// Both forms, as shopify-app-js's __tests__/utils.ts headers() sends
+	// an events delivery; the X-Shopify-Webhook-Id another, to tell which
+	// is read.
+	both := hdr("X-Shopify-Hmac-Sha256", good, "X-Shopify-Webhook-Id", "x-id",
+		"shopify-hmac-sha256", good, "shopify-webhook-id", "123456789", "shopify-event-id", "event-abc")
+	for _, tt := range []struct {
+		name   string
+		h      http.Header
+		forged bool   // Verify: ErrSignature
+		id     string // "": ErrNoEventID
+	}{
+		{"both forms", both, false, "123456789"},
+		{"both, the shopify-* HMAC forged", clone(both, "shopify-hmac-sha256", wrong), true, ""},
+		{"both, the X-Shopify-* HMAC forged", clone(both, "X-Shopify-Hmac-Sha256", wrong), false, "123456789"},
+		{"shopify-* HMAC, X-Shopify-Webhook-Id", hdr("shopify-hmac-sha256", good, "X-Shopify-Webhook-Id", "1"), false, ""},
+		{"X-Shopify-* HMAC, shopify-webhook-id", hdr("X-Shopify-Hmac-Sha256", good, "shopify-webhook-id", "1"), false, ""},
+		{"X-Shopify-* HMAC, X-Shopify-Event-Id only", hdr("X-Shopify-Hmac-Sha256", good, "X-Shopify-Event-Id", "1"), false, ""},
+		{"shopify-* HMAC, shopify-event-id only", hdr("shopify-hmac-sha256", good, "shopify-event-id", "1"), false, ""},
+		{"shopify-* forged, X-Shopify-* good, no shopify-webhook-id", hdr("shopify-hmac-sha256", wrong,
+			"X-Shopify-Hmac-Sha256", good, "X-Shopify-Webhook-Id", "1"), true, ""},
+	} {
+		err := webhook.Shopify().Verify(tt.h, []byte(shopifyJSBody), []string{"test_secret_key"}, time.Time{})
+		if tt.forged != errors.Is(err, webhook.ErrSignature) || !tt.forged && err != nil {
+			t.Errorf("%s: Verify: %v, want forged %v", tt.name, err, tt.forged)
+		}
+		if tt.forged {
+			continue // the handler asks no event id of a forged delivery
+		}
+		id, err := webhook.Shopify().EventID(tt.h, []byte(shopifyJSBody))
+		if tt.id == "" && !errors.Is(err, webhook.ErrNoEventID) || tt.id != "" && (err != nil || id != tt.id) {
+			t.Errorf("%s: EventID = %q, %v; want %q", tt.name, id, err, tt.id)
+		}
 	}
 }

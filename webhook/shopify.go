@@ -1,17 +1,21 @@
 package webhook
 
 import (
-	"crypto/sha256"
-	"encoding/base64"
 	"net/http"
 	"time"
 )
 
 // Shopify returns the provider of Shopify's webhooks (shopify.dev,
-// "Deliver webhooks through HTTPS", "Verify a webhook"): the body signed
-// with HMAC-SHA256 under the app's client secret, base64 in
-// X-Shopify-Hmac-Sha256; the event id is X-Shopify-Event-Id, which every
-// delivery of one event repeats, else X-Shopify-Webhook-Id.
+// "Webhooks delivery structure", "Verify Events deliveries"): the body
+// signed with HMAC-SHA256 under the app's client secret, base64 in
+// X-Shopify-Hmac-Sha256, or Shopify-Hmac-Sha256 in the lower-case
+// shopify-* headers Shopify also delivers; the event id is the delivery's
+// webhook id, which a retry repeats: the key "Webhooks delivery structure"
+// and the official libraries (@shopify/shopify-api, shopify_api) dedupe on
+// (the package doc's "Verification" says how each form is read). Not
+// X-Shopify-Event-Id: the deliveries of one merchant action to several
+// subscriptions share it, and all but the first would be answered
+// Duplicate, and lost.
 //
 // Shopify retries a delivery not answered 2xx within 5 seconds, 8 times
 // over 4 hours, and may then remove the subscription: Retries is true, so
@@ -29,24 +33,34 @@ type shopify struct{}
 func (shopify) Name() string  { return "shopify" }
 func (shopify) Retries() bool { return true }
 
+// shopifyForm returns the prefix of a delivery's header names: "Shopify-"
+// when it carries Shopify-Hmac-Sha256, which takes precedence (as in
+// @shopify/shopify-api's detectWebhookType and shopify-api-ruby), else
+// "X-Shopify-".
+func shopifyForm(h http.Header) string {
+	if h.Get("Shopify-Hmac-Sha256") != "" {
+		return "Shopify-"
+	}
+	return "X-Shopify-"
+}
+
 func (shopify) Verify(h http.Header, body []byte, secrets []string, _ time.Time) error {
-	v := h.Get("X-Shopify-Hmac-Sha256")
+	name := shopifyForm(h) + "Hmac-Sha256"
+	v := h.Get(name)
 	if v == "" {
-		return sigErr("shopify", "no X-Shopify-Hmac-Sha256")
+		return sigErr("shopify", "no X-Shopify-Hmac-Sha256 or Shopify-Hmac-Sha256")
 	}
-	sig, err := base64.StdEncoding.DecodeString(v)
-	if err != nil || len(sig) != sha256.Size {
-		return sigErr("shopify", "X-Shopify-Hmac-Sha256 is not a base64 HMAC-SHA256")
+	sig, ok := stdBase64(v)
+	if !ok {
+		return sigErr("shopify", name+" is not a base64 HMAC-SHA256")
 	}
-	return verifyHMAC("shopify", "X-Shopify-Hmac-Sha256", secrets, raw, [][]byte{sig}, body)
+	return verifyHMAC("shopify", name, secrets, raw, [][]byte{sig}, body)
 }
 
 func (shopify) EventID(h http.Header, _ []byte) (string, error) {
-	if id := h.Get("X-Shopify-Event-Id"); id != "" {
+	name := shopifyForm(h) + "Webhook-Id"
+	if id := h.Get(name); id != "" {
 		return id, nil
 	}
-	if id := h.Get("X-Shopify-Webhook-Id"); id != "" {
-		return id, nil
-	}
-	return "", noEventID("shopify", "no X-Shopify-Event-Id or X-Shopify-Webhook-Id")
+	return "", noEventID("shopify", "no "+name)
 }

@@ -77,20 +77,35 @@ func (p standard) Verify(h http.Header, body []byte, secrets []string, now time.
 		return sigErr(p.name, "timestamp outside the tolerance of "+p.tolerance.String())
 	}
 	var sigs [][]byte
-	for _, s := range strings.Fields(list) {
-		v, b64, ok := strings.Cut(s, ",")
-		if !ok || v != "v1" {
+	for _, s := range strings.Split(list, " ") {
+		f := strings.Split(s, ",") // "v1", the signature, and what a second comma adds, ignored
+		if len(f) < 2 || f[0] != "v1" {
 			continue // another scheme (v1a: asymmetric) or noise
 		}
-		if sig, err := base64.StdEncoding.DecodeString(b64); err == nil && len(sig) == sha256.Size {
+		if sig, ok := stdBase64(f[1]); ok {
 			sigs = append(sigs, sig)
 		}
 	}
 	if len(sigs) == 0 {
 		return sigErr(p.name, "webhook-signature has no v1 signature")
 	}
+	signed := []byte(strconv.FormatInt(t, 10)) // as the reference libraries sign it
 	return verifyHMAC(p.name, "webhook-signature", secrets, whsec, sigs,
-		[]byte(id), []byte{'.'}, []byte(ts), []byte{'.'}, body)
+		[]byte(id), []byte{'.'}, signed, []byte{'.'}, body)
+}
+
+// stdBase64 decodes s, an HMAC-SHA256 in base64 as Shopify and Standard
+// Webhooks senders send it: the padded standard encoding of its 32 bytes,
+// the one spelling the official verifiers (@shopify/shopify-api, the
+// reference libraries) accept, as they compare base64 strings;
+// base64.StdEncoding alone would take other trailing bits and skip CR
+// and LF.
+func stdBase64(s string) ([]byte, bool) {
+	sig, err := base64.StdEncoding.DecodeString(s)
+	if err != nil || len(sig) != sha256.Size || base64.StdEncoding.EncodeToString(sig) != s {
+		return nil, false
+	}
+	return sig, true
 }
 
 func (p standard) EventID(h http.Header, _ []byte) (string, error) {

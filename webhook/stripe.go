@@ -1,8 +1,6 @@
 package webhook
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -44,15 +42,12 @@ func (p stripe) Verify(h http.Header, body []byte, secrets []string, now time.Ti
 	var ts string
 	var sigs [][]byte
 	for _, part := range strings.Split(v, ",") {
-		k, val, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok {
-			continue
-		}
+		k, val, _ := strings.Cut(part, "=")
 		switch k {
 		case "t":
 			ts = val
 		case "v1":
-			if sig, err := hex.DecodeString(val); err == nil && len(sig) == sha256.Size {
+			if sig, ok := lowerHex(val); ok {
 				sigs = append(sigs, sig)
 			}
 		}
@@ -67,7 +62,8 @@ func (p stripe) Verify(h http.Header, body []byte, secrets []string, now time.Ti
 	if !within(t, now, p.tolerance) {
 		return sigErr("stripe", "timestamp outside the tolerance of "+p.tolerance.String())
 	}
-	return verifyHMAC("stripe", "Stripe-Signature", secrets, raw, sigs, []byte(ts), []byte{'.'}, body)
+	signed := []byte(strconv.FormatInt(t, 10)) // the timestamp as stripe-node and stripe-go sign it
+	return verifyHMAC("stripe", "Stripe-Signature", secrets, raw, sigs, signed, []byte{'.'}, body)
 }
 
 func (stripe) EventID(_ http.Header, body []byte) (string, error) {
