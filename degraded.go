@@ -129,7 +129,8 @@ func (fb *fallback) hit(ctx context.Context, charges []Charge, claim *Claim) (Re
 		return Result{}, &opError{op: "hit", err: err}
 	}
 	defer cancel()
-	res, err := s.conn.Hit(ctx, charges, claim)
+	var buf [MaxCharges]Charge
+	res, err := s.conn.Hit(ctx, forDriver(charges, &buf), claim)
 	if err == nil {
 		if err = checkResult(&res); err == nil {
 			err = fillQuota(&res, charges)
@@ -164,7 +165,8 @@ func (fb *fallback) localHit(charges []Charge, claim *Claim) (Result, error) {
 	for _, c := range charges {
 		local = append(local, fb.share.charge(c))
 	}
-	res, err := fb.local.Hit(context.Background(), local, claim)
+	var buf [MaxCharges]Charge
+	res, err := fb.local.Hit(context.Background(), forDriver(local, &buf), claim)
 	if err == nil {
 		err = localQuota(&res, charges, local)
 	}

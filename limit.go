@@ -27,6 +27,7 @@ type Limit struct {
 	unit     time.Duration // a unit limit: the increment of one unit (whole µs)
 	bytes    bool          // a byte limit: increments rounded up per charge, not per unit
 	capacity time.Duration // the burst capacity (whole µs)
+	shadow   bool          // charged, reported, never denying (Shadow)
 }
 
 // NewLimit returns the limit of n units per period with a burst of burst
@@ -118,6 +119,21 @@ func limitErr(field, why string) error {
 	return &opError{op: "limit", err: driver.Invalid(field, why)}
 }
 
+// Shadow returns l as a shadow limit (CONTRACT §1.2): charged whenever the
+// Hit's other charges are and reported in Result.Quota (Bucket.Shadow;
+// Bucket.Denied when it would have denied), but never denying, never in
+// the Hit's retry-after, never ErrOverCapacity, and left out of package
+// headers' fields: a new or smaller limit rolled out to be watched before
+// it refuses anyone. It charges the buckets of its own kind, so give it a
+// kind no other limit of the Hit has (e.g. "hooks_next").
+func (l Limit) Shadow() Limit {
+	l.shadow = true
+	return l
+}
+
+// IsShadow reports whether l is a shadow limit (Shadow).
+func (l Limit) IsShadow() bool { return l.shadow }
+
 // Kind is the kind of the buckets the limit charges.
 func (l Limit) Kind() Kind { return l.kind }
 
@@ -139,7 +155,7 @@ func (l Limit) InBytes() bool { return l.bytes }
 // overflows is charged the largest increment, which never conforms
 // (ErrOverCapacity at Hit, G6), as any cost over the burst.
 func (l Limit) Charge(tenant string, cost int64) Charge {
-	c := Charge{Kind: l.kind, Tenant: tenant, Capacity: l.capacity}
+	c := Charge{Kind: l.kind, Tenant: tenant, Capacity: l.capacity, Shadow: l.shadow}
 	cost = max(cost, 1)
 	if l.bytes {
 		c.Increment, _, _ = gcra.ByteRate(l.n, l.burst, cost) // arguments checked by NewByteLimit
@@ -183,8 +199,12 @@ func (l Limit) Remaining(b Bucket) int64 {
 // String describes the limit: "hooks: 100 per 1s, burst 200", "bytes:
 // 1048576 bytes per 1s, burst 8388608".
 func (l Limit) String() string {
-	if l.bytes {
-		return fmt.Sprintf("%s: %d bytes per %v, burst %d", l.kind, l.n, l.period, l.burst)
+	shadow := ""
+	if l.shadow {
+		shadow = " (shadow)"
 	}
-	return fmt.Sprintf("%s: %d per %v, burst %d", l.kind, l.n, l.period, l.burst)
+	if l.bytes {
+		return fmt.Sprintf("%s: %d bytes per %v, burst %d%s", l.kind, l.n, l.period, l.burst, shadow)
+	}
+	return fmt.Sprintf("%s: %d per %v, burst %d%s", l.kind, l.n, l.period, l.burst, shadow)
 }

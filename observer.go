@@ -29,12 +29,14 @@ func (s *Store) observeHit(ctx context.Context, start time.Time, charges int, cl
 		e.Class = observe.ClassOf(err)
 	} else {
 		e.Outcome, e.Local = res.Outcome, res.Local
-		if res.Outcome == RateLimited {
-			for _, b := range res.Quota() {
-				if b.Denied {
-					e.Denied[e.NDenied] = b.Kind
-					e.NDenied++
-				}
+		for _, b := range res.Quota() {
+			switch {
+			case b.Denied && b.Shadow:
+				e.ShadowDenied[e.NShadowDenied] = b.Kind
+				e.NShadowDenied++
+			case b.Denied:
+				e.Denied[e.NDenied] = b.Kind
+				e.NDenied++
 			}
 		}
 	}

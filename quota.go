@@ -36,6 +36,18 @@ func fillQuota(r *Result, charges []Charge) error {
 		}
 		b.Kind = c.Kind
 		b.Headroom = max(c.Capacity-b.ResetAfter, 0)
+		if c.Shadow {
+			// Sent with the largest capacity, it denied nothing; read
+			// against its own (CONTRACT §1.2): taken on OK, as it stands otherwise.
+			b.Shadow = true
+			switch r.Outcome {
+			case OK:
+				b.Denied = b.ResetAfter > c.Capacity
+			case RateLimited:
+				b.Denied = b.ResetAfter+c.Increment > c.Capacity
+			}
+			continue
+		}
 		// The charge conforms now exactly when its increment fits the
 		// headroom; its wait is what it lacks (gcra.Charge's allow − now).
 		b.Denied = r.Outcome == RateLimited && b.ResetAfter+c.Increment > c.Capacity
@@ -56,6 +68,26 @@ func fillQuota(r *Result, charges []Charge) error {
 			"but its bucket states say %v", r.RetryAfter, want)
 	}
 	return nil
+}
+
+// forDriver returns charges as a driver is to see them: a shadow charge
+// with Shadow unset and the largest capacity, so that it never denies
+// (CONTRACT §1.2), in a copy in buf; charges itself when none is shadow.
+func forDriver(charges []Charge, buf *[MaxCharges]Charge) []Charge {
+	for i := range charges {
+		if charges[i].Shadow {
+			out := append(buf[:0], charges...)
+			for j := range out {
+				if out[j].Shadow {
+					out[j].Shadow = false
+					out[j].Capacity = gcra.MaxCapacity
+					out[j].Increment = min(out[j].Increment, gcra.MaxCapacity)
+				}
+			}
+			return out
+		}
+	}
+	return charges
 }
 
 // localQuota is fillQuota for a Hit the fallback decided locally (CONTRACT

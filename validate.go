@@ -101,7 +101,7 @@ func checkCharges(charges []driver.Charge) (tenant string, fractional bool, err 
 			return "", false, driver.Invalid(chargeField(i, "capacity"),
 				fmt.Sprintf("must be at most 366 days, got %v", c.Capacity))
 		}
-		if inc > capacity {
+		if inc > capacity && !c.Shadow {
 			return "", false, fmt.Errorf("charges[%d]: increment %v > capacity %v: %w",
 				i, inc, capacity, driver.ErrOverCapacity)
 		}

@@ -25,6 +25,12 @@ type Charge struct {
 	// charges. A charge conforms when the bucket's TAT after it is no more
 	// than Capacity ahead of now.
 	Capacity time.Duration
+	// Shadow marks the charge of a shadow limit (fleetstore.Limit.Shadow):
+	// charged when the Hit's other charges are, never denying. The Store
+	// never hands a driver a shadow charge: it sends it with Shadow unset
+	// and Capacity the largest (366 days), and reads the bucket against
+	// Capacity itself (CONTRACT §1.2).
+	Shadow bool
 }
 
 // Claim is a two-phase dedupe claim on a provider event key (CONTRACT §4).
@@ -106,8 +112,12 @@ type Bucket struct {
 	Headroom time.Duration
 	// Denied is set on the charges of a RateLimited Hit that do not
 	// conform (increment > Headroom), the kinds that denied it (set by the
-	// Store). Never set for another outcome.
+	// Store). Never set for another outcome, but on a shadow charge.
 	Denied bool
+	// Shadow is set on a shadow charge's bucket (set by the Store). Its
+	// Denied says it would have denied: on OK, the charge took the bucket
+	// past Capacity; on RateLimited, it did not conform either (CONTRACT §1.2).
+	Shadow bool
 }
 
 // Result is the answer to a Hit.

@@ -63,7 +63,8 @@ type Options struct {
 //   - RateLimit-Policy and RateLimit, one named policy per limit, named by
 //     its kind, for every limit whose bucket state the Result holds (a
 //     limit whose place in res.Quota() has another kind is left out: its
-//     state would be another bucket's);
+//     state would be another bucket's), but a shadow limit (Limit.Shadow:
+//     it refuses no one, so a sender is not told to slow down for it);
 //   - with opts.Legacy, X-RateLimit-*.
 //
 // It replaces those fields of h: it first deletes every one of them
@@ -83,7 +84,7 @@ func Write(h http.Header, res *fleetstore.Result, limits []fleetstore.Limit, opt
 	var policy, state strings.Builder
 	pick, pickShare, pickDenied := -1, 2.0, false
 	for i, l := range limits {
-		if i >= len(quota) || quota[i].Kind != l.Kind() {
+		if i >= len(quota) || quota[i].Kind != l.Kind() || l.IsShadow() {
 			continue
 		}
 		b := quota[i]

@@ -186,12 +186,24 @@ type Event struct {
 	// any other outcome.
 	NDenied int
 	Denied  [driver.MaxCharges]driver.Kind
+	// NShadowDenied is how many of ShadowDenied are set: the kinds of the
+	// shadow charges that would have denied the Hit (CONTRACT §1.2), in
+	// the charges' order, whatever its outcome.
+	NShadowDenied int
+	ShadowDenied  [driver.MaxCharges]driver.Kind
 }
 
 // DeniedKinds returns the kinds that denied a RateLimited Hit: Denied's
 // first NDenied. The slice aliases e.
 func (e *Event) DeniedKinds() []driver.Kind {
 	return e.Denied[:min(max(e.NDenied, 0), driver.MaxCharges)]
+}
+
+// ShadowDeniedKinds returns the kinds of the shadow charges that would
+// have denied the Hit: ShadowDenied's first NShadowDenied. The slice
+// aliases e.
+func (e *Event) ShadowDeniedKinds() []driver.Kind {
+	return e.ShadowDenied[:min(max(e.NShadowDenied, 0), driver.MaxCharges)]
 }
 
 // Stats is a snapshot of a Store's degraded mode (fleetstore.Store.Stats,

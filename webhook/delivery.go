@@ -28,6 +28,9 @@ type Delivery struct {
 	// NearLimit lists the kinds whose bucket this delivery took past
 	// Config.NearLimit, in the plan's order; nil for most deliveries.
 	NearLimit []fleetstore.Kind
+	// ShadowDenied lists the kinds of the plan's shadow limits
+	// (fleetstore.Limit.Shadow) that would have refused this delivery.
+	ShadowDenied []fleetstore.Kind
 	// Received is when the handler took the delivery (Config.Now).
 	Received time.Time
 	// Hit, Sink and Settle are how long the Store's Hit (both Hits of a

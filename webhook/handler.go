@@ -310,6 +310,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, d *Delivery) {
 	if err == nil {
 		d.Local = res.Local
 		h.nearLimit(d, charges, &res)
+		for _, b := range res.Quota() {
+			if b.Shadow && b.Denied {
+				d.ShadowDenied = append(d.ShadowDenied, b.Kind)
+			}
+		}
 	}
 	denied := err == nil && res.Outcome == fleetstore.RateLimited ||
 		errors.Is(err, fleetstore.ErrOverCapacity) && !h.cfg.Provider.Retries()

@@ -342,6 +342,25 @@ func endToEnd(t *testing.T, open func(t *testing.T) *fleetstore.Store) {
 		send(big).want(t, "free's 2nd", http.StatusAccepted)
 		send(big).want(t, "free's 3rd", http.StatusTooManyRequests)
 
+		// A shadow limit refuses no one, is left out of the headers, and
+		// names the deliveries it would have refused.
+		shadowed := randomEvent("t-")
+		mu.Lock()
+		plans[shadowed] = fleetstore.Plan{pro[0],
+			fleetstore.MustLimit(fleetstore.NewLimit("hooks_next", 1, time.Hour, 1)).Shadow()}
+		mu.Unlock()
+		for i := range 2 {
+			a := send(shadowed)
+			a.want(t, "under a shadow limit", http.StatusAccepted)
+			ds := deliveries()
+			d := ds[len(ds)-1]
+			if would := i == 1; would != (len(d.ShadowDenied) == 1 && d.ShadowDenied[0] == "hooks_next") ||
+				strings.Contains(a.header.Get("RateLimit-Policy"), "hooks_next") {
+				t.Errorf("delivery %d under a shadow limit: %+v, RateLimit-Policy %q", i+1, d,
+					a.header.Get("RateLimit-Policy"))
+			}
+		}
+
 		// A plan Plan.Check refuses is the handler's fault: 500, logged once.
 		mu.Lock()
 		plans[small] = fleetstore.Plan{free[0], free[0]}
