@@ -48,6 +48,11 @@ func BenchmarkHit(b *testing.B) {
 	b.Run("parallel/observer=nop", func(b *testing.B) { benchHitParallel(b, fresh(b, fleetstore.WithObserver(nopObserver{}))) })
 	b.Run("single/live=1M", func(b *testing.B) { benchHitSingle(b, liveStore(b)) })
 	b.Run("parallel/live=1M", func(b *testing.B) { benchHitParallel(b, liveStore(b)) })
+	// The body charge as a shadow one (Limit.Shadow): the Store copies the
+	// charges for the driver and reads the bucket itself.
+	b.Run("single/shadow", func(b *testing.B) {
+		benchHitSingle(b, fresh(b), func(h *benchHook) { h.charges[1].Shadow = true })
+	})
 }
 
 // nopObserver is the cheapest Observer: the observer=nop variants show
@@ -57,9 +62,12 @@ type nopObserver struct{}
 
 func (nopObserver) Observe(context.Context, observe.Event) {}
 
-func benchHitSingle(b *testing.B, store *fleetstore.Store) {
+func benchHitSingle(b *testing.B, store *fleetstore.Store, tweak ...func(*benchHook)) {
 	keys := benchKeys(b.N)
 	h := newBenchHook()
+	for _, f := range tweak {
+		f(&h)
+	}
 	ctx := context.Background()
 	var notOK int
 	b.ReportAllocs()
