@@ -269,7 +269,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, d *Delivery) {
 		return
 	}
 	d.Tenant = tenant
-	if rep := h.verify(r.Header, body, tenant, d.Received); rep != noOutcome {
+	if rep := h.verify(r, body, tenant, d.Received); rep != noOutcome {
 		h.reply(w, d, rep)
 		return
 	}
@@ -423,7 +423,7 @@ func (h *Handler) read(w http.ResponseWriter, r *http.Request) ([]byte, Outcome)
 // cleared only by a delivery that verifies a minute or more after the last
 // failure (senderState): a sender can name a tenant, not sign for it, and
 // cannot turn the line on and off between real deliveries.
-func (h *Handler) verify(hd http.Header, body []byte, tenant string, now time.Time) Outcome {
+func (h *Handler) verify(r *http.Request, body []byte, tenant string, now time.Time) Outcome {
 	secrets, err := h.cfg.Secrets(tenant)
 	if errors.Is(err, ErrUnknownTenant) {
 		return UnknownTenant
@@ -432,7 +432,7 @@ func (h *Handler) verify(hd http.Header, body []byte, tenant string, now time.Ti
 		err = checkSecrets(h.cfg.Provider.Name(), secrets)
 	}
 	if err == nil {
-		err = h.cfg.Provider.Verify(hd, body, secrets, now)
+		err = verifyDelivery(h.cfg.Provider, r, body, secrets, now)
 		if err != nil && !errors.Is(err, ErrSecret) {
 			// ErrSignature, or any error of a custom Provider but ErrSecret.
 			h.verifying.set(h.log, now, msgUnverified, zap.Error(err))
