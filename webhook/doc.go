@@ -30,16 +30,17 @@
 //  2. Config.Tenant names the tenant (404 when it cannot, or when
 //     Config.Secrets says ErrUnknownTenant).
 //  3. The provider verifies the signature with the tenant's secrets
-//     (Config.Secrets), crypto/hmac with a constant-time comparison: 401
-//     when it fails, and nothing is charged or claimed — a POST whose
-//     signature fails, whatever event id it names, spends no quota and
-//     holds no claim. A signature that verifies is another matter for
-//     GitHub and Shopify (see "Replay").
+//     (Config.Secrets), compared in constant time: 401 when it fails, and
+//     nothing is charged or claimed — a POST whose signature fails,
+//     whatever event id it names, spends no quota and holds no claim. A
+//     signature that verifies is another matter for GitHub, Shopify,
+//     Twilio and Linear (see "Replay").
 //  4. The provider names the event (400 without one).
 //  5. One Store.Hit charges every Config.Limits (a byte limit the body's
 //     length, any other one unit) and claims (tenant, provider, event id)
 //     for a fresh hook id. A denial (RateLimited, or ErrOverCapacity for
-//     GitHub) costs a second round trip, the claim alone (see "Statuses").
+//     a provider that does not retry) costs a second round trip, the
+//     claim alone (see "Statuses").
 //  6. OK: the Sink stores the hook, within Config.SinkTimeout, on a
 //     context detached from the request; then Commit (stored: 202) or
 //     Release (not stored: 503, so that the provider's retry is taken),
@@ -60,7 +61,8 @@
 //
 // Every answer is one row of this table, in the order a delivery meets
 // them. "Retries" is Provider.Retries: a provider that redelivers a
-// delivery not answered 2xx on its own (all built-in ones but GitHub).
+// delivery not answered 2xx on its own (all built-in ones but GitHub,
+// Twilio and Discord).
 //
 //	outcome                        status                        Retry-After
 //	not a POST                     405 Method Not Allowed
@@ -101,15 +103,17 @@
 // denied delivery the claim finds Duplicate or Pending is the row of that
 // name.
 //
-// Stripe (up to 3 days), Standard Webhooks senders such as Svix (about a
-// day and a half) and Shopify (8 times in 4 hours) redeliver a delivery
-// not answered 2xx on their own: a new delivery over the tenant's limit
-// has its claim released and is refused with 429, and comes back after
-// Retry-After or on the provider's own schedule; a body over the byte
-// burst is 413 (it can never conform). GitHub does not redeliver a failed
-// delivery by itself, so a 429 or a 413 would lose it: for GitHub
-// (Provider.Retries false) the handler keeps the claim alone, charging
-// nothing, and stores the hook with Hook.Deferred set, for the
+// Stripe (up to 3 days), Paddle (3 days), Standard Webhooks senders such
+// as Svix (about a day and a half), Shopify (8 times in 4 hours), Linear
+// (3 times in about 7 hours) and Slack (3 times in 5 minutes) redeliver a
+// delivery not answered 2xx on their own: a new delivery over the
+// tenant's limit has its claim released and is refused with 429, and
+// comes back after Retry-After or on the provider's own schedule; a body
+// over the byte burst is 413 (it can never conform). GitHub, Twilio
+// (unless its URL's connection overrides ask) and Discord do not
+// redeliver a failed delivery by themselves, so a 429 or a 413 would lose
+// it: for them (Provider.Retries false) the handler keeps the claim
+// alone, charging nothing, and stores the hook with Hook.Deferred set, for the
 // application to process when the tenant's quota allows; the RateLimit
 // fields still say remaining 0 (none for a body over the byte burst, whose
 // Hit reported no bucket). A body over Config.MaxBody is 413 for every
@@ -121,8 +125,8 @@
 //
 // # Replay
 //
-// GitHub and Shopify sign the body only: neither the event id
-// (a header) nor a timestamp. A delivery
+// GitHub and Shopify sign the body only, Twilio the URL and the
+// parameters: neither the event id (a header) nor a timestamp. A delivery
 // captured on the way (its body and signature) verifies again, at any
 // time, under any event id the sender puts in the header, and by default
 // the handler takes it as a new event: charged, stored again. Config.ClaimBody
@@ -138,15 +142,19 @@
 // seconds, so two events a second apart on a resource whose payload did
 // not change (a Shopify products/update for a change the payload does not
 // show; two GitHub pings drawing the same zen) can be byte for byte the
-// same. Stripe and Standard Webhooks sign a timestamp (refused outside
-// the tolerance), and Standard Webhooks the id too; Stripe's event id is
-// in the signed body: they need no ClaimBody.
+// same. Linear signs the body, whose webhookTimestamp holds a replay to
+// the tolerance (a minute), but not its event id (Linear-Delivery): within
+// that minute a replay is a new event, unless ClaimBody. Stripe, Standard
+// Webhooks, Slack, Paddle and Discord sign a timestamp (refused outside
+// the tolerance) and the event id (Standard Webhooks' in a header, the
+// others' in the body): they need no ClaimBody.
 //
 // # Verification
 //
-// Every built-in provider is HMAC-SHA256 through crypto/hmac, compared
-// with hmac.Equal, and reads its headers as the provider's official
-// verifier reads them, so that the two refuse the same deliveries:
+// Every built-in provider but Twilio (HMAC-SHA1) and Discord (Ed25519,
+// crypto/ed25519) is HMAC-SHA256 through crypto/hmac, compared with
+// hmac.Equal, and reads its headers as the provider's official verifier
+// reads them, so that the two refuse the same deliveries:
 //
 //	GitHub    X-Hub-Signature-256: "sha256=" and the hex
 //	Stripe    Stripe-Signature: split at each "," (nothing trimmed), each
@@ -157,6 +165,16 @@
 //	Shopify   Shopify-Hmac-Sha256, base64, and the event id
 //	          Shopify-Webhook-Id when the delivery has Shopify-Hmac-Sha256;
 //	          else X-Shopify-Hmac-Sha256 and X-Shopify-Webhook-Id
+//	Slack     X-Slack-Signature: "v0=" and the hex (python-slack-sdk)
+//	Twilio    X-Twilio-Signature: the base64, of the URL without a port and
+//	          with one, its own or the scheme's (twilio-python)
+//	Discord   X-Signature-Ed25519: the hex, either case
+//	          (discord-interactions-js)
+//	Paddle    Paddle-Signature: split at each ";", each part at its first
+//	          "=": ts the timestamp, every h1 a hex signature, other keys
+//	          skipped (paddle-node-sdk; paddle-python-sdk tries every h1)
+//	Linear    Linear-Signature: the hex; webhookTimestamp, in the body
+//	          (@linear/sdk)
 //
 // A signature is the provider's own spelling of its 32 bytes, 64
 // lower-case hex digits or 44 characters of padded standard base64: the
@@ -174,6 +192,12 @@
 // JavaScript library) and upper-case hex, which stripe-go reads; and
 // Shopify's topic, shop domain and API version headers, which
 // @shopify/shopify-api requires, are not required (the handler uses none).
+// Twilio's signature is 28 characters of base64 (20 bytes), compared as a
+// string as twilio-python compares it; Discord's 128 hex digits. Kept too:
+// Paddle's and Discord's timestamps are held to a tolerance both ways
+// (Paddle's SDKs refuse only old ones, discord-interactions-js none), and
+// a Linear body without webhookTimestamp is refused (@linear/sdk then
+// reads the unsigned Linear-Timestamp header, or checks no time).
 //
 // Each provider is tested against a signed delivery of the provider's
 // own: GitHub's docs' ("Validating webhook deliveries"), the Standard
@@ -190,14 +214,25 @@
 // injected clock) and not Svix's svix-* headers — and each scheme is one
 // HMAC.
 //
+// Slack, Twilio, Paddle and Linear are tested likewise: Slack's docs'
+// delivery (as python-slack-sdk tests it), twilio-python's tests',
+// paddle-go-sdk's example and paddle-node-sdk's and paddle-python-sdk's
+// tests', the body and secret of the Linear SDK's test. Discord publishes
+// none: its test signs with RFC 8032's published test key. No provider's
+// library is used: paddle-go-sdk's and twilio-go's verifiers come with
+// their whole API clients (paddle-go-sdk's reads the body and time.Now
+// itself, twilio-go's takes the parameters as a map, so no repeated
+// name), and Slack, Discord and Linear publish no Go verifier. A provider
+// whose signature covers the URL (Twilio) is a RequestVerifier.
+//
 // # Store outage
 //
 // A Store opened with fleetstore.WithFallback decides a delivery from
 // this node's own state while the shared store is out (Hook.Local is
 // set) and queues its commit: deliveries are accepted at this node's
 // share of every limit. Without one, they are answered 503 with
-// Retry-After, which a GitHub delivery does not survive: give a GitHub
-// endpoint the degraded mode.
+// Retry-After, which a delivery of GitHub, Twilio or Discord does not
+// survive: give their endpoints the degraded mode.
 //
 // # Logging
 //

@@ -122,9 +122,10 @@ type Config struct {
 	// RateLimit fields of every answer (headers.Options.Legacy).
 	LegacyHeaders bool
 	// ClaimBody keys each delivery's claim on its body's SHA-256, not on
-	// its event id: for a provider that signs the body only (GitHub,
-	// Shopify), a captured delivery replayed under any event id is then a
-	// Duplicate for TTL, as a redelivery is (the package doc's "Replay").
+	// its event id: for a provider whose signature binds no event id
+	// (GitHub, Shopify, Twilio, Linear), a captured delivery replayed
+	// under any event id is then a Duplicate for TTL, as a redelivery is
+	// (the package doc's "Replay").
 	// Two distinct events with byte-identical bodies are then one event.
 	ClaimBody bool
 }

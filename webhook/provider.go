@@ -11,7 +11,8 @@ import (
 // Provider is one webhook sender's conventions: how its deliveries are
 // signed, where their event id is, and whether it redelivers a failed
 // delivery on its own. The built-in ones are GitHub, Stripe,
-// StandardWebhooks (and Svix) and Shopify; implement it for another.
+// StandardWebhooks (and Svix), Shopify, Slack, Twilio, Discord, Paddle and
+// Linear; implement it for another.
 //
 // Its methods are called concurrently. Their errors are answered to the
 // sender and may be logged: they never quote a secret, a signature or the
