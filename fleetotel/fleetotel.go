@@ -85,6 +85,19 @@
 // webhook.Delivery. Error messages (which name claims) are not recorded
 // either: error.type is the class.
 //
+// # Prometheus
+//
+// OpenTelemetry's Prometheus exporter
+// (go.opentelemetry.io/otel/exporters/prometheus, of the OpenTelemetry
+// release this module requires) is a metric reader: give the
+// MeterProvider it reads to New, and serve its registry with promhttp
+// (Example_prometheus). It names the metrics Prometheus's way: dots are
+// underscores, a counter ends in _total, seconds in _seconds, and a unit
+// in braces is dropped: fleetstore_webhook_deliveries_total,
+// fleetstore_client_hits_total, db_client_operation_duration_seconds;
+// attributes are labels (fleetstore_webhook_outcome), with the scope's
+// (otel_scope_name).
+//
 // # Cost
 //
 // With no-op providers (trace/noop, metric/noop) a call adds a few table
