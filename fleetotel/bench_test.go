@@ -15,6 +15,7 @@ import (
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/fleetotel"
 	"github.com/fleetstore/fleetstore/observe"
+	"github.com/fleetstore/fleetstore/webhook"
 )
 
 // BenchmarkHit is the root package's BenchmarkHit/single (a memory Hit:
@@ -150,6 +151,46 @@ func BenchmarkObserve(b *testing.B) {
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					o.Observe(ctx, e)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkObserveDelivery is ObserveDelivery's cost per delivery: a
+// stored one, and one that crossed a near-limit mark, on no-op providers
+// and on the SDK's meter.
+func BenchmarkObserveDelivery(b *testing.B) {
+	deliveries := map[string]*webhook.Delivery{
+		"stored": {Tenant: "acme", Provider: "github", EventID: "evt-1", HookID: "hook-1", Status: 202,
+			Outcome: webhook.Stored, Hit: 700 * time.Nanosecond, Sink: time.Millisecond},
+		"near_limit": {Tenant: "acme", Provider: "github", EventID: "evt-1", HookID: "hook-1", Status: 202,
+			Outcome: webhook.Stored, NearLimit: []fleetstore.Kind{fleetstore.Hooks}, Sink: time.Millisecond},
+	}
+	for _, p := range []struct {
+		name string
+		mp   func(b *testing.B) fleetotel.Option
+	}{
+		{"otel=noop", func(*testing.B) fleetotel.Option {
+			return fleetotel.WithMeterProvider(metricnoop.NewMeterProvider())
+		}},
+		{"otel=sdk-metrics", func(b *testing.B) fleetotel.Option {
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+			b.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+			return fleetotel.WithMeterProvider(mp)
+		}},
+	} {
+		for _, dn := range []string{"stored", "near_limit"} {
+			b.Run(p.name+"/"+dn, func(b *testing.B) {
+				o, err := fleetotel.New(p.mp(b), fleetotel.WithTracerProvider(tracenoop.NewTracerProvider()))
+				if err != nil {
+					b.Fatal(err)
+				}
+				d := deliveries[dn]
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					o.ObserveDelivery(d)
 				}
 			})
 		}

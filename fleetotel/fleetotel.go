@@ -10,11 +10,16 @@
 // as go-redis keeps redisotel in extra/: a program that does not import it
 // does not get OpenTelemetry's dependencies.
 //
+// A webhook handler's deliveries are counted by ObserveDelivery, given as
+// its webhook.Config.OnDelivery:
+//
+//	webhook.New(webhook.Config{..., OnDelivery: obs.ObserveDelivery})
+//
 // # Metrics
 //
-// Every metric has db.system.name (the URL's scheme without its variant:
-// "redis" for rediss:// and redis+cluster://, "valkey", "memcached",
-// "memory"), and the attributes WithAttributes adds.
+// Every metric has the attributes WithAttributes adds. The Store's have
+// db.system.name (the URL's scheme without its variant: "redis" for
+// rediss:// and redis+cluster://, "valkey", "memcached", "memory"):
 //
 //   - db.client.operation.duration (histogram, s): every call, with
 //     db.operation.name ("hit", "commit", "release", "reset", "ping",
@@ -40,6 +45,24 @@
 //     .queued, .replayed, .conflicts, .expired, .dropped {commit},
 //     .claims_dropped {hit}.
 //
+// The webhook metrics, recorded by ObserveDelivery, have
+// fleetstore.webhook.provider (webhook.Provider.Name: "github", "stripe",
+// …, at most MaxProviders of them, the rest "_OTHER"):
+//
+//   - fleetstore.webhook.deliveries (counter, {delivery}): every delivery
+//     answered, with http.response.status_code, fleetstore.webhook.outcome
+//     (webhook.Outcome's name: "stored", "duplicate", "pending",
+//     "rate_limited", "deferred", "forged", …) and fleetstore.local (the
+//     degraded mode decided its Hit).
+//   - fleetstore.webhook.near_limit (counter, {crossing}): per bucket kind
+//     a delivery took past webhook.Config.NearLimit (once per crossing),
+//     with fleetstore.bucket.kind (at most MaxKinds per provider, the rest
+//     "_OTHER").
+//   - fleetstore.webhook.sink.duration (histogram, s): every Sink call,
+//     with the deliveries' attributes. Buckets from 100µs to 10s
+//     (SinkBuckets). The Hit and the Commit or Release of a delivery are
+//     the Store's db.client.operation.duration.
+//
 // # Spans
 //
 // One span per call, of kind client, named by its db.operation.name,
@@ -56,22 +79,36 @@
 //
 // # What is never an attribute
 //
-// Tenants, keys, source ids, hook ids and nodes: the Store's Event does
-// not carry them, so no metric or span can be labelled with them. Error
-// messages (which name claims) are not recorded either: error.type is the
-// class.
+// Tenants, keys, source ids, event ids, hook ids and nodes: the Store's
+// Event does not carry them, so no metric or span can be labelled with
+// them, and ObserveDelivery reads no tenant, event id or hook id of a
+// webhook.Delivery. Error messages (which name claims) are not recorded
+// either: error.type is the class.
+//
+// # Prometheus
+//
+// OpenTelemetry's Prometheus exporter
+// (go.opentelemetry.io/otel/exporters/prometheus, of the OpenTelemetry
+// release this module requires) is a metric reader: give the
+// MeterProvider it reads to New, and serve its registry with promhttp
+// (Example_prometheus). It names the metrics Prometheus's way: dots are
+// underscores, a counter ends in _total, seconds in _seconds, and a unit
+// in braces is dropped: fleetstore_webhook_deliveries_total,
+// fleetstore_client_hits_total, db_client_operation_duration_seconds;
+// attributes are labels (fleetstore_webhook_outcome), with the scope's
+// (otel_scope_name).
 //
 // # Cost
 //
 // With no-op providers (trace/noop, metric/noop) a call adds a few table
-// look-ups and no allocation; with the SDK, what the SDK costs. See
-// BenchmarkHit in this module.
+// look-ups and no allocation, and so does a delivery; with the SDK, what
+// the SDK costs, its metrics allocating nothing either. See BenchmarkHit
+// and BenchmarkObserveDelivery in this module.
 package fleetotel
 
 import (
 	"context"
 	"errors"
-	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,8 +129,9 @@ import (
 // ScopeName is the instrumentation scope of the meter and tracer.
 const ScopeName = "github.com/fleetstore/fleetstore/fleetotel"
 
-// MaxKinds is how many bucket kinds fleetstore.client.denials tells apart;
-// the rest are counted as "_OTHER".
+// MaxKinds is how many bucket kinds fleetstore.client.denials, and
+// fleetstore.webhook.near_limit per provider, tell apart; the rest are
+// counted as "_OTHER".
 const MaxKinds = 64
 
 // DurationBuckets are db.client.operation.duration's bucket boundaries,
@@ -174,13 +212,11 @@ type Observer struct {
 	outages, localDecisions, queued, replayed,
 	conflicts, expired, dropped, claimsDropped metric.Int64ObservableCounter
 
-	mu    sync.Mutex               // attach, kinds' writers
+	mu    sync.Mutex               // Attach, Detach
 	store atomic.Pointer[attached] // the last Store's, kept after Detach for its calls after Close
 	busy  bool                     // attached to a Store now (under mu)
-	// kinds is the denials' attribute set per bucket kind, at most
-	// MaxKinds of them: copied on write (under mu), read without a lock
-	// or an allocation.
-	kinds atomic.Pointer[map[fleetstore.Kind][]metric.AddOption] // reset by Attach
+
+	hookMetrics // ObserveDelivery's instruments and attribute sets
 }
 
 // attached is what Attach prepares for one Store: the attribute sets of
@@ -190,6 +226,8 @@ type attached struct {
 	system   attribute.KeyValue
 	base     []attribute.KeyValue // db.system.name and WithAttributes'
 	otherOpt []metric.AddOption   // a denial of a kind past MaxKinds
+	// kinds is a denial's attribute set per bucket kind, at most MaxKinds.
+	kinds capped[fleetstore.Kind, []metric.AddOption]
 
 	durOpt [nOps][nClasses][2][]metric.RecordOption // op, class, local
 	hitOpt [nOutcomes][2][]metric.AddOption         // outcome, local
@@ -264,7 +302,7 @@ func New(opts ...Option) (*Observer, error) {
 			metric.WithDescription(d.text))
 		err = errors.Join(err, e)
 	}
-	if err != nil {
+	if err = errors.Join(err, o.hookMetrics.init(m, c.attrs)); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -324,7 +362,6 @@ func (o *Observer) Attach(info observe.StoreInfo) error {
 		}
 		a.reg = reg
 	}
-	o.kinds.Store(nil) // made for the last Store's attributes
 	o.store.Store(a)
 	o.busy = true
 	return nil
@@ -425,32 +462,10 @@ func (o *Observer) Observe(ctx context.Context, e observe.Event) {
 
 // kindOpt is the attribute set of a denial by kind k.
 func (o *Observer) kindOpt(a *attached, k fleetstore.Kind) []metric.AddOption {
-	if m := o.kinds.Load(); m != nil {
-		if opt, ok := (*m)[k]; ok {
-			return opt
-		}
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	var old map[fleetstore.Kind][]metric.AddOption
-	if m := o.kinds.Load(); m != nil {
-		old = *m
-	}
-	if opt, ok := old[k]; ok {
-		return opt
-	}
-	if len(old) >= MaxKinds {
-		return a.otherOpt
-	}
-	kv := append(append([]attribute.KeyValue(nil), a.base...), KindKey.String(string(k)))
-	opt := []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
-	m := maps.Clone(old)
-	if m == nil {
-		m = map[fleetstore.Kind][]metric.AddOption{}
-	}
-	m[k] = opt
-	o.kinds.Store(&m)
-	return opt
+	return a.kinds.get(k, MaxKinds, a.otherOpt, func() []metric.AddOption {
+		kv := append(append([]attribute.KeyValue(nil), a.base...), KindKey.String(string(k)))
+		return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
+	})
 }
 
 // span records e as a client span, from e.Start for e.Duration.
