@@ -22,13 +22,13 @@ import (
 //
 // The event id is the interaction's id, the body's "id" (a snowflake).
 //
-// Discord does not redeliver an interaction: Retries is false. The
-// handler's answers are not interaction responses: Discord expects a PING
-// (type 1) answered {"type":1} — it sends one when the endpoint URL is
-// saved, and refuses the URL without it — and any other interaction
-// answered with a response within 3 seconds, or the user sees it fail.
-// Discord verifies and names interactions; serving the endpoint takes
-// those answers in front of the handler.
+// Discord does not redeliver an interaction: Retries is false. A PING
+// (type 1), which Discord sends when the endpoint URL is saved and without
+// whose {"type":1} it refuses the URL, is answered so (Handshaker),
+// charging and claiming nothing. Any other interaction is answered as
+// every delivery is (202), not with an interaction response, which Discord
+// wants within 3 seconds or the user sees the command fail: serve
+// commands whose answer the user waits for in front of the handler.
 func Discord(tolerance time.Duration) Provider { return discord{tolerance: orDefault(tolerance)} }
 
 type discord struct{ tolerance time.Duration }

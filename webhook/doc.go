@@ -71,6 +71,7 @@
 //	unknown tenant                 404 Not Found
 //	signature fails                401 Unauthorized
 //	secrets unusable               500 Internal Server Error
+//	handshake                      200 OK
 //	no event id                    400 Bad Request
 //	Config.Plan invalid            500 Internal Server Error
 //	OK, stored                     202 Accepted
@@ -84,6 +85,9 @@
 //	ErrInvalid: hook id, Node      500 Internal Server Error
 //	store out, closed, cancelled   503 Service Unavailable       Config.RetryAfter
 //
+// "handshake" is a verified request that is the sender's check of the
+// endpoint, answered as the provider asks (Handshaker: Slack's
+// url_verification, Discord's PING), nothing charged or claimed.
 // "unknown tenant" is Config.Tenant failing or Config.Secrets saying
 // ErrUnknownTenant; "secrets unusable" is any other error of Secrets, or
 // an empty secret. After the Sink fails, and on a 429, the claim is

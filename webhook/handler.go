@@ -274,6 +274,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, d *Delivery) {
 		h.reply(w, d, rep)
 		return
 	}
+	if reply, ct, ok := handshake(h.cfg.Provider, r.Header, body); ok {
+		h.reply(w, d, Handshake, ct, string(reply))
+		return
+	}
 	event, err := h.cfg.Provider.EventID(r.Header, body)
 	if err != nil {
 		h.reply(w, d, NoEvent)

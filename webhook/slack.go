@@ -24,9 +24,8 @@ import (
 // retries repeat. A form body, which Slack never retries — a slash
 // command, or an interaction's payload=JSON — is named by its trigger_id,
 // one per invocation, so that a replay within the tolerance is a
-// Duplicate. Slack's url_verification handshake has neither and is
-// answered 400: the handler does not echo its challenge, so answer that
-// request in front of it.
+// Duplicate. Slack's url_verification handshake, signed too, is answered
+// with its challenge (Handshaker), charging and claiming nothing.
 //
 // Slack retries an event not answered 2xx within 3 seconds, 3 times: at
 // once, a minute later and 5 minutes later (X-Slack-Retry-Num). Retries is

@@ -24,6 +24,7 @@ const (
 	UnknownTenant                  // 404: Config.Tenant failed, or ErrUnknownTenant
 	Forged                         // 401: the signature does not verify
 	SecretsUnusable                // 500: Config.Secrets failed, or a secret is unusable
+	Handshake                      // 200: a sender's check of the endpoint (Handshaker)
 	NoEvent                        // 400: the provider names no event id
 	PlanInvalid                    // 500: Config.Plan returned a plan Plan.Check refuses
 	Stored                         // 202: OK, stored, the claim committed
@@ -81,7 +82,8 @@ var replies = [...]struct {
 	Forged:        {"forged", "signature fails", 401, "signature verification failed", retryNone},
 	SecretsUnusable: {"secrets_unusable", "secrets unusable", 500, "cannot verify deliveries",
 		retryNone},
-	NoEvent: {"no_event", "no event id", 400, "no event id", retryNone},
+	Handshake: {"handshake", "handshake", 200, "", retryNone},
+	NoEvent:   {"no_event", "no event id", 400, "no event id", retryNone},
 	PlanInvalid: {"plan_invalid", "Config.Plan invalid", 500, "cannot charge deliveries",
 		retryNone},
 	Stored:     {"stored", "OK, stored", 202, "accepted", retryNone},
@@ -105,8 +107,15 @@ var replies = [...]struct {
 // reply writes r: its status and body, with Retry-After when it is
 // Config.RetryAfter's (a 503), Allow for a 405, and the size for a 413
 // over MaxBody. The fields of package headers, when due, are set before.
-func (h *Handler) reply(w http.ResponseWriter, d *Delivery, r Outcome) {
+// A Handshake's reply is shake: its content type and body.
+func (h *Handler) reply(w http.ResponseWriter, d *Delivery, r Outcome, shake ...string) {
 	d.Outcome = r
+	if r == Handshake && len(shake) == 2 {
+		w.Header().Set("Content-Type", shake[0])
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, shake[1])
+		return
+	}
 	a := &replies[r]
 	body := a.body
 	switch {
