@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"net/http"
 	"strings"
 	"time"
@@ -35,23 +34,11 @@ func (github) Verify(h http.Header, body []byte, secrets []string, _ time.Time) 
 		return sigErr("github", "no X-Hub-Signature-256")
 	}
 	hexSig, ok := strings.CutPrefix(v, "sha256=")
-	sig, isHex := lowerHex(hexSig)
+	sig, isHex := lowerHexSig(hexSig, sha256.Size)
 	if !ok || !isHex {
 		return sigErr("github", "X-Hub-Signature-256 is not sha256= and 64 lower-case hex digits")
 	}
 	return verifyHMAC("github", "X-Hub-Signature-256", secrets, raw, [][]byte{sig}, body)
-}
-
-// lowerHex decodes s, an HMAC-SHA256 in hex as GitHub and Stripe send it:
-// 64 lower-case hex digits, the one spelling their official verifiers
-// (octokit/webhooks-methods, stripe-node) accept, as they compare hex
-// strings; hex.DecodeString alone would take upper case too.
-func lowerHex(s string) ([]byte, bool) {
-	sig, err := hex.DecodeString(s)
-	if err != nil || len(sig) != sha256.Size || hex.EncodeToString(sig) != s {
-		return nil, false
-	}
-	return sig, true
 }
 
 func (github) EventID(h http.Header, _ []byte) (string, error) {

@@ -1,11 +1,9 @@
 package webhook
 
 import (
-	"crypto/sha256"
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -51,19 +49,7 @@ func (p paddle) Verify(h http.Header, body []byte, secrets []string, now time.Ti
 	if v == "" {
 		return sigErr("paddle", "no Paddle-Signature")
 	}
-	var ts string
-	var sigs [][]byte
-	for _, pair := range strings.Split(v, ";") {
-		k, val, _ := strings.Cut(pair, "=")
-		switch k {
-		case "ts":
-			ts = val
-		case "h1":
-			if sig, ok := lowerHexSig(val, sha256.Size); ok {
-				sigs = append(sigs, sig)
-			}
-		}
-	}
+	ts, sigs := timedSigs(v, ";", "ts", "h1")
 	t, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
 		return sigErr("paddle", "Paddle-Signature has no ts=TIMESTAMP")

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -39,19 +38,7 @@ func (p stripe) Verify(h http.Header, body []byte, secrets []string, now time.Ti
 	if v == "" {
 		return sigErr("stripe", "no Stripe-Signature")
 	}
-	var ts string
-	var sigs [][]byte
-	for _, part := range strings.Split(v, ",") {
-		k, val, _ := strings.Cut(part, "=")
-		switch k {
-		case "t":
-			ts = val
-		case "v1":
-			if sig, ok := lowerHex(val); ok {
-				sigs = append(sigs, sig)
-			}
-		}
-	}
+	ts, sigs := timedSigs(v, ",", "t", "v1")
 	t, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
 		return sigErr("stripe", "Stripe-Signature has no t=TIMESTAMP")
