@@ -69,6 +69,8 @@ type fallback struct {
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
 
+	kick chan struct{} // trip wakes a worker that waits for a parked commit
+
 	// The worker's own: one worker runs at a time, handed over under mu.
 	backoff      time.Duration
 	recoveredAt  time.Time
@@ -93,6 +95,7 @@ func newFallback(s *Store, cfg *Fallback, clock memstore.Clock) (*fallback, erro
 	}
 	fb := &fallback{s: s, cfg: *cfg, share: cfg.share(), mem: mem, local: local,
 		box: outbox{size: cfg.OutboxSize}, batch: replayBatch, clock: clock,
+		kick:       make(chan struct{}, 1),
 		checkEvery: uint64(min(max(cfg.LocalClaims/16, 1), 256))}
 	fb.stopCtx, fb.stop = context.WithCancel(context.Background())
 	fb.chargeBufs.New = func() any { b := make([]Charge, 0, 8); return &b }
@@ -411,6 +414,10 @@ func (fb *fallback) trip(cause error) {
 	fb.degraded.Store(true)
 	fb.stateMu.Unlock()
 	fb.ensureWorker()
+	select {
+	case fb.kick <- struct{}{}:
+	default:
+	}
 }
 
 // recover closes the breaker after a probe reached the shared store and
@@ -460,6 +467,7 @@ func (fb *fallback) close() {
 	fb.stop()
 	fb.wg.Wait()
 	fb.mu.Lock()
+	fb.box.dueNow()
 	n := fb.box.len()
 	fb.mu.Unlock()
 	if n > 0 {
