@@ -72,11 +72,16 @@ type fallback struct {
 	kick chan struct{} // trip wakes a worker that waits for a parked commit
 
 	// The worker's own: one worker runs at a time, handed over under mu.
-	backoff      time.Duration
-	recoveredAt  time.Time
-	conflictLogs int
-	forgetLater  []Claim // replayed while the breaker was open (forget)
-	batch        int     // claims per replayed Commit (replay)
+	backoff     time.Duration
+	recoveredAt time.Time
+	forgetLater []Claim // replayed while the breaker was open (forget)
+	batch       int     // claims per replayed Commit (replay)
+	// The conflict log's GCRA bucket (conflict): its TAT in µs of s.now,
+	// the conflicts not logged since the last line, and whether the
+	// line saying they are not was logged (once a Store).
+	logTAT      int64
+	notLogged   uint64
+	quietLogged bool
 
 	outages, queuedN, replayed, conflicts, expired, dropped, claimsDropped atomic.Uint64
 

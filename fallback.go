@@ -65,8 +65,9 @@ import (
 // records it (CONTRACT C7), so after the replay a retry at any node is a
 // Duplicate. A replayed commit that meets another hook's committed claim
 // is a webhook the outage let in twice: it is counted (Stats.Conflicts),
-// logged once with the claim's identity (the first 100 of an outage; never
-// a body) and handed to OnConflict. One that meets another hook's pending
+// handed to OnConflict and logged with the claim's identity (never a
+// body): 10 lines, then one a minute at most over the Store's life, each
+// saying how many were not logged. One that meets another hook's pending
 // claim (the Commit's ErrClaimLost, then a Hit of the claim alone that is
 // Pending) is no conflict yet: that hook may be released, or its node die
 // and its claim expire. The commit waits in the outbox (the breaker closes

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/gcra"
 	"github.com/fleetstore/fleetstore/observe"
 )
 
@@ -27,8 +28,14 @@ const (
 	// maxReplayTries is how many replays of one commit the shared store
 	// may answer with an error before the commit is dropped (Stats.Dropped):
 	// a commit it will never take must not keep the node degraded.
-	maxReplayTries  = 8
-	maxConflictLogs = 100 // conflicts logged one by one per outage; the rest are counted
+	maxReplayTries = 8
+
+	// The conflict log is a GCRA bucket over the Store's life: a burst of
+	// conflictLogBurst lines, then one every conflictLogEvery at most, so
+	// that a store that flaps cannot fill the log; every conflict is
+	// counted (Stats.Conflicts) and handed to OnConflict all the same.
+	conflictLogBurst = 10
+	conflictLogEvery = time.Minute
 )
 
 // ensureWorker starts the worker unless it runs (or the Store closed).
@@ -91,15 +98,14 @@ func (fb *fallback) work() {
 	}
 }
 
-// began starts the worker's part of an outage: its backoff, its conflict
-// log budget, and the state change callback.
+// began starts the worker's part of an outage: its backoff and the state
+// change callback.
 func (fb *fallback) began() {
 	if fb.recoveredAt.IsZero() || time.Since(fb.recoveredAt) > stableAfter {
 		fb.backoff = minProbe
 	} else {
 		fb.backoff = min(2*max(fb.backoff, minProbe), maxProbe)
 	}
-	fb.conflictLogs = 0
 	fb.stateMu.Lock()
 	cause := fb.cause
 	fb.stateMu.Unlock()
@@ -353,23 +359,31 @@ func (fb *fallback) forgetDeferred() {
 }
 
 // conflict reports a replayed commit that met another hook's committed
-// claim: the outage let one provider event in twice. It is logged with the
-// claim's identity (never a body: the Store has none), cut as errors cut
-// it.
+// claim: the outage let one provider event in twice. It is counted and
+// handed to OnConflict; it is logged with the claim's identity (never a
+// body: the Store has none), cut as errors cut it, while the conflict
+// log's bucket allows, and the next line logged says how many were not.
 func (fb *fallback) conflict(q queued, holder string) {
 	fb.conflicts.Add(1)
-	if fb.conflictLogs < maxConflictLogs {
-		fb.conflictLogs++
+	const every = int64(conflictLogEvery / time.Microsecond)
+	d := gcra.Charge(fb.s.now().UnixMicro(), fb.logTAT, every, conflictLogBurst*every)
+	if d.Conform {
+		fb.logTAT = d.TAT
 		c := &q.claim
 		fb.s.log.Warn("fleetstore: replayed commit met another hook's claim; "+
 			"the outage let this event in twice",
 			zap.String("scheme", fb.s.scheme), zap.String("tenant", cut(c.Tenant)),
 			zap.String("source_id", cut(c.SourceID)), zap.String("key", cut(c.Key)),
 			zap.String("hook_id", cut(c.HookID)), zap.String("holder", cut(holder)),
-			zap.String("node", cut(c.Node)), zap.Time("queued_at", q.at))
-		if fb.conflictLogs == maxConflictLogs {
-			fb.s.log.Warn("fleetstore: further replay conflicts of this outage are counted, not logged",
-				zap.String("scheme", fb.s.scheme), zap.Int("logged", maxConflictLogs))
+			zap.String("node", cut(c.Node)), zap.Time("queued_at", q.at),
+			zap.Uint64("not_logged", fb.notLogged))
+		fb.notLogged = 0
+	} else {
+		if fb.notLogged++; !fb.quietLogged {
+			fb.quietLogged = true
+			fb.s.log.Warn("fleetstore: further replay conflicts are counted (Stats.Conflicts), "+
+				"not logged, beyond one a minute",
+				zap.String("scheme", fb.s.scheme), zap.Int("burst", conflictLogBurst))
 		}
 	}
 	if fb.cfg.OnConflict != nil {
