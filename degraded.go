@@ -69,12 +69,19 @@ type fallback struct {
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
 
+	kick chan struct{} // trip wakes a worker that waits for a parked commit
+
 	// The worker's own: one worker runs at a time, handed over under mu.
-	backoff      time.Duration
-	recoveredAt  time.Time
-	conflictLogs int
-	forgetLater  []Claim // replayed while the breaker was open (forget)
-	batch        int     // claims per replayed Commit (replay)
+	backoff     time.Duration
+	recoveredAt time.Time
+	forgetLater []Claim // replayed while the breaker was open (forget)
+	batch       int     // claims per replayed Commit (replay)
+	// The conflict log's GCRA bucket (conflict): its TAT in µs of s.now,
+	// the conflicts not logged since the last line, and whether the
+	// line saying they are not was logged (once a Store).
+	logTAT      int64
+	notLogged   uint64
+	quietLogged bool
 
 	outages, queuedN, replayed, conflicts, expired, dropped, claimsDropped atomic.Uint64
 
@@ -93,6 +100,7 @@ func newFallback(s *Store, cfg *Fallback, clock memstore.Clock) (*fallback, erro
 	}
 	fb := &fallback{s: s, cfg: *cfg, share: cfg.share(), mem: mem, local: local,
 		box: outbox{size: cfg.OutboxSize}, batch: replayBatch, clock: clock,
+		kick:       make(chan struct{}, 1),
 		checkEvery: uint64(min(max(cfg.LocalClaims/16, 1), 256))}
 	fb.stopCtx, fb.stop = context.WithCancel(context.Background())
 	fb.chargeBufs.New = func() any { b := make([]Charge, 0, 8); return &b }
@@ -411,6 +419,10 @@ func (fb *fallback) trip(cause error) {
 	fb.degraded.Store(true)
 	fb.stateMu.Unlock()
 	fb.ensureWorker()
+	select {
+	case fb.kick <- struct{}{}:
+	default:
+	}
 }
 
 // recover closes the breaker after a probe reached the shared store and
@@ -460,6 +472,7 @@ func (fb *fallback) close() {
 	fb.stop()
 	fb.wg.Wait()
 	fb.mu.Lock()
+	fb.box.dueNow()
 	n := fb.box.len()
 	fb.mu.Unlock()
 	if n > 0 {

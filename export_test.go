@@ -32,3 +32,7 @@ func LocalClaims(s *Store) int {
 
 // SetNow makes s read the time from now (the outage log's quiet period).
 func SetNow(s *Store, now func() time.Time) { s.now = now }
+
+// ConflictLogBurst is how many replay conflicts are logged before the
+// conflict log's bucket holds them back.
+const ConflictLogBurst = conflictLogBurst

@@ -63,14 +63,22 @@ import (
 // 256, each claim's TTL less the time it waited (one whose TTL ran out in
 // the queue is not sent: Stats.Expired). Committing an absent claim
 // records it (CONTRACT C7), so after the replay a retry at any node is a
-// Duplicate. A replayed commit that meets another hook's claim
-// (ErrClaimLost) is a webhook the outage let in twice: it is counted
-// (Stats.Conflicts), logged once with the claim's identity (the first 100
-// of an outage; never a body) and handed to OnConflict. A commit the
-// shared store refuses with an error reply 8 times is dropped. A commit
-// that finds the outbox full (OutboxSize) is not queued and not committed
-// locally, is counted (Stats.Dropped), and its Commit fails with the
-// outage's error: a call never blocks on it. The outbox lives in the
+// Duplicate. A replayed commit that meets another hook's committed claim
+// is a webhook the outage let in twice: it is counted (Stats.Conflicts),
+// handed to OnConflict and logged with the claim's identity (never a
+// body): 10 lines, then one a minute at most over the Store's life, each
+// saying how many were not logged. One that meets another hook's pending
+// claim (the Commit's ErrClaimLost, then a Hit of the claim alone that is
+// Pending) is no conflict yet: that hook may be released, or its node die
+// and its claim expire. The commit waits in the outbox (the breaker closes
+// without it) and is replayed again when the claim's pending time is up,
+// 25ms to 1s later, until the claim is committed (a conflict), released
+// or expired: then a Hit of the claim alone under the commit's hook_id
+// takes it (C1) and a Commit within the same budget commits it (C5). A
+// commit the shared store refuses with an error reply 8 times is dropped.
+// A commit that finds the outbox full (OutboxSize) is not queued and not
+// committed locally, is counted (Stats.Dropped), and its Commit fails with
+// the outage's error: a call never blocks on it. The outbox lives in the
 // process: Close makes one last replay within one budget and logs the
 // number of commits it could not replay; those claims expire by their
 // PendingTTL.
@@ -115,8 +123,9 @@ type Fallback struct {
 	// claim (observe.Stats.ClaimsDropped). URL: fallback_claims.
 	LocalClaims int
 	// OnConflict, when set, is called for every replayed commit that met
-	// another hook's claim in the shared store (ErrClaimLost): a webhook
-	// the outage let in twice, for the application to reconcile. It is
+	// another hook's committed claim in the shared store (one pending is
+	// waited for): a webhook the outage let in twice, for the application
+	// to reconcile. It is
 	// called from the replay goroutine, one conflict at a time; it must
 	// not block for long (replay waits for it).
 	OnConflict func(Conflict)
@@ -133,8 +142,8 @@ const (
 	maxFallbackNodes   = 1_000_000
 )
 
-// Conflict is a replayed commit that met another hook's claim in the
-// shared store (Fallback.OnConflict): the outage admitted two hooks for
+// Conflict is a replayed commit that met another hook's committed claim in
+// the shared store (Fallback.OnConflict): the outage admitted two hooks for
 // one provider event, Claim's and Holder's.
 type Conflict struct {
 	Claim    Claim     // the commit as it was queued (its full TTL)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,6 +226,73 @@ func TestFallbackReplayConflict(t *testing.T) {
 				t.Errorf("conflict line fields %v", f)
 			}
 		}
+	}
+}
+
+// TestFallbackFlappingLogsBounded: a store that flaps logs once per state
+// change, and its replay conflicts up to the conflict log's burst over the
+// Store's life, not per outage (CONTRACT §8): 4 outages of 30 conflicts
+// each log 4 "out" lines, 4 "back" lines, 10 conflict lines and one line
+// saying the rest are counted; Stats counts all 120. A minute later (the
+// Store's injected clock) one more conflict is logged, naming how many
+// were not.
+func TestFallbackFlappingLogsBounded(t *testing.T) {
+	t.Parallel()
+	var conflicts atomic.Int64
+	st := openFlaky(t, fleetstore.Fallback{OnConflict: func(fleetstore.Conflict) { conflicts.Add(1) }})
+	base := time.Now()
+	var offset atomic.Int64
+	fleetstore.SetNow(st.Store, func() time.Time { return base.Add(time.Duration(offset.Load())) })
+	ctx := context.Background()
+	outage := func(n, perOutage int) {
+		t.Helper()
+		st.d.set(refused)
+		var mine, theirs []fleetstore.Claim
+		for i := range perOutage {
+			key := fmt.Sprintf("evt-%d-%d", n, i)
+			mine, theirs = append(mine, hookClaim(key, "h-here")), append(theirs, hookClaim(key, "h-there"))
+		}
+		if err := st.Commit(ctx, mine...); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.shared.Commit(ctx, theirs...); err != nil {
+			t.Fatal(err)
+		}
+		st.d.set(healthy)
+		recovered(t, st)
+	}
+	const outages, perOutage = 4, 30
+	for n := range outages {
+		outage(n, perOutage)
+	}
+	if s := st.Stats(); s.Conflicts != outages*perOutage || conflicts.Load() != outages*perOutage || s.Outages != outages {
+		t.Errorf("stats %+v, OnConflict %d: want %d outages, %d conflicts counted and handed over",
+			s, conflicts.Load(), outages, outages*perOutage)
+	}
+	for _, c := range []struct {
+		msg  string
+		want int
+	}{
+		{"shared store out", outages}, {"shared store back", outages},
+		{"met another hook's claim", fleetstore.ConflictLogBurst}, {"further replay conflicts", 1},
+	} {
+		if n := logCount(st.logs, c.msg); n != c.want {
+			t.Errorf("%d %q lines, want %d", n, c.msg, c.want)
+		}
+	}
+	if n, most := st.logs.Len(), 2*outages+fleetstore.ConflictLogBurst+1; n > most {
+		t.Errorf("%d log lines for %d outages, want at most %d", n, outages, most)
+	}
+
+	offset.Store(int64(time.Minute))
+	outage(outages, 1)
+	lines := st.logs.FilterMessageSnippet("met another hook's claim").All()
+	if len(lines) != fleetstore.ConflictLogBurst+1 {
+		t.Fatalf("%d conflict lines a minute later, want one more", len(lines))
+	}
+	notLogged := uint64(outages*perOutage - fleetstore.ConflictLogBurst)
+	if got := lines[len(lines)-1].ContextMap()["not_logged"]; got != notLogged {
+		t.Errorf("the conflict line a minute later says not_logged=%v, want %d", got, notLogged)
 	}
 }
 

@@ -15,20 +15,29 @@ type queued struct {
 // copied whole under the lock, as a growing slice would be).
 const chunkLen = 1024
 
+// waiting is a queued commit that met another hook's pending claim: it is
+// replayed again from due on (CONTRACT §8).
+type waiting struct {
+	q   queued
+	due time.Time // monotonic
+}
+
 // outbox is the bounded FIFO of commits awaiting replay (CONTRACT §8).
 // Commits are pushed at the tail by callers; one replayer at a time takes
 // batches from the head and puts back, at the head, those it could not
-// settle. Its owner locks it.
+// settle, and aside (park) those that wait for another hook's claim. Its
+// owner locks it.
 type outbox struct {
 	front    []queued   // put back by the replayer: taken first
 	chunks   [][]queued // the FIFO, chunkLen commits each
 	first    int        // the next commit of chunks[0]
 	queued   int        // in front and chunks
 	inflight int        // taken by the replayer, not yet settled or put back
-	size     int        // the bound of queued + inflight
+	waiting  []waiting  // parked, in no order: few, each retried at its due time
+	size     int        // the bound of queued + inflight + waiting
 }
 
-func (b *outbox) len() int { return b.queued + b.inflight }
+func (b *outbox) len() int { return b.queued + b.inflight + len(b.waiting) }
 
 // push queues q, or reports false when the outbox is full: it never blocks
 // and never grows past its size.
@@ -73,6 +82,53 @@ func (b *outbox) take(n int) []queued {
 	b.queued -= len(out)
 	b.inflight += len(out)
 	return out
+}
+
+// takeDue removes up to n parked commits whose due time is not after now,
+// for the replayer, which must settle them or give them back with done
+// (or park them again).
+func (b *outbox) takeDue(now time.Time, n int) []queued {
+	var out []queued
+	kept := b.waiting[:0]
+	for _, w := range b.waiting {
+		if len(out) < n && !w.due.After(now) {
+			out = append(out, w.q)
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(b.waiting[len(kept):])
+	b.waiting = kept
+	b.inflight += len(out)
+	return out
+}
+
+// park sets aside commits taken that met another hook's pending claim, to
+// wait for their due time; done ends their take as it does the others'.
+func (b *outbox) park(ws []waiting) {
+	b.waiting = append(b.waiting, ws...)
+}
+
+// next reports when the replayer has work: now (the zero time) when the
+// FIFO holds commits, else the earliest due time of a parked one; ok is
+// false when the outbox is empty.
+func (b *outbox) next() (due time.Time, ok bool) {
+	if b.queued+b.inflight > 0 {
+		return time.Time{}, true
+	}
+	for i, w := range b.waiting {
+		if i == 0 || w.due.Before(due) {
+			due = w.due
+		}
+	}
+	return due, len(b.waiting) > 0
+}
+
+// dueNow makes every parked commit due (the last replay at Close).
+func (b *outbox) dueNow() {
+	for i := range b.waiting {
+		b.waiting[i].due = time.Time{}
+	}
 }
 
 // done ends a take: settled commits leave, back returns to the head in its

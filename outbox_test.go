@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // TestOutboxModel runs random pushes, takes and put-backs against a plain
@@ -52,5 +53,54 @@ func TestOutboxModel(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOutboxParked: commits parked to wait for another hook's pending
+// claim count in the outbox's length and its bound, are taken only from
+// their due time on (earliest first in next), and not by take; dueNow
+// makes them all due.
+func TestOutboxParked(t *testing.T) {
+	b := outbox{size: 3}
+	t0 := time.Now()
+	for _, k := range []string{"a", "b", "c"} {
+		if !b.push(queued{claim: Claim{Key: k}}) {
+			t.Fatalf("push %s refused", k)
+		}
+	}
+	got := b.take(3)
+	b.done(3, nil)
+	b.park([]waiting{{q: got[0], due: t0.Add(2 * time.Second)}, {q: got[1], due: t0.Add(time.Second)}})
+	if b.len() != 2 {
+		t.Fatalf("len %d with 2 parked, want 2", b.len())
+	}
+	if due, ok := b.next(); !ok || !due.Equal(t0.Add(time.Second)) {
+		t.Errorf("next %v %v, want the earliest due time", due, ok)
+	}
+	if !b.push(queued{claim: Claim{Key: "d"}}) || b.push(queued{claim: Claim{Key: "e"}}) {
+		t.Fatal("the bound counts parked commits: want 1 more push taken of size 3, then none")
+	}
+	if due, ok := b.next(); !ok || !due.IsZero() {
+		t.Errorf("next %v %v with a commit in the FIFO, want now", due, ok)
+	}
+	if q := b.take(10); len(q) != 1 || q[0].claim.Key != "d" {
+		t.Fatalf("take %+v, want the FIFO's d only, not the parked ones", q)
+	}
+	b.done(1, nil)
+	if q := b.takeDue(t0.Add(500*time.Millisecond), 10); len(q) != 0 {
+		t.Errorf("takeDue before any is due: %+v", q)
+	}
+	q := b.takeDue(t0.Add(1500*time.Millisecond), 10)
+	if len(q) != 1 || q[0].claim.Key != "b" || b.len() != 2 {
+		t.Fatalf("takeDue at +1.5s: %+v (len %d), want b, len 2", q, b.len())
+	}
+	b.done(1, nil)
+	b.dueNow()
+	if q := b.takeDue(t0, 10); len(q) != 1 || q[0].claim.Key != "a" {
+		t.Fatalf("takeDue after dueNow: %+v, want a", q)
+	}
+	b.done(1, nil)
+	if _, ok := b.next(); ok || b.len() != 0 {
+		t.Errorf("empty outbox: next ok %v, len %d", ok, b.len())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/gcra"
 	"github.com/fleetstore/fleetstore/observe"
 )
 
@@ -27,8 +28,14 @@ const (
 	// maxReplayTries is how many replays of one commit the shared store
 	// may answer with an error before the commit is dropped (Stats.Dropped):
 	// a commit it will never take must not keep the node degraded.
-	maxReplayTries  = 8
-	maxConflictLogs = 100 // conflicts logged one by one per outage; the rest are counted
+	maxReplayTries = 8
+
+	// The conflict log is a GCRA bucket over the Store's life: a burst of
+	// conflictLogBurst lines, then one every conflictLogEvery at most, so
+	// that a store that flaps cannot fill the log; every conflict is
+	// counted (Stats.Conflicts) and handed to OnConflict all the same.
+	conflictLogBurst = 10
+	conflictLogEvery = time.Minute
 )
 
 // ensureWorker starts the worker unless it runs (or the Store closed).
@@ -72,25 +79,33 @@ func (fb *fallback) work() {
 			continue
 		}
 		fb.mu.Lock()
-		if fb.box.len() == 0 {
+		due, ok := fb.box.next()
+		if !ok {
 			fb.running = false
 			fb.mu.Unlock()
 			return
 		}
 		fb.mu.Unlock()
+		if wait := time.Until(due); wait > 0 {
+			// Only commits waiting for another hook's pending claim: wait
+			// for the first, or for an outage (trip kicks).
+			if !fb.nap(wait) {
+				return
+			}
+			continue
+		}
 		fb.replay(fb.stopCtx) // an outage trips the breaker: probing again
 	}
 }
 
-// began starts the worker's part of an outage: its backoff, its conflict
-// log budget, and the state change callback.
+// began starts the worker's part of an outage: its backoff and the state
+// change callback.
 func (fb *fallback) began() {
 	if fb.recoveredAt.IsZero() || time.Since(fb.recoveredAt) > stableAfter {
 		fb.backoff = minProbe
 	} else {
 		fb.backoff = min(2*max(fb.backoff, minProbe), maxProbe)
 	}
-	fb.conflictLogs = 0
 	fb.stateMu.Lock()
 	cause := fb.cause
 	fb.stateMu.Unlock()
@@ -115,6 +130,19 @@ func (fb *fallback) sleep(d time.Duration) bool {
 	}
 }
 
+// nap is sleep, cut short by a kick (trip: an outage began).
+func (fb *fallback) nap(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-fb.kick:
+	case <-fb.stopCtx.Done():
+		return false
+	}
+	return true
+}
+
 // probe pings the shared store within one budget.
 func (fb *fallback) probe() bool {
 	ctx, cancel := context.WithTimeout(fb.stopCtx, fb.s.timeout)
@@ -131,14 +159,16 @@ func (fb *fallback) probe() bool {
 func (fb *fallback) replay(ctx context.Context) bool {
 	for ctx.Err() == nil {
 		fb.mu.Lock()
-		batch := fb.box.take(fb.batch)
+		batch := fb.box.takeDue(time.Now(), fb.batch)
+		batch = append(batch, fb.box.take(fb.batch-len(batch))...)
 		fb.mu.Unlock()
 		if len(batch) == 0 {
 			return true
 		}
-		back, progress, cause := fb.replayBatch(ctx, batch)
+		back, parked, progress, cause := fb.replayBatch(ctx, batch)
 		fb.mu.Lock()
 		fb.box.done(len(batch), back)
+		fb.box.park(parked)
 		fb.mu.Unlock()
 		switch {
 		case len(back) == 0:
@@ -157,13 +187,13 @@ func (fb *fallback) replay(ctx context.Context) bool {
 
 // replayBatch commits batch with each claim's TTL less the time since its
 // Commit (the expiry the commit gave it; one whose TTL has passed is not
-// sent), and returns the commits to keep queued, whether any left the
-// queue, and why the others did not (nil when the Store is closing). A
-// commit that met another hook's claim is a conflict: counted, logged,
-// handed to OnConflict. What the shared store now holds is forgotten
-// locally.
-func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []queued, progress bool,
-	cause error) {
+// sent), and returns the commits to keep queued, those to park (they met
+// another hook's pending claim), whether any left the queue, and why the
+// others did not (nil when the Store is closing). A commit that met
+// another hook's committed claim is a conflict: counted, logged, handed
+// to OnConflict. What the shared store now holds is forgotten locally.
+func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []queued,
+	parked []waiting, progress bool, cause error) {
 	now := time.Now()
 	claims := make([]Claim, 0, len(batch))
 	sent := make([]int, 0, len(batch)) // batch index of each claim
@@ -183,7 +213,7 @@ func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []que
 	}
 	defer func() { fb.forget(forget) }()
 	if len(claims) == 0 {
-		return nil, true, nil
+		return nil, nil, true, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, fb.s.timeout)
 	defer cancel()
@@ -203,17 +233,27 @@ func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []que
 			_, kind := classify(cctx, err)
 			cause = &opError{op: "replay", kind: kind, err: err}
 		}
-		return back, len(forget) > 0, cause
+		return back, nil, len(forget) > 0, cause
 	}
 	for j, err := range errs {
 		q := batch[sent[j]]
-		var lost *driver.ClaimLostError
+		var holder string
+		var wait time.Duration
+		if lost := (*driver.ClaimLostError)(nil); errors.As(err, &lost) {
+			if cause != nil { // an outage met in this batch: ask again later
+				back = append(back, q)
+				continue
+			}
+			holder, wait, err = fb.settleLost(ctx, claims[j])
+		}
 		switch {
+		case wait > 0:
+			parked = append(parked, waiting{q: q, due: time.Now().Add(wait)})
+		case holder != "":
+			fb.conflict(q, holder)
+			forget = append(forget, q.claim)
 		case err == nil:
 			fb.replayed.Add(1)
-			forget = append(forget, q.claim)
-		case errors.As(err, &lost):
-			fb.conflict(q, lost.Holder)
 			forget = append(forget, q.claim)
 		default:
 			f, kind := classify(cctx, err)
@@ -240,7 +280,59 @@ func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []que
 			}
 		}
 	}
-	return back, len(forget) > 0 || refused, cause
+	return back, parked, len(forget) > 0 || len(parked) > 0 || refused, cause
+}
+
+// settleLost asks the shared store what the claim c (its TTL what is left
+// of it) that a replayed Commit found held by another hook (ErrClaimLost)
+// is held as: the answer does not say pending or committed. A Hit of the
+// claim alone under c's hook_id (no charge) asks, within one budget:
+//
+//   - Duplicate naming another hook: committed; holder names it (a
+//     conflict, final). Naming c's hook: committed for it (no conflict).
+//   - Pending: the other hook may still release it, or its node die and
+//     the claim expire; the commit waits (wait > 0, the claim's remaining
+//     pending time, between minProbe and maxProbe, so that a release is
+//     met within about a second) and is replayed again then.
+//   - OK: the claim was freed in between and is now pending for c's hook
+//     (C1, expiring two budgets from now); the Commit that follows, within
+//     the same budget, commits it (C5): no other hook can take it between.
+//
+// err is the Hit's or the Commit's error (ErrClaimLost if another hook
+// took the freed claim first: the next replay asks again).
+func (fb *fallback) settleLost(ctx context.Context, c Claim) (holder string, wait time.Duration,
+	err error) {
+	cctx, cancel := context.WithTimeout(ctx, fb.s.timeout)
+	defer cancel()
+	c.PendingTTL = min(c.TTL, 2*fb.s.timeout)
+	res, err := fb.s.conn.Hit(cctx, nil, &c)
+	if err == nil {
+		err = checkResult(&res)
+		if err == nil && res.Outcome == RateLimited {
+			err = errors.New("driver returned rate limited for a hit without charges")
+		}
+		err = driver.ErrorReply(err)
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	switch res.Outcome {
+	case Duplicate:
+		if res.HookID == c.HookID {
+			return "", 0, nil
+		}
+		return res.HookID, 0, nil
+	case Pending:
+		return "", min(max(res.RetryAfter, minProbe), maxProbe), nil
+	}
+	errs, err := fb.s.conn.Commit(cctx, []Claim{c})
+	if err == nil && len(errs) != 1 {
+		err = driver.ErrorReply(errResultCount(len(errs), 1))
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	return "", 0, errs[0]
 }
 
 // forget drops replayed commits from the local store, which the shared
@@ -266,23 +358,32 @@ func (fb *fallback) forgetDeferred() {
 	fb.forgetLater = fb.forgetLater[:0]
 }
 
-// conflict reports a replayed commit that met another hook's claim: the
-// outage let one provider event in twice. It is logged with the claim's
-// identity (never a body: the Store has none), cut as errors cut it.
+// conflict reports a replayed commit that met another hook's committed
+// claim: the outage let one provider event in twice. It is counted and
+// handed to OnConflict; it is logged with the claim's identity (never a
+// body: the Store has none), cut as errors cut it, while the conflict
+// log's bucket allows, and the next line logged says how many were not.
 func (fb *fallback) conflict(q queued, holder string) {
 	fb.conflicts.Add(1)
-	if fb.conflictLogs < maxConflictLogs {
-		fb.conflictLogs++
+	const every = int64(conflictLogEvery / time.Microsecond)
+	d := gcra.Charge(fb.s.now().UnixMicro(), fb.logTAT, every, conflictLogBurst*every)
+	if d.Conform {
+		fb.logTAT = d.TAT
 		c := &q.claim
 		fb.s.log.Warn("fleetstore: replayed commit met another hook's claim; "+
 			"the outage let this event in twice",
 			zap.String("scheme", fb.s.scheme), zap.String("tenant", cut(c.Tenant)),
 			zap.String("source_id", cut(c.SourceID)), zap.String("key", cut(c.Key)),
 			zap.String("hook_id", cut(c.HookID)), zap.String("holder", cut(holder)),
-			zap.String("node", cut(c.Node)), zap.Time("queued_at", q.at))
-		if fb.conflictLogs == maxConflictLogs {
-			fb.s.log.Warn("fleetstore: further replay conflicts of this outage are counted, not logged",
-				zap.String("scheme", fb.s.scheme), zap.Int("logged", maxConflictLogs))
+			zap.String("node", cut(c.Node)), zap.Time("queued_at", q.at),
+			zap.Uint64("not_logged", fb.notLogged))
+		fb.notLogged = 0
+	} else {
+		if fb.notLogged++; !fb.quietLogged {
+			fb.quietLogged = true
+			fb.s.log.Warn("fleetstore: further replay conflicts are counted (Stats.Conflicts), "+
+				"not logged, beyond one a minute",
+				zap.String("scheme", fb.s.scheme), zap.Int("burst", conflictLogBurst))
 		}
 	}
 	if fb.cfg.OnConflict != nil {

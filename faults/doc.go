@@ -8,8 +8,9 @@
 //   - 10 000 calls against a listener that accepts and never answers;
 //   - a burst of concurrent callers much larger than the connection pool;
 //   - a fleet of 3 Stores with a fallback (the degraded mode, CONTRACT §8)
-//     through a kill, a black hole (SIGSTOP) and CLIENT PAUSE, and the
-//     replay of 10 000 commits queued through a kill.
+//     through a kill, a black hole (SIGSTOP) and CLIENT PAUSE, the
+//     replay of 10 000 commits queued through a kill, and a replayed
+//     commit that meets another node's pending claim.
 //
 // Each test asserts counts and bounds, never speeds: every call returns a
 // result or an error value within its budget + 10ms (CONTRACT T1) plus a

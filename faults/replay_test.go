@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/internal/degradedtest"
+	"github.com/fleetstore/fleetstore/nettest"
 	"github.com/fleetstore/fleetstore/observe"
 )
 
@@ -101,4 +103,51 @@ func TestReplayAfterOutage(t *testing.T) {
 			tg.name, commits, queueTook.Round(time.Millisecond), firstAt.Sub(upAt).Round(time.Millisecond), took.Round(time.Millisecond),
 			float64(commits)/max(took.Seconds(), 1e-3), firstShared.Round(time.Millisecond))
 	})
+}
+
+// TestReplayMeetsPending runs degradedtest.ReplayMeetsPending on each
+// network driver: a replayed commit that meets another hook's pending
+// claim waits until that claim is committed (a conflict), released or
+// expired (the commit lands), CONTRACT §8. A's path is a proxy
+// (nettest) that is refused until it starts; B reaches the server
+// directly; hook-b's claim expires in real time (3s).
+func TestReplayMeetsPending(t *testing.T) {
+	const pendingTTL = 3 * time.Second
+	forEach(t, func(t *testing.T, tg target) {
+		srv := tg.start(t)
+		for _, end := range degradedtest.Ends {
+			t.Run(end, func(t *testing.T) {
+				prefix := randomName("pending-")
+				addr := nettest.RefusedAddr(t)
+				conflicts := &degradedtest.Conflicts{}
+				a, err := fleetstore.Open(tg.url(addr, "timeout=200ms&fallback_nodes=2&key_prefix="+prefix),
+					fleetstore.WithFallback(fleetstore.Fallback{OnConflict: conflicts.Add}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { a.Close() })
+				b := openStoreAt(t, tg, srv.Addr(), "timeout=2s&key_prefix="+prefix)
+				waitReady(t, b)
+				degradedtest.ReplayMeetsPending(t, &degradedtest.Fleet{A: a, B: b,
+					Cut:        func() {}, // refused until Back
+					Back:       func() { nettest.NewProxyAt(t, addr, srv.Addr(), nil) },
+					PendingTTL: pendingTTL,
+					RealTime:   true,
+					Expire:     func() { time.Sleep(pendingTTL) },
+					Conflicts:  conflicts}, end)
+			})
+		}
+	})
+}
+
+// openStoreAt opens tg's driver on addr with the query q, and closes it at
+// Cleanup.
+func openStoreAt(t *testing.T, tg target, addr, q string) *fleetstore.Store {
+	t.Helper()
+	s, err := fleetstore.Open(tg.url(addr, q))
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

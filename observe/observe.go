@@ -217,14 +217,15 @@ type Stats struct {
 	Outages uint64
 	// LocalDecisions: Hits decided from the local store.
 	LocalDecisions uint64
-	// Outbox: commits queued now, awaiting replay.
+	// Outbox: commits queued now, awaiting replay (those waiting for
+	// another hook's pending claim included).
 	Outbox int
 	// Queued: commits queued in all.
 	Queued uint64
 	// Replayed: queued commits recorded in the shared store.
 	Replayed uint64
-	// Conflicts: replayed commits that met another hook's claim
-	// (Fallback.OnConflict).
+	// Conflicts: replayed commits that met another hook's committed
+	// claim (Fallback.OnConflict).
 	Conflicts uint64
 	// Expired: queued commits whose TTL ran out before their replay, not
 	// sent.
