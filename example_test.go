@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/headers"
 )
 
 func ExampleOpen() {
@@ -93,6 +95,37 @@ func ExampleStore_Hit() {
 
 // When the hook could not be stored, Release frees the event id so that
 // the provider's retry is accepted.
+// A dashboard, or an API that tells a tenant what it has left, reads the
+// tenant's buckets without charging them: Peek answers what a Hit of one
+// unit of each limit would, writing nothing.
+func ExampleStore_Peek() {
+	ctx := context.Background()
+	store, err := fleetstore.Open("memory://")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer store.Close()
+	hooks := fleetstore.MustLimit(fleetstore.NewLimit(fleetstore.Hooks, 60, time.Minute, 20))
+	for range 3 {
+		_, _ = store.Hit(ctx, []fleetstore.Charge{hooks.Charge("acme", 1)}, nil)
+	}
+
+	res, err := store.Peek(ctx, "acme", hooks)
+	fmt.Println(res.Outcome, err, "-", hooks.Remaining(res.Quota()[0]), "hooks left")
+	res, _ = store.Peek(ctx, "acme", hooks)
+	fmt.Println("again:", hooks.Remaining(res.Quota()[0]), "hooks left") // the peek took none
+
+	// The API answer's fields, as a Hit's.
+	h := http.Header{}
+	headers.Write(h, &res, []fleetstore.Limit{hooks}, headers.Options{})
+	fmt.Println("RateLimit:", h.Get("RateLimit"))
+	// Output:
+	// ok <nil> - 17 hooks left
+	// again: 17 hooks left
+	// RateLimit: "hooks";r=17;t=1
+}
+
 func ExampleStore_Release() {
 	ctx := context.Background()
 	store, err := fleetstore.Open("memory://")

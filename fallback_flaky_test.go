@@ -36,10 +36,10 @@ type flakyDriver struct {
 	mem  *memory.Driver
 	mode atomic.Int32
 
-	hits, commits, pings atomic.Int64 // calls that reached the switch
-	pingsInFlight        atomic.Int64
-	maxPingsInFlight     atomic.Int64
-	pingGate             atomic.Pointer[chan struct{}] // when set, Ping waits for it to close
+	hits, commits, pings, peeks atomic.Int64 // calls that reached the switch
+	pingsInFlight               atomic.Int64
+	maxPingsInFlight            atomic.Int64
+	pingGate                    atomic.Pointer[chan struct{}] // when set, Ping waits for it to close
 	// commitErr, when set, is each claim's result of a healthy Commit
 	// (the claim is settled only when it returns nil).
 	commitErr atomic.Pointer[func(driver.Claim) error]
@@ -86,6 +86,14 @@ func (c *flakyConn) Hit(ctx context.Context, charges []driver.Charge, claim *dri
 		return driver.Result{}, err
 	}
 	return c.inner.Hit(ctx, charges, claim)
+}
+
+func (c *flakyConn) Peek(ctx context.Context, charges []driver.Charge) (driver.Result, error) {
+	c.d.peeks.Add(1)
+	if err := c.fail(ctx); err != nil {
+		return driver.Result{}, err
+	}
+	return c.inner.(driver.Peeker).Peek(ctx, charges)
 }
 
 func (c *flakyConn) Commit(ctx context.Context, claims []driver.Claim) ([]error, error) {

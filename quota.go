@@ -24,40 +24,9 @@ const maxLead = 2 * gcra.MaxCapacity
 // TAT, a RateLimited Result that no reported state denies, or whose
 // retry-after is not the longest wait those states imply (G3).
 func fillQuota(r *Result, charges []Charge) error {
-	if r.NBuckets != len(charges) {
-		return fmt.Errorf("driver reported %d bucket states for %d charges", r.NBuckets, len(charges))
-	}
-	var wait time.Duration // the longest wait of the denied charges
-	for i := range charges {
-		c, b := &charges[i], &r.Buckets[i]
-		if b.ResetAfter < 0 || b.ResetAfter > maxLead || b.ResetAfter%time.Microsecond != 0 {
-			return fmt.Errorf("driver reported reset-after %v for charges[%d] "+
-				"(want whole µs, 0 to %v)", b.ResetAfter, i, maxLead)
-		}
-		b.Kind = c.Kind
-		b.Headroom = max(c.Capacity-b.ResetAfter, 0)
-		if c.Shadow {
-			// Sent with the largest capacity, it denied nothing; read
-			// against its own (CONTRACT §1.2): taken on OK, as it stands otherwise.
-			b.Shadow = true
-			switch r.Outcome {
-			case OK:
-				b.Denied = b.ResetAfter > c.Capacity
-			case RateLimited:
-				b.Denied = b.ResetAfter+c.Increment > c.Capacity
-			}
-			continue
-		}
-		// The charge conforms now exactly when its increment fits the
-		// headroom; its wait is what it lacks (gcra.Charge's allow − now).
-		b.Denied = r.Outcome == RateLimited && b.ResetAfter+c.Increment > c.Capacity
-		if b.Denied {
-			wait = max(wait, b.ResetAfter+c.Increment-c.Capacity)
-		}
-	}
-	clear(r.Buckets[len(charges):])
-	if r.Outcome != RateLimited {
-		return nil
+	wait, err := fillBuckets(r, charges, r.Outcome)
+	if err != nil || r.Outcome != RateLimited {
+		return err
 	}
 	if wait == 0 {
 		return fmt.Errorf("driver returned rate_limited, "+
@@ -66,6 +35,61 @@ func fillQuota(r *Result, charges []Charge) error {
 	if want := gcra.RetryAfter(wait.Microseconds()); r.RetryAfter != want {
 		return fmt.Errorf("driver returned rate_limited with retry-after %v, "+
 			"but its bucket states say %v", r.RetryAfter, want)
+	}
+	return nil
+}
+
+// fillBuckets checks the driver's reset-after of every charge's bucket
+// and sets its Kind, Headroom, Shadow and Denied as a Hit of outcome o
+// has them; wait is the longest wait of the charges, not shadow, that do
+// not conform now (0: every one conforms).
+func fillBuckets(r *Result, charges []Charge, o Outcome) (wait time.Duration, err error) {
+	if r.NBuckets != len(charges) {
+		return 0, fmt.Errorf("driver reported %d bucket states for %d charges", r.NBuckets,
+			len(charges))
+	}
+	for i := range charges {
+		c, b := &charges[i], &r.Buckets[i]
+		if b.ResetAfter < 0 || b.ResetAfter > maxLead || b.ResetAfter%time.Microsecond != 0 {
+			return 0, fmt.Errorf("driver reported reset-after %v for charges[%d] "+
+				"(want whole µs, 0 to %v)", b.ResetAfter, i, maxLead)
+		}
+		b.Kind, b.Shadow = c.Kind, c.Shadow
+		b.Headroom = max(c.Capacity-b.ResetAfter, 0)
+		// The charge conforms now exactly when its increment fits the
+		// headroom; its wait is what it lacks (gcra.Charge's allow − now).
+		over := b.ResetAfter+c.Increment > c.Capacity
+		if c.Shadow {
+			// Sent with the largest capacity, it denied nothing; read
+			// against its own (CONTRACT §1.2): taken on OK, as it stands otherwise.
+			b.Denied = o == OK && b.ResetAfter > c.Capacity || o == RateLimited && over
+			continue
+		}
+		b.Denied = o == RateLimited && over
+		if over {
+			wait = max(wait, b.ResetAfter+c.Increment-c.Capacity)
+		}
+	}
+	clear(r.Buckets[len(charges):])
+	return wait, nil
+}
+
+// peekQuota turns a driver's Peek into the Store's answer (CONTRACT G11):
+// the buckets of charges as they stand, completed as fillQuota completes
+// a Hit's, and the outcome a Hit of charges would have, nothing taken:
+// OK, or RateLimited with the denied charges marked and their longest
+// wait, rounded up (G2); a shadow charge is Denied when it would deny,
+// and denies nothing. Only the driver's NBuckets and reset-afters are
+// read.
+func peekQuota(r *Result, charges []Charge) error {
+	*r = Result{NBuckets: r.NBuckets, Buckets: r.Buckets}
+	wait, err := fillBuckets(r, charges, RateLimited)
+	if err != nil {
+		return err
+	}
+	r.Outcome = OK
+	if wait > 0 {
+		r.Outcome, r.RetryAfter = RateLimited, gcra.RetryAfter(wait.Microseconds())
 	}
 	return nil
 }
@@ -91,16 +115,22 @@ func forDriver(charges []Charge, buf *[MaxCharges]Charge) []Charge {
 }
 
 // localQuota is fillQuota for a Hit the fallback decided locally (CONTRACT
-// §8) on local, the charges at this node's share of shared. The buckets
-// are the local ones: ResetAfter and Denied as they stand, Headroom in the
-// shared charge's terms, headroom × I/I' rounded down (the local bucket
-// holds floor(headroom'/I') of the fleet's charges of I), so that turning
-// it into units by the shared limit never over-states what this node has
-// left.
+// §8) on local, the charges at this node's share of shared (localHeadroom).
 func localQuota(r *Result, shared, local []Charge) error {
 	if err := fillQuota(r, local); err != nil {
 		return err
 	}
+	localHeadroom(r, shared, local)
+	return nil
+}
+
+// localHeadroom turns the headroom of local buckets, those of local, the
+// charges at this node's share of shared, into the shared charges' terms:
+// ResetAfter and Denied stay as they stand, Headroom becomes headroom ×
+// I/I' rounded down (the local bucket holds floor(headroom'/I') of the
+// fleet's charges of I), so that turning it into units by the shared
+// limit never over-states what this node has left.
+func localHeadroom(r *Result, shared, local []Charge) {
 	for i := range shared {
 		b := &r.Buckets[i]
 		inc := uint64(shared[i].Increment / time.Microsecond)
@@ -112,5 +142,4 @@ func localQuota(r *Result, shared, local []Charge) error {
 		q, _ := bits.Div64(hi, lo, localInc) // < headroom: fits (inc < localInc)
 		b.Headroom = time.Duration(q) * time.Microsecond
 	}
-	return nil
 }

@@ -19,7 +19,8 @@ type fakeConn struct {
 	hit     func(ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error)
 	commit  func(ctx context.Context, claims []driver.Claim) ([]error, error)
 	release func(ctx context.Context, claims []driver.Claim) ([]error, error)
-	other   func(ctx context.Context) error // Reset and Ping
+	other   func(ctx context.Context) error // Reset and Ping, and Peek when peek is nil
+	peek    func(ctx context.Context, charges []driver.Charge) (driver.Result, error)
 
 	calls      atomic.Int64 // every call but Close
 	inFlight   atomic.Int64
@@ -30,7 +31,10 @@ type fakeConn struct {
 	inFlightAtClose atomic.Int64
 }
 
-var _ driver.Conn = (*fakeConn)(nil)
+var (
+	_ driver.Conn   = (*fakeConn)(nil)
+	_ driver.Peeker = (*fakeConn)(nil)
+)
 
 func (c *fakeConn) enter() func() {
 	c.calls.Add(1)
@@ -79,6 +83,20 @@ func (c *fakeConn) Ping(ctx context.Context) error {
 		return nil
 	}
 	return c.other(ctx)
+}
+
+// Peek returns full buckets unless peek or other says otherwise.
+func (c *fakeConn) Peek(ctx context.Context, charges []driver.Charge) (driver.Result, error) {
+	defer c.enter()()
+	switch {
+	case c.peek != nil:
+		return c.peek(ctx, charges)
+	case c.other != nil:
+		if err := c.other(ctx); err != nil {
+			return driver.Result{}, err
+		}
+	}
+	return driver.Result{NBuckets: len(charges)}, nil
 }
 
 func (c *fakeConn) Close() error {

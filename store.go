@@ -31,6 +31,7 @@ type Store struct {
 	timeout  time.Duration
 	log      *zap.Logger
 	nonBlock bool
+	peeker   driver.Peeker // conn, when it can Peek; nil when not
 
 	// down is set by the first call of an outage that the server did not
 	// answer, and cleared by the first answer once no call has gone
@@ -61,8 +62,9 @@ type Store struct {
 func newStore(d driver.Driver, conn driver.Conn, scheme, display string, timeout time.Duration,
 	log *zap.Logger) *Store {
 	_, nb := conn.(driver.NonBlocking)
+	p, _ := conn.(driver.Peeker)
 	return &Store{drv: d, conn: conn, scheme: scheme, display: display, timeout: timeout, log: log,
-		nonBlock: nb, drained: make(chan struct{}, 1), now: time.Now}
+		nonBlock: nb, peeker: p, drained: make(chan struct{}, 1), now: time.Now}
 }
 
 func init() {

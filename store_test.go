@@ -32,6 +32,7 @@ var _ net.Error = netTimeout{}
 var (
 	testClaim  = fleetstore.Claim{Tenant: "acme", SourceID: "github", Key: "d-1", HookID: "h-1", TTL: time.Hour, PendingTTL: time.Minute}
 	testCharge = fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: "acme", Increment: time.Second, Capacity: 10 * time.Second}
+	testLimit  = fleetstore.MustLimit(fleetstore.PerSecond(fleetstore.Hooks, 1, 10)) // testCharge's
 )
 
 // ops calls every method of st that reaches the driver once.
@@ -47,6 +48,10 @@ var ops = []struct {
 	{"release", func(ctx context.Context, st *fleetstore.Store) error { return st.Release(ctx, testClaim) }},
 	{"reset", func(ctx context.Context, st *fleetstore.Store) error { return st.Reset(ctx, "acme") }},
 	{"ping", func(ctx context.Context, st *fleetstore.Store) error { return st.Ping(ctx) }},
+	{"peek", func(ctx context.Context, st *fleetstore.Store) error {
+		_, err := st.Peek(ctx, "acme", testLimit)
+		return err
+	}},
 }
 
 // failing returns a conn whose every method returns the error of fail.

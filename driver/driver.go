@@ -16,6 +16,8 @@
 //   - Every context carries a deadline: the earlier of the caller's and the
 //     store's timeout (the per-call budget, CONTRACT T1). A driver whose
 //     calls never block may implement [NonBlocking] to skip the timer.
+//   - Peek, a Conn's optional read of buckets ([Peeker]), gets what Hit
+//     gets: valid charges of one tenant, a context with the budget.
 //   - No method is called after Close has been called, and Close is called
 //     at most once.
 //
@@ -100,6 +102,23 @@ type Conn interface {
 	Ping(ctx context.Context) error
 	// Close releases every connection and goroutine the Conn holds (T4).
 	Close() error
+}
+
+// Peeker is an optional interface for a Conn that reads buckets without
+// charging them (CONTRACT G11); Store.Peek finds it by type assertion, as
+// database/sql finds its optional interfaces, and returns an error
+// matching errors.ErrUnsupported for a Conn without it. Every driver of
+// this module implements it.
+type Peeker interface {
+	// Peek reports the buckets of charges (1 to MaxCharges charges of one
+	// tenant, kinds distinct, valid as for Hit) as they stand at the
+	// store's now, in one round trip, writing nothing: no bucket, no
+	// expiry, no record of an absent bucket. It sets Result.NBuckets to
+	// len(charges) and each Buckets[i].ResetAfter to max(tat − now, 0) in
+	// whole µs (an absent bucket: 0), as Hit reports a bucket it did not
+	// charge (G10); the Store derives every other field and ignores what
+	// else the driver sets.
+	Peek(ctx context.Context, charges []Charge) (Result, error)
 }
 
 // NonBlocking is an optional interface for a Conn whose calls never wait on

@@ -18,15 +18,15 @@ import (
 )
 
 // Observer is told of every call a Store makes for its caller: one Event
-// per Hit, Commit, Release, Reset and Ping, and one per batch the degraded
-// mode replays. Observe runs on the caller's goroutine after the call,
-// before it returns, with the caller's context (its span is the parent of
-// a span the observer makes, its values reach exemplars). It must be safe
-// for concurrent use, must not block and must not panic: on a caller's
-// call a panic reaches the caller; on a replay event (the probe
-// goroutine) the Store recovers it, drops the event and logs the first
-// such panic (its value's type only). The Event is a value: keeping it
-// costs the call nothing, and the memory Hit stays without allocation.
+// per Hit, Commit, Release, Reset, Ping and Peek, and one per batch the
+// degraded mode replays. Observe runs on the caller's goroutine after the
+// call, before it returns, with the caller's context (its span is the
+// parent of a span the observer makes, its values reach exemplars). It must
+// be safe for concurrent use, must not block and must not panic: on a
+// caller's call a panic reaches the caller; on a replay event (the probe
+// goroutine) the Store recovers it, drops the event and logs the first such
+// panic (its value's type only). The Event is a value: keeping it costs the
+// call nothing, and the memory Hit stays without allocation.
 type Observer interface {
 	Observe(ctx context.Context, e Event)
 }
@@ -66,15 +66,16 @@ const (
 	// OpReplay is one replayed batch of the outbox's commits (CONTRACT
 	// §8), reported from the probe goroutine.
 	OpReplay
+	OpPeek // Store.Peek
 )
 
 var opNames = [...]string{
 	OpHit: "hit", OpCommit: "commit", OpRelease: "release",
-	OpReset: "reset", OpPing: "ping", OpReplay: "replay",
+	OpReset: "reset", OpPing: "ping", OpReplay: "replay", OpPeek: "peek",
 }
 
 // String returns the op's name as in the Store's errors ("hit", "commit",
-// "release", "reset", "ping", "replay"), or "" for another value.
+// "release", "reset", "ping", "replay", "peek"), or "" for another value.
 func (o Op) String() string {
 	if int(o) < len(opNames) {
 		return opNames[o]
@@ -170,10 +171,11 @@ type Event struct {
 	Outcome driver.Outcome
 	// Local is set when the degraded mode decided the call from this
 	// node's own state (CONTRACT §8): a Hit with Result.Local, a Commit
-	// queued in the outbox or a Release made locally (for a batch: any of
-	// its claims). Reset and Ping are never local.
+	// queued in the outbox, a Release made locally (for a batch: any of
+	// its claims) or a Peek answered locally. Reset and Ping never are.
 	Local bool
-	// Charges is how many charges the Hit had (0–MaxCharges).
+	// Charges is how many charges the Hit had, or limits the Peek read
+	// (0–MaxCharges).
 	Charges int
 	// Claims is how many claims the call had: a Hit 0 or 1; a Commit,
 	// Release or replayed batch the batch's size.

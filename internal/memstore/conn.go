@@ -16,6 +16,7 @@ type conn struct {
 var (
 	_ driver.Conn        = (*conn)(nil)
 	_ driver.NonBlocking = (*conn)(nil)
+	_ driver.Peeker      = (*conn)(nil)
 )
 
 func (*conn) NonBlocking() {}
@@ -97,6 +98,13 @@ func (c *conn) Hit(_ context.Context, charges []driver.Charge,
 	}
 	sh.wrote(now)
 	res.Outcome = driver.OK
+	return res, nil
+}
+
+// Peek implements driver.Peeker (G11): the reset-after of charges'
+// buckets as they stand, under the shard lock, writing nothing.
+func (c *conn) Peek(_ context.Context, charges []driver.Charge) (res driver.Result, err error) {
+	c.st.quota(charges, &res)
 	return res, nil
 }
 

@@ -207,10 +207,21 @@ func (d *Driver) Peek(name, keyPrefix string, cl driver.Claim) (holder string, l
 // nothing reports. A store not open reports full buckets. At most
 // driver.MaxCharges charges.
 func (d *Driver) Quota(name, keyPrefix string, charges []driver.Charge, r *driver.Result) {
+	st, ok := d.lookup(name, keyPrefix)
+	if !ok {
+		r.NBuckets = len(charges)
+		clear(r.Buckets[:])
+		return
+	}
+	st.quota(charges, r)
+}
+
+// quota sets r's bucket states to those of charges' buckets as they
+// stand, writing nothing (no sweep either): conn.Peek and Driver.Quota.
+func (st *state) quota(charges []driver.Charge, r *driver.Result) {
 	r.NBuckets = len(charges)
 	clear(r.Buckets[:])
-	st, ok := d.lookup(name, keyPrefix)
-	if !ok || len(charges) == 0 {
+	if len(charges) == 0 {
 		return
 	}
 	sh := st.shard(charges[0].Tenant)

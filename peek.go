@@ -1,0 +1,177 @@
+package fleetstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/observe"
+)
+
+// Peek reads tenant's buckets of limits without charging them (CONTRACT
+// G11), in one round trip, writing nothing: for a dashboard, or an API
+// answer of what a tenant has left (headers.Write takes its Result and
+// limits as it takes a Hit's).
+//
+// res.Quota()[i] is the bucket of limits[i] as it stands at the store's
+// now (G10, whole µs): its ResetAfter, its Headroom, which
+// limits[i].Remaining turns into units, and Denied when one unit of it
+// would not conform now (Shadow set for a shadow limit, which denies
+// nothing). A bucket never charged is full. res.Outcome is what a Hit of
+// one unit of every limit, without a claim, would answer, nothing being
+// taken: OK, or RateLimited with that Hit's RetryAfter (whole ms ≥ 1ms,
+// rounded up).
+//
+// At most MaxCharges limits, each of its own kind; none returns OK without
+// a round trip. A Peek checks, in order: Close, its arguments, the
+// driver's capability, its context.
+//
+// Peek is a driver's optional capability (driver.Peeker), which every
+// driver of this module has; on a Store whose driver lacks it, Peek
+// returns an error matching errors.ErrUnsupported (Peek(ctx, tenant) with
+// no limits tells, without a round trip).
+//
+// With a fallback (CONTRACT §8) a Peek is answered where a Hit would be
+// decided: by the shared store while it answers; when it fails for an
+// outage (which opens the breaker, as a Hit's does) or while the breaker
+// is open, by this node's local store at its share of every limit, with
+// Result.Local set and Headroom in the fleet's terms, as a local Hit
+// reports it. ErrInvalid, ErrClosed and the caller's cancellation or
+// passed deadline are returned as without one.
+//
+// Errors: ErrInvalid (naming the field: tenant, limits, limits[i],
+// limits[i].kind), errors.ErrUnsupported, ErrTimeout, ErrUnavailable,
+// ErrClosed.
+func (s *Store) Peek(ctx context.Context, tenant string, limits ...Limit) (Result, error) {
+	if s.obs == nil {
+		return s.peek(ctx, tenant, limits)
+	}
+	start := time.Now()
+	res, err := s.peek(ctx, tenant, limits)
+	e := observe.Event{Op: observe.OpPeek, Start: start, Duration: time.Since(start),
+		Class: observe.ClassOf(err), Local: res.Local, Charges: min(len(limits), MaxCharges)}
+	s.obs.Observe(ctx, e)
+	return res, err
+}
+
+// peek is Peek without the observer.
+func (s *Store) peek(ctx context.Context, tenant string, limits []Limit) (res Result, err error) {
+	if s.closed.Load() {
+		return Result{}, &opError{op: "peek", err: ErrClosed}
+	}
+	var buf [MaxCharges]Charge
+	charges, err := peekCharges(buf[:0], tenant, limits)
+	if err != nil {
+		return Result{}, &opError{op: "peek", err: err}
+	}
+	if s.peeker == nil {
+		return Result{}, &opError{op: "peek", err: fmt.Errorf(
+			"the %s driver cannot read buckets uncharged (no driver.Peeker): %w", s.scheme,
+			errors.ErrUnsupported)}
+	}
+	if len(charges) == 0 {
+		if err := ctx.Err(); err != nil {
+			return Result{}, &opError{op: "peek", err: doneErr(err)}
+		}
+		return Result{Outcome: OK}, nil
+	}
+	if s.fb != nil {
+		return s.fb.peek(ctx, charges)
+	}
+	var sbuf [MaxCharges]Charge
+	sent := forDriver(charges, &sbuf)
+	err = s.call(ctx, "peek", func(ctx context.Context) (err error) {
+		res, err = s.peeker.Peek(ctx, sent)
+		return err
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	if err := peekQuota(&res, charges); err != nil {
+		return Result{}, &opError{op: "peek", kind: ErrUnavailable, err: err}
+	}
+	return res, nil
+}
+
+// peekCharges checks a Peek's arguments (CONTRACT §6) and appends to buf
+// the charge of one unit of every limit to tenant's bucket.
+func peekCharges(buf []Charge, tenant string, limits []Limit) ([]Charge, error) {
+	if err := checkPart("tenant", tenant, maxPartLen); err != nil {
+		return nil, err
+	}
+	if len(limits) > MaxCharges {
+		return nil, driver.Invalid("limits", "at most "+strconv.Itoa(MaxCharges)+
+			" limits per Peek, got "+strconv.Itoa(len(limits)))
+	}
+	for i, l := range limits {
+		field := "limits[" + strconv.Itoa(i) + "]"
+		if l.capacity <= 0 { // every constructor sets one of at least 1µs
+			return nil, driver.Invalid(field,
+				"the zero Limit: make limits with NewLimit, PerSecond or NewByteLimit")
+		}
+		for j := range i {
+			if limits[j].kind == l.kind {
+				return nil, driver.Invalid(field+".kind",
+					fmt.Sprintf("kind %q peeked twice in one Peek", string(l.kind)))
+			}
+		}
+		buf = append(buf, l.Charge(tenant, 1))
+	}
+	return buf, nil
+}
+
+// peek is Store.Peek with the fallback, after validation: answered by the
+// shared store while the breaker is closed, by the local store once it is
+// open or when this call fails for an outage (CONTRACT §8), as hit.
+func (fb *fallback) peek(ctx context.Context, charges []Charge) (Result, error) {
+	s := fb.s
+	if !s.enter() {
+		return Result{}, &opError{op: "peek", err: ErrClosed}
+	}
+	defer s.leave()
+	if fb.degraded.Load() {
+		if err := ctx.Err(); err != nil {
+			return Result{}, &opError{op: "peek", err: doneErr(err)}
+		}
+		return fb.localPeek(charges), nil
+	}
+	ctx, cancel, err := s.budget(ctx)
+	if err != nil {
+		return Result{}, &opError{op: "peek", err: err}
+	}
+	defer cancel()
+	var sbuf [MaxCharges]Charge
+	res, err := s.peeker.Peek(ctx, forDriver(charges, &sbuf))
+	if err == nil {
+		if err = peekQuota(&res, charges); err == nil {
+			return res, nil
+		}
+		fb.trip(&opError{op: "peek", kind: ErrUnavailable, err: err})
+		return fb.localPeek(charges), nil
+	}
+	degrade, e := s.failure(ctx, "peek", err)
+	if !degrade {
+		return Result{}, e
+	}
+	return fb.localPeek(charges), nil
+}
+
+// localPeek answers a Peek from the local store at this node's share of
+// every limit: the buckets that decide this node's next local Hit, as
+// localHit reports them.
+func (fb *fallback) localPeek(charges []Charge) Result {
+	var buf [MaxCharges]Charge
+	local := buf[:0]
+	for _, c := range charges {
+		local = append(local, fb.share.charge(c))
+	}
+	var res Result
+	fb.mem.Quota(localName, localPrefix, local, &res)
+	_ = peekQuota(&res, local) // the local store's states: whole µs, within a capacity
+	localHeadroom(&res, charges, local)
+	res.Local = true
+	return res
+}
