@@ -141,9 +141,9 @@
 // pool_size and max_active_conns; go-redis creates it with pipeline=off
 // too, for batch settles); on a cluster, one such stream per range
 // of slots (GOMAXPROCS of them, at most 16), each batch split by node. A
-// script call is a Hit, or a Commit or Release whose claims are in one
-// slot (a batch over several slots of a cluster is one go-redis pipeline
-// of its own, as before); Reset and Ping are never pipelined. With
+// script call is a Hit, a Peek, or a Commit or Release whose claims are
+// in one slot (a batch over several slots of a cluster is one go-redis
+// pipeline of its own, as before); Reset and Ping are never pipelined. With
 // pipeline=auto, the default, a script call goes through the pipeliner
 // while another of the Store's is in flight; a call alone goes straight
 // to a pooled connection, as with pipeline=off, because the pipeliner's
@@ -215,8 +215,8 @@
 // of a tenant under one cluster hash tag, each expiring with its latest
 // record (internal/scripts' doc). A Hit is one script call; a Commit or
 // Release of N claims is one script call on a single server, and one per
-// tenant in one pipeline (one round trip per node) on a cluster. Reset is
-// one DEL.
+// tenant in one pipeline (one round trip per node) on a cluster. A Peek
+// (driver.Peeker) is one call of a read-only script; Reset is one DEL.
 //
 // # Logging
 //

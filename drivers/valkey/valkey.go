@@ -127,8 +127,8 @@
 // TAT and a few small hashes (shards) its claims, every key of a tenant
 // under one cluster hash tag (internal/scripts' doc). A Hit is one script
 // call on one slot; a Commit or Release is one script call per tenant, all
-// in one pipeline (one round trip per node).
-// Reset is one DEL.
+// in one pipeline (one round trip per node). A Peek (driver.Peeker) is
+// one call of a read-only script; Reset is one DEL.
 //
 // # Logging
 //

@@ -2,11 +2,11 @@
 // share: it implements driver.Conn over a small [Client] adapter per
 // client library (go-redis, valkey-go). A Hit is one call of the hit
 // script of package internal/scripts; a Commit or Release is one call of
-// the settle script per cluster slot, pipelined; Reset is one DEL. The
-// adapter only sends commands and says which errors were the server's
-// reply; everything else — building the script calls, EVALSHA then EVAL
-// once on NOSCRIPT, grouping a batch by tenant, decoding, the eviction
-// policy check — is here, once.
+// the settle script per cluster slot, pipelined; a Peek is one call of the
+// read-only peek script; Reset is one DEL. The adapter only sends commands
+// and says which errors were the server's reply; everything else —
+// building the script calls, EVALSHA then EVAL once on NOSCRIPT, grouping
+// a batch by tenant, decoding, the eviction policy check — is here, once.
 //
 // The path of a Redis Hit: fleetstore.Store.Hit (checks, budget, error
 // classification) → driver.Conn.Hit, which is [Conn.Hit] here →
@@ -84,7 +84,10 @@ type Conn struct {
 	wg     sync.WaitGroup
 }
 
-var _ driver.Conn = (*Conn)(nil)
+var (
+	_ driver.Conn   = (*Conn)(nil)
+	_ driver.Peeker = (*Conn)(nil)
+)
 
 // New returns a Conn over cl for cfg; display is the URL with its password
 // redacted, for log lines.
@@ -109,6 +112,20 @@ func (c *Conn) Hit(
 	}
 	c.answered()
 	res, err := scripts.DecodeHit(reply, len(charges))
+	return res, driver.ErrorReply(err)
+}
+
+// Peek implements driver.Peeker: one call of the peek script (CONTRACT
+// G11), a no-writes script the server refuses to let write, on the one
+// slot of the tenant's hash tag.
+func (c *Conn) Peek(ctx context.Context, charges []driver.Charge) (driver.Result, error) {
+	keys, args := scripts.PeekCall(c.prefix, charges)
+	reply, err := c.run(ctx, scripts.Peek, keys, args)
+	if err != nil {
+		return driver.Result{}, c.mark(err)
+	}
+	c.answered()
+	res, err := scripts.DecodePeek(reply, len(charges))
 	return res, driver.ErrorReply(err)
 }
 

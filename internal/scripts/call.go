@@ -90,6 +90,17 @@ func PresentCall(keyPrefix string, claims []driver.Claim) []string {
 	return keys
 }
 
+// PeekCall returns the KEYS and ARGV of a Peek script call over charges
+// (1 to driver.MaxCharges, all of one tenant, as validated by the Store):
+// the tenant's BucketKey, and each charge's kind.
+func PeekCall(keyPrefix string, charges []driver.Charge) (keys, args []string) {
+	args = make([]string, len(charges))
+	for i := range charges {
+		args[i] = string(charges[i].Kind)
+	}
+	return []string{BucketKey(keyPrefix, charges[0].Tenant)}, args
+}
+
 // micros is d in whole µs, rounded up, at least 1.
 func micros(d time.Duration) int64 {
 	return max(int64((d+time.Microsecond-1)/time.Microsecond), 1)
@@ -153,6 +164,26 @@ func DecodeHit(reply any, n int) (driver.Result, error) {
 		us, ok := a[2+i].(int64)
 		if !ok || us < 0 || us > maxMicros {
 			return driver.Result{}, malformed("hit", reply)
+		}
+		res.Buckets[i].ResetAfter = time.Duration(us) * time.Microsecond
+	}
+	return res, nil
+}
+
+// DecodePeek turns the Peek script's reply to a Peek of n charges
+// ({r_1, …, r_n}, each a reset-after in µs, as []any of int64) into a
+// Result with its n bucket states (G10) and nothing else set: the Store
+// derives the rest. Anything else is an error wrapping ErrMalformed.
+func DecodePeek(reply any, n int) (driver.Result, error) {
+	a, ok := reply.([]any)
+	if !ok || len(a) != n || n > driver.MaxCharges {
+		return driver.Result{}, malformed("peek", reply)
+	}
+	res := driver.Result{NBuckets: n}
+	for i := range n {
+		us, ok := a[i].(int64)
+		if !ok || us < 0 || us > maxMicros {
+			return driver.Result{}, malformed("peek", reply)
 		}
 		res.Buckets[i].ResetAfter = time.Duration(us) * time.Microsecond
 	}

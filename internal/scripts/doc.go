@@ -10,7 +10,10 @@
 // The scripts are hit.lua (a Hit), settle.lua (a batch Commit or Release)
 // and present.lua (which claims have a live record, for tests and tools),
 // each loaded after claim.lua, the code of the claim layout below (a script
-// cannot call another). CAP, PACKED and SLACK are claim.lua's constants.
+// cannot call another), and peek.lua (a Peek: the buckets' reset-after),
+// which stands alone: its first line declares it no-writes, so the server
+// refuses any write it makes. CAP, PACKED and SLACK are claim.lua's
+// constants.
 //
 // # Keys
 //
@@ -115,8 +118,8 @@
 // up (a passed TAT is a full bucket, G7): that is known from the TATs
 // hit.lua reads, so it needs no PTTL. Reset deletes the bucket hash alone.
 //
-// The scripts use PEXPIRETIME and SET … PXAT: Redis 7.0 or later, or
-// Valkey.
+// The scripts use PEXPIRETIME, SET … PXAT and script flags: Redis 7.0 or
+// later, or Valkey.
 //
 // The scripts read this layout only: a store moves to another layout under
 // a new key_prefix, the old prefix's keys left to expire.

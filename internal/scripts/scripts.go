@@ -9,7 +9,7 @@ import (
 // Script is one Lua script: its source and the SHA1 that EVALSHA names it
 // by.
 type Script struct {
-	Name   string // "hit" or "settle"
+	Name   string // "hit", "settle", "present" or "peek"
 	Source string
 	SHA1   string // lower-case hex, as SCRIPT LOAD returns it
 }
@@ -23,6 +23,8 @@ var (
 	settleLua string
 	//go:embed present.lua
 	presentLua string
+	//go:embed peek.lua
+	peekLua string
 )
 
 // Hit decides one Hit: own pending claim, GCRA over every charge on the
@@ -36,6 +38,12 @@ var Settle = newScript("settle", claimLua+"\n"+settleLua)
 // Present reports which claims have a live record (present.lua), for
 // tests and tools: build its KEYS with PresentCall.
 var Present = newScript("present", claimLua+"\n"+presentLua)
+
+// Peek reads the reset-after of a tenant's buckets, writing nothing
+// (peek.lua, a no-writes script: the server refuses its writes). Build its
+// call with PeekCall. It stands alone: its first line must be the
+// shebang, so it is not loaded after claim.lua, which it does not need.
+var Peek = newScript("peek", peekLua)
 
 func newScript(name, src string) *Script {
 	sum := sha1.Sum([]byte(src))

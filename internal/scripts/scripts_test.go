@@ -209,3 +209,39 @@ func TestDecodeRecord(t *testing.T) {
 		}
 	}
 }
+
+func TestPeekCall(t *testing.T) {
+	t.Parallel()
+	charges := []driver.Charge{{Kind: "bytes", Tenant: "a:b"}, {Kind: "hooks", Tenant: "a:b"}}
+	keys, args := PeekCall("p", charges)
+	if len(keys) != 1 || keys[0] != BucketKey("p", "a:b") || strings.Join(args, ",") != "bytes,hooks" {
+		t.Errorf("PeekCall: keys %q args %q, want the bucket hash and the kinds in order", keys, args)
+	}
+	// The script must be a script of its own: its first line is the
+	// shebang whose no-writes flag has the server refuse its writes.
+	if !strings.HasPrefix(Peek.Source, "#!lua flags=no-writes\n") || len(Peek.SHA1) != 40 {
+		t.Errorf("peek script: first line %q", strings.SplitN(Peek.Source, "\n", 2)[0])
+	}
+}
+
+func TestDecodePeek(t *testing.T) {
+	t.Parallel()
+	got, err := DecodePeek([]any{int64(0), int64(31622400000000)}, 2)
+	want := driver.Result{NBuckets: 2}
+	want.Buckets[1].ResetAfter = 31622400000000 * time.Microsecond
+	if err != nil || got != want {
+		t.Errorf("DecodePeek = %+v, %v; want %+v", got, err, want)
+	}
+	for _, tt := range []struct {
+		give any
+		n    int
+	}{
+		{nil, 1}, {"OK", 1}, {int64(1), 1}, {[]any{}, 1}, {[]any{int64(1)}, 2},
+		{[]any{int64(1), int64(1)}, 1}, {[]any{"5"}, 1}, {[]any{nil}, 1}, {[]any{int64(-1)}, 1},
+		{[]any{int64(maxMicros + 1)}, 1}, {make([]any, driver.MaxCharges+1), driver.MaxCharges + 1},
+	} {
+		if _, err := DecodePeek(tt.give, tt.n); !errors.Is(err, ErrMalformed) {
+			t.Errorf("DecodePeek(%#v, %d): got %v, want ErrMalformed", tt.give, tt.n, err)
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package redis
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/internal/scripts"
+	"github.com/fleetstore/fleetstore/internal/testserver"
+)
+
+// TestPeekWritesNothing: on redis-server and valkey-server, a Peek is one
+// EVALSHA of the peek script that leaves the server's count of changes
+// (rdb_changes_since_last_save, every write, an expiry's too) where it was
+// and calls no write command (CONTRACT G11); and the script's no-writes
+// flag is what keeps it so: the script with a write added fails on the
+// server, and writes once the flag is taken away.
+func TestPeekWritesNothing(t *testing.T) {
+	t.Parallel()
+	for _, bin := range []string{"redis-server", "valkey-server"} {
+		t.Run(bin, func(t *testing.T) {
+			t.Parallel()
+			srv := testserver.StartRedis(t, testserver.Binary(bin))
+			st, prefix := openStore(t, srv.URL())
+			tenant := "t-" + randHex(4)
+			limit := fleetstore.MustLimit(fleetstore.PerSecond(fleetstore.Hooks, 1, 60))
+			mustHit(t, st, []fleetstore.Charge{limit.Charge(tenant, 1)}, nil, fleetstore.OK)
+			peek := func() {
+				t.Helper()
+				res, err := st.Peek(ctx(t), tenant, limit)
+				if err != nil || res.Outcome != fleetstore.OK || limit.Remaining(res.Quota()[0]) != 59 {
+					t.Fatalf("peek: %+v %v, want OK with 59 left", res, err)
+				}
+			}
+			peek() // the script is loaded (EVAL after NOSCRIPT)
+			changes := func() int {
+				t.Helper()
+				info, err := srv.Info("persistence")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return infoInt(t, info, "rdb_changes_since_last_save")
+			}
+			dirty := changes()
+			before, err := srv.Info("commandstats")
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 10
+			for range n {
+				peek()
+			}
+			after, err := srv.Info("commandstats")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := changes() - dirty; d != 0 {
+				t.Errorf("%d peeks changed the dataset %d times, want none", n, d)
+			}
+			for cmd, want := range map[string]int{"evalsha": n, "eval": 0, "hmget": n, "hset": 0,
+				"pexpireat": 0, "pexpire": 0, "del": 0} {
+				if d := cmdStat(after, cmd) - cmdStat(before, cmd); d != want {
+					t.Errorf("%d peeks called %s %d times, want %d", n, cmd, d, want)
+				}
+			}
+
+			// The flag at work: the script with a write added after its
+			// clock is read.
+			key := scripts.BucketKey(prefix, tenant)
+			clock := "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+			if !strings.Contains(scripts.Peek.Source, clock) {
+				t.Fatal("the peek script no longer reads the clock as this test expects")
+			}
+			writing := strings.Replace(scripts.Peek.Source, clock,
+				clock+"redis.call('PEXPIRE', KEYS[1], 86400000)\n", 1)
+			_, err = srv.Do("EVAL", writing, "1", key, "hooks")
+			if err == nil || !strings.Contains(err.Error(), "not allowed from read-only scripts") {
+				t.Errorf("the peek script with a write: %v, want the server's refusal", err)
+			}
+			if d := changes() - dirty; d != 0 {
+				t.Errorf("the refused script changed the dataset %d times", d)
+			}
+			unflagged := strings.TrimPrefix(writing, "#!lua flags=no-writes\n")
+			if unflagged == writing {
+				t.Fatal("the peek script does not start with its no-writes flag")
+			}
+			if _, err := srv.Do("EVAL", unflagged, "1", key, "hooks"); err != nil {
+				t.Fatalf("the script with a write, without the flag: %v", err)
+			}
+			if changes() == dirty {
+				t.Errorf("the control wrote nothing: this test proves nothing")
+			}
+		})
+	}
+}
+
+// infoInt returns field's integer value in INFO text.
+func infoInt(t *testing.T, info, field string) int {
+	t.Helper()
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("INFO %s: %q", field, v)
+			}
+			return n
+		}
+	}
+	t.Fatalf("INFO has no %s", field)
+	return 0
+}
