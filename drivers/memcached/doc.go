@@ -170,7 +170,7 @@
 // add, cas); with charges only or a claim only, 2; a denial, duplicate,
 // pending or own-retry answer, 1. Each conflict adds 1–2; an undo adds 2.
 //
-// # Commit, Release, Reset, Ping
+// # Commit, Release, Reset, Ping, Peek
 //
 // Commit and Release read all their claims with one gets per server, then
 // settle each under cas by claim.Settle, comparing the stored hook_id (the
@@ -179,7 +179,9 @@
 // empty item expiring at once (gomemcache has no cas-delete; memcached
 // expires an item with a negative exptime immediately). A conflict re-reads
 // that claim and decides again. Reset deletes the bucket item. Ping sends
-// version to every server.
+// version to every server. Peek (driver.Peeker) gets the bucket item, one
+// round trip, and reads its TATs at the client's now: a get moves no
+// expiry (touch and gat do).
 //
 // # Failure cases
 //
