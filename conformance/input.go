@@ -102,6 +102,25 @@ func testV1(t *clauseT) {
 	t.wantField("release", st.Release(t.ctx(), bad), "claims[0].key")
 	t.wantField("reset", st.Reset(t.ctx(), ""), "tenant")
 	t.wantField("reset", st.Reset(t.ctx(), long), "tenant")
+	// Peek's, checked before whether the driver can peek (G11).
+	hooks := peekLimits.hooks
+	five := make([]fleetstore.Limit, fleetstore.MaxCharges+1)
+	for i := range five {
+		kind := fleetstore.Kind(fmt.Sprintf("k%d", i))
+		five[i] = fleetstore.MustLimit(fleetstore.PerSecond(kind, 1, 1))
+	}
+	for _, tc := range []struct {
+		field  string
+		tenant string
+		limits []fleetstore.Limit
+	}{
+		{"tenant", "", []fleetstore.Limit{hooks}}, {"tenant", long, []fleetstore.Limit{hooks}},
+		{"limits", tenant, five}, {"limits[1]", tenant, []fleetstore.Limit{hooks, {}}},
+		{"limits[1].kind", tenant, []fleetstore.Limit{hooks, hooks}},
+	} {
+		_, err := st.Peek(t.ctx(), tc.tenant, tc.limits...)
+		t.wantField("peek", err, tc.field)
+	}
 
 	// Nothing was written by any of them: the bucket's one unit is there
 	// and the claim is free (the batch commit did not commit its good one).

@@ -227,6 +227,7 @@ type suite struct {
 	clock  Clock // cfg.Clock, or the wall clock
 	prefix string
 	url    string // cfg.URL with key_prefix set
+	peeks  bool   // the driver has driver.Peeker: the calls of T1–T6 include Peek
 }
 
 func newSuite(cfg Config) (*suite, error) {
@@ -254,6 +255,10 @@ func newSuite(cfg Config) (*suite, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A Peek of no limits makes no driver call: it only says whether the
+	// driver can (errors.ErrUnsupported).
+	_, err = st.Peek(context.Background(), "conformance")
+	s.peeks = err == nil
 	st.Close()
 	if s.cfg.Granularity <= 0 {
 		s.cfg.Granularity = time.Millisecond

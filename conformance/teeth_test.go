@@ -26,6 +26,35 @@ type broken struct {
 	commit  func(c driver.Conn, ctx context.Context, claims []driver.Claim) ([]error, error)
 	release func(c driver.Conn, ctx context.Context, claims []driver.Claim) ([]error, error)
 	reset   func(c driver.Conn, ctx context.Context, tenant string) error
+	peek    func(c driver.Conn, ctx context.Context, charges []driver.Charge) (driver.Result, error)
+}
+
+// Peek implements driver.Peeker, as the memory conn it wraps does.
+func (b *broken) Peek(ctx context.Context, charges []driver.Charge) (driver.Result, error) {
+	if b.peek != nil {
+		return b.peek(b.Conn, ctx, charges)
+	}
+	return b.Conn.(driver.Peeker).Peek(ctx, charges)
+}
+
+// peekThen is a broken Peek: the memory conn's answer, then also does.
+func peekThen(also func(c driver.Conn, ctx context.Context, charges []driver.Charge)) func(driver.Conn, context.Context, []driver.Charge) (driver.Result, error) {
+	return func(c driver.Conn, ctx context.Context, charges []driver.Charge) (driver.Result, error) {
+		res, err := c.(driver.Peeker).Peek(ctx, charges)
+		also(c, ctx, charges)
+		return res, err
+	}
+}
+
+// peekOf is a broken Peek that reads the buckets of tenant(t) instead of t's.
+func peekOf(tenant func(string) string) func(driver.Conn, context.Context, []driver.Charge) (driver.Result, error) {
+	return func(c driver.Conn, ctx context.Context, charges []driver.Charge) (driver.Result, error) {
+		moved := slices.Clone(charges)
+		for i := range moved {
+			moved[i].Tenant = tenant(moved[i].Tenant)
+		}
+		return c.(driver.Peeker).Peek(ctx, moved)
+	}
 }
 
 func (b *broken) Hit(ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
@@ -85,12 +114,19 @@ func (d *brokenDriver) Open(cfg driver.Config) (driver.Conn, error) {
 }
 
 // stallDriver never answers: honest returns at its context's deadline,
-// the broken one well after it.
-type stallDriver struct{ honest bool }
+// the broken one well after it; with latePeek, its Peek alone is late.
+type stallDriver struct{ honest, latePeek bool }
 
 func (d stallDriver) Open(driver.Config) (driver.Conn, error) { return stallConn(d), nil }
 
-type stallConn struct{ honest bool }
+type stallConn struct{ honest, latePeek bool }
+
+func (s stallConn) Peek(ctx context.Context, _ []driver.Charge) (driver.Result, error) {
+	if s.latePeek {
+		s.honest = false
+	}
+	return driver.Result{}, s.wait(ctx)
+}
 
 func (s stallConn) wait(ctx context.Context) error {
 	<-ctx.Done()
@@ -402,6 +438,50 @@ var variants = []struct {
 			return res, err
 		}
 	}},
+	{"peek-charges", "G11", func(b *broken) {
+		// Answers as it stood, and charges what it peeked.
+		b.peek = peekThen(func(c driver.Conn, ctx context.Context, charges []driver.Charge) {
+			_, _ = c.Hit(ctx, charges, nil)
+		})
+	}},
+	{"peek-resets", "G11", func(b *broken) {
+		// Answers as it stood, and forgets the buckets (a read that deletes).
+		b.peek = peekThen(func(c driver.Conn, ctx context.Context, charges []driver.Charge) {
+			_ = c.Reset(ctx, charges[0].Tenant)
+		})
+	}},
+	{"peek-makes-record", "G11", func(b *broken) {
+		// Leaves every peeked bucket as it is, but writes a record for a
+		// tenant that has none (a read that creates its key).
+		b.peek = peekThen(func(c driver.Conn, ctx context.Context, charges []driver.Charge) {
+			keep := driver.Charge{Kind: "keepalive", Tenant: charges[0].Tenant,
+				Increment: time.Minute, Capacity: time.Minute}
+			_, _ = c.Hit(ctx, []driver.Charge{keep}, nil)
+		})
+	}},
+	{"peek-refreshes-ttl", "G11", func(b *broken) {
+		// Leaves every peeked bucket as it is, but moves the expiry of a
+		// tenant's record that exists six hours on (a refreshed TTL).
+		b.peek = func(c driver.Conn, ctx context.Context, charges []driver.Charge) (driver.Result, error) {
+			res, err := c.(driver.Peeker).Peek(ctx, charges)
+			for _, q := range res.Quota() {
+				if q.ResetAfter > 0 {
+					keep := driver.Charge{Kind: "keepalive", Tenant: charges[0].Tenant,
+						Increment: 6 * time.Hour, Capacity: 366 * 24 * time.Hour}
+					_, _ = c.Hit(ctx, []driver.Charge{keep}, nil)
+					break
+				}
+			}
+			return res, err
+		}
+	}},
+	{"peek-of-one-tenant", "G11", func(b *broken) {
+		b.peek = peekOf(func(string) string { return "shared" })
+	}},
+	{"peek-folds-case", "G11", func(b *broken) {
+		// A tenant's key folded to lower case: two tenants meet.
+		b.peek = peekOf(strings.ToLower)
+	}},
 	{"reset-drops-claims", "G5", func(b *broken) {
 		var mu sync.Mutex
 		seen := map[string][]driver.Claim{}
@@ -440,9 +520,11 @@ func claimID(c *driver.Claim) string { return c.Tenant + "\x00" + c.SourceID + "
 func TestTeeth(t *testing.T) {
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
-			wall := startCheck(conformance.Config{Driver: newBrokenDriver(nil, v.wrap), URL: "broken://teeth"}, v.breaks)
+			wd := newBrokenDriver(nil, v.wrap)
+			wall := startCheck(conformance.Config{Driver: wd, URL: "broken://teeth", Records: wd.inner.Records}, v.breaks)
 			clock := newManualClock()
-			manual := startCheck(conformance.Config{Driver: newBrokenDriver(clock, v.wrap), URL: "broken://teeth", Clock: clock}, v.breaks)
+			md := newBrokenDriver(clock, v.wrap)
+			manual := startCheck(conformance.Config{Driver: md, URL: "broken://teeth", Records: md.inner.Records, Clock: clock}, v.breaks)
 			t.Parallel()
 			for _, run := range []struct {
 				clock string
@@ -470,6 +552,17 @@ func TestTeeth(t *testing.T) {
 		}
 		if r.reports[0].Status != conformance.Fail {
 			t.Fatalf("a driver that ignores its budget passed T1: %+v", r.reports[0])
+		}
+	})
+	t.Run("peek-ignores-budget", func(t *testing.T) {
+		done := startCheck(conformance.Config{Driver: stallDriver{honest: true, latePeek: true}, URL: "stall://", StallURL: "stall://"}, "T1")
+		t.Parallel()
+		r := <-done
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.reports[0].Status != conformance.Fail || !strings.Contains(strings.Join(r.reports[0].Messages, " "), "peek") {
+			t.Fatalf("a driver whose Peek ignores its budget passed T1: %+v", r.reports[0])
 		}
 	})
 }
@@ -559,5 +652,40 @@ func TestLeakTeeth(t *testing.T) {
 			}
 			t.Logf("%s: T4 %s: %.300s", tc.name, r.reports[0].Status, strings.Join(r.reports[0].Messages, "; "))
 		})
+	}
+}
+
+// noPeekDriver is the memory driver without its optional driver.Peeker:
+// its conns have the methods of driver.Conn alone.
+type noPeekDriver struct{ inner *memory.Driver }
+
+type noPeekConn struct{ driver.Conn }
+
+func (d noPeekDriver) Open(cfg driver.Config) (driver.Conn, error) {
+	c, err := d.inner.Open(cfg)
+	return noPeekConn{c}, err
+}
+
+// TestPeekOptional: a driver without driver.Peeker is SKIP on G11, the
+// capability's clause, and passes the clauses whose calls include Peek for
+// a driver that has it (V1 checks Peek's arguments whatever the driver).
+func TestPeekOptional(t *testing.T) {
+	t.Parallel()
+	if _, ok := any(noPeekConn{}).(driver.Peeker); ok {
+		t.Fatal("noPeekConn is a driver.Peeker: the test proves nothing")
+	}
+	reports, err := conformance.Check(conformance.Config{Driver: noPeekDriver{memory.New(nil)},
+		URL: "nopeek://x"}, []string{"G11", "T1", "T4", "T6", "V1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reports {
+		want := conformance.Pass
+		if r.ID == "G11" {
+			want = conformance.Skip
+		}
+		if r.Status != want {
+			t.Errorf("%s: %s %v, want %s", r.ID, r.Status, r.Messages, want)
+		}
 	}
 }

@@ -41,11 +41,12 @@ type op struct {
 	call func(ctx context.Context, st *fleetstore.Store) error
 }
 
-// ops returns one call of every Store method on fresh names of tenant.
+// ops returns one call of every Store method on fresh names of tenant:
+// Peek too when the driver has it (suite.peeks).
 func (t *clauseT) ops(tenant string) []op {
 	c := t.claimFor(tenant, "hook-a")
 	b := bucket(tenant)
-	return []op{
+	ops := []op{
 		{"hit", func(ctx context.Context, st *fleetstore.Store) error {
 			_, err := st.Hit(ctx, []fleetstore.Charge{b}, &c)
 			return err
@@ -57,6 +58,13 @@ func (t *clauseT) ops(tenant string) []op {
 		}},
 		{"ping", func(ctx context.Context, st *fleetstore.Store) error { return st.Ping(ctx) }},
 	}
+	if t.s.peeks {
+		ops = append(ops, op{"peek", func(ctx context.Context, st *fleetstore.Store) error {
+			_, err := st.Peek(ctx, tenant, peekLimits.hooks)
+			return err
+		}})
+	}
+	return ops
 }
 
 // stalledURL is a URL whose store accepts calls and never answers, or "".
@@ -265,7 +273,8 @@ func testT4(t *clauseT) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				o := t.ops(t.tenant())[i%5]
+				ops := t.ops(t.tenant())
+				o := ops[i%len(ops)]
 				start := time.Now()
 				_ = o.call(context.Background(), st)
 				if d := time.Since(start); d > budget+10*time.Millisecond+schedSlack*3 {
