@@ -23,7 +23,7 @@
 //
 //   - db.client.operation.duration (histogram, s): every call, with
 //     db.operation.name ("hit", "commit", "release", "reset", "ping",
-//     "replay": a batch of the degraded mode's outbox replayed),
+//     "peek", "replay": a batch of the degraded mode's outbox replayed),
 //     fleetstore.local (decided from this node's state) and error.type
 //     when it failed. Buckets from 100µs to 1s (DurationBuckets).
 //   - fleetstore.client.hits (counter, {hit}): every Hit decided, with
@@ -68,7 +68,7 @@
 // One span per call, of kind client, named by its db.operation.name,
 // starting and ending when the call did, a child of the span in the
 // call's context. Attributes: db.system.name, db.operation.name,
-// fleetstore.local; a Hit's fleetstore.charges and, when decided,
+// fleetstore.local; a Hit's or Peek's fleetstore.charges and, when decided,
 // fleetstore.hit.outcome and fleetstore.hit.denied_kinds; a batch's
 // fleetstore.claims, fleetstore.claims.failed and db.operation.batch.size
 // (2 claims or more); a failed call's error.type and an error status whose
@@ -236,7 +236,7 @@ type attached struct {
 }
 
 const (
-	nOps      = int(observe.OpReplay) + 1
+	nOps      = int(observe.OpPeek) + 1
 	nClasses  = int(observe.ClassOther) + 1
 	nOutcomes = int(fleetstore.RateLimited) + 1
 )
@@ -486,6 +486,8 @@ func (o *Observer) span(ctx context.Context, a *attached, e *observe.Event) {
 			}
 			attrs = append(attrs, DeniedKindsKey.StringSlice(kinds))
 		}
+	case observe.OpPeek:
+		attrs = append(attrs, ChargesKey.Int(e.Charges))
 	case observe.OpCommit, observe.OpRelease, observe.OpReplay:
 		attrs = append(attrs, ClaimsKey.Int(e.Claims), FailedKey.Int(e.Failed))
 		if e.Claims >= 2 {

@@ -186,11 +186,15 @@ func TestMetricsAndSpans(t *testing.T) {
 	if err := st.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
+	limit := fleetstore.MustLimit(fleetstore.PerSecond(fleetstore.Hooks, 1, 3))
+	if _, err := st.Peek(ctx, "acme", limit); err != nil {
+		t.Fatal(err)
+	}
 	st.Close()
 	if _, err := st.Hit(ctx, []fleetstore.Charge{bytes}, nil); !errors.Is(err, fleetstore.ErrClosed) {
 		t.Fatalf("hit after close: %v", err)
 	}
-	calls := 10 + 3 + 1 + 1 + 1 + 1 + 1 // hits, commits, duplicate, batch commit, invalid, ping, closed
+	calls := 10 + 3 + 1 + 1 + 1 + 1 + 1 + 1 // hits, commits, duplicate, batch commit, invalid, ping, peek, closed
 
 	rm := s.collect(t)
 	mem := system("memory")
@@ -204,6 +208,7 @@ func TestMetricsAndSpans(t *testing.T) {
 		{[]attribute.KeyValue{mem, op("commit")}, 4},
 		{[]attribute.KeyValue{mem, op("commit"), errType("claim_lost")}, 1},
 		{[]attribute.KeyValue{mem, op("ping"), local(false)}, 1},
+		{[]attribute.KeyValue{mem, op("peek"), local(false)}, 1},
 		{[]attribute.KeyValue{attribute.String("deployment.environment.name", "test")}, uint64(calls)},
 	} {
 		if n := count(t, rm, tt.want...); n != tt.n {
@@ -264,6 +269,9 @@ func TestMetricsAndSpans(t *testing.T) {
 			}
 		} else if sp.Status().Code == codes.Error {
 			t.Errorf("span %q: error status without error.type", sp.Name())
+		}
+		if sp.Name() == "peek" && (!has(a, attribute.Int("fleetstore.charges", 1)) || a.HasValue("fleetstore.hit.outcome")) {
+			t.Errorf("peek span: %v, want its one limit and no outcome", sp.Attributes())
 		}
 		if sp.Name() == "commit" && has(a, attribute.Int("fleetstore.claims", 2)) &&
 			!has(a, attribute.Int("db.operation.batch.size", 2), attribute.Int("fleetstore.claims.failed", 1)) {
