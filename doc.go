@@ -31,7 +31,9 @@
 //	res, err := store.Hit(ctx, charges, &claim)
 //	left := hooks.Remaining(res.Quota()[0]) // hooks left, rounded down
 //
-// Package headers writes them as Retry-After and the IETF RateLimit
+// Store.Peek(ctx, tenant, hooks, body) reads the same states without
+// charging or writing anything (CONTRACT G11), for a dashboard or an API
+// answer. Package headers writes them as Retry-After and the IETF RateLimit
 // fields; package webhook is a whole receiver around a Store.
 //
 // # Degraded mode
