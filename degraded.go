@@ -137,8 +137,7 @@ func (fb *fallback) hit(ctx context.Context, charges []Charge, claim *Claim) (Re
 		return Result{}, &opError{op: "hit", err: err}
 	}
 	defer cancel()
-	var buf [MaxCharges]Charge
-	res, err := s.conn.Hit(ctx, forDriver(charges, &buf), claim)
+	res, err := s.conn.Hit(ctx, forDriver(charges), claim)
 	if err == nil {
 		if err = checkResult(&res); err == nil {
 			err = fillQuota(&res, charges)
@@ -173,8 +172,7 @@ func (fb *fallback) localHit(charges []Charge, claim *Claim) (Result, error) {
 	for _, c := range charges {
 		local = append(local, fb.share.charge(c))
 	}
-	var buf [MaxCharges]Charge
-	res, err := fb.local.Hit(context.Background(), forDriver(local, &buf), claim)
+	res, err := fb.local.Hit(context.Background(), forDriver(local), claim)
 	if err == nil {
 		err = localQuota(&res, charges, local)
 	}

@@ -81,8 +81,7 @@ func (s *Store) peek(ctx context.Context, tenant string, limits []Limit) (res Re
 	if s.fb != nil {
 		return s.fb.peek(ctx, charges)
 	}
-	var sbuf [MaxCharges]Charge
-	sent := forDriver(charges, &sbuf)
+	sent := forDriver(charges)
 	err = s.call(ctx, "peek", func(ctx context.Context) (err error) {
 		res, err = s.peeker.Peek(ctx, sent)
 		return err
@@ -143,8 +142,7 @@ func (fb *fallback) peek(ctx context.Context, charges []Charge) (Result, error) 
 		return Result{}, &opError{op: "peek", err: err}
 	}
 	defer cancel()
-	var sbuf [MaxCharges]Charge
-	res, err := s.peeker.Peek(ctx, forDriver(charges, &sbuf))
+	res, err := s.peeker.Peek(ctx, forDriver(charges))
 	if err == nil {
 		if err = peekQuota(&res, charges); err == nil {
 			return res, nil

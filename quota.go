@@ -2,6 +2,7 @@ package fleetstore
 
 import (
 	"fmt"
+	"slices"
 	"math/bits"
 	"time"
 
@@ -96,11 +97,12 @@ func peekQuota(r *Result, charges []Charge) error {
 
 // forDriver returns charges as a driver is to see them: a shadow charge
 // with Shadow unset and the largest capacity, so that it never denies
-// (CONTRACT §1.2), in a copy in buf; charges itself when none is shadow.
-func forDriver(charges []Charge, buf *[MaxCharges]Charge) []Charge {
+// (CONTRACT §1.2), in a copy; charges itself, allocating nothing, when
+// none is shadow.
+func forDriver(charges []Charge) []Charge {
 	for i := range charges {
 		if charges[i].Shadow {
-			out := append(buf[:0], charges...)
+			out := slices.Clone(charges)
 			for j := range out {
 				if out[j].Shadow {
 					out[j].Shadow = false

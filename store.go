@@ -141,8 +141,7 @@ func (s *Store) hit(ctx context.Context, charges []Charge, claim *Claim) (res Re
 	if s.fb != nil {
 		return s.fb.hit(ctx, charges, claim)
 	}
-	var buf [MaxCharges]Charge
-	sent := forDriver(charges, &buf)
+	sent := forDriver(charges)
 	err = s.call(ctx, "hit", func(ctx context.Context) (err error) {
 		res, err = s.conn.Hit(ctx, sent, claim)
 		return err
