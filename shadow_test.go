@@ -88,3 +88,27 @@ func TestShadow(t *testing.T) {
 		})
 	}
 }
+
+// TestHitAllocs: a Hit of charges on memory:// allocates nothing; a shadow
+// charge costs the copy the driver gets.
+func TestHitAllocs(t *testing.T) {
+	st, err := fleetstore.Open("memory://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	hooks := fleetstore.MustLimit(fleetstore.PerSecond(fleetstore.Hooks, 1e6, 1e6))
+	body := fleetstore.MustLimit(fleetstore.NewByteLimit(fleetstore.Bytes, 1e9, 1e9))
+	ctx := context.Background()
+	for _, c := range []struct {
+		plan fleetstore.Plan
+		want float64
+	}{{fleetstore.Plan{hooks, body}, 0}, {fleetstore.Plan{hooks, body.Shadow()}, 1}} {
+		var buf [fleetstore.MaxCharges]fleetstore.Charge
+		charges := c.plan.Charges(buf[:0], "allocs", 100)
+		st.Hit(ctx, charges, nil) // the bucket exists
+		if n := testing.AllocsPerRun(100, func() { st.Hit(ctx, charges, nil) }); n != c.want {
+			t.Errorf("a Hit of %v: %v allocations, want %v", c.plan, n, c.want)
+		}
+	}
+}
