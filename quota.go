@@ -2,8 +2,8 @@ package fleetstore
 
 import (
 	"fmt"
-	"slices"
 	"math/bits"
+	"slices"
 	"time"
 
 	"github.com/fleetstore/fleetstore/gcra"
