@@ -179,19 +179,18 @@ func (l *Log) compactLocked(cur *segment) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := scan(data)
-	if err != nil {
-		return nil, err
-	}
 	var moved []byte
-	for i, p := range s.frames {
+	_, err = scan(data, func(p *payload, raw []byte) {
 		at, ok := l.live[p.rec.Seq]
 		if p.kind != kindCommit || !ok || at.seg != old.id {
-			continue
+			return
 		}
 		l.forget(at)
 		l.place(p.rec.Seq, cur, at.n)
-		moved = append(moved, s.raw[i]...)
+		moved = append(moved, raw...)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return moved, nil
 }

@@ -144,31 +144,20 @@ func (l *Log) load(logger *zap.Logger) ([]Record, error) {
 		if err != nil {
 			return nil, fmt.Errorf("outboxlog: %w", err)
 		}
-		s, err := scan(data)
-		if err != nil {
-			return nil, fmt.Errorf("outboxlog: %s: %w", path, err)
-		}
-		if s.valid < len(data) {
-			if err := truncate(path, s.valid); err != nil {
-				return nil, err
-			}
-			cut.add(path, s.valid, len(data)-s.valid)
-		}
-		seg := &segment{id: id, size: int64(s.valid)}
+		seg := &segment{id: id}
 		l.segs = append(l.segs, seg)
-		l.bytes += seg.size
-		for i, p := range s.frames {
+		valid, err := scan(data, func(p *payload, raw []byte) {
 			switch p.kind {
 			case kindCommit:
 				l.next = max(l.next, p.rec.Seq+1)
 				if acked[p.rec.Seq] {
-					continue
+					return
 				}
 				if old, ok := l.live[p.rec.Seq]; ok { // a copy made by compaction
 					l.forget(old)
 				}
 				recs[p.rec.Seq] = p.rec
-				l.place(p.rec.Seq, seg, int64(len(s.raw[i])))
+				l.place(p.rec.Seq, seg, int64(len(raw)))
 			case kindAck:
 				for _, seq := range p.acks {
 					l.next = max(l.next, seq+1)
@@ -180,7 +169,18 @@ func (l *Log) load(logger *zap.Logger) ([]Record, error) {
 					}
 				}
 			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("outboxlog: %s: %w", path, err)
 		}
+		if valid < len(data) {
+			if err := truncate(path, valid); err != nil {
+				return nil, err
+			}
+			cut.add(path, valid, len(data)-valid)
+		}
+		seg.size = int64(valid)
+		l.bytes += seg.size
 	}
 	cut.log(logger, l.dir)
 	if err := l.openCurrent(); err != nil {

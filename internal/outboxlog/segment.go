@@ -83,37 +83,30 @@ func syncDir(dir string) error {
 	return err
 }
 
-// scanned is what a segment's bytes hold: its whole frames in order, and
-// where the valid part ends.
-type scanned struct {
-	frames []payload
-	raw    [][]byte // each frame's bytes, header included
-	valid  int      // the offset of the first byte not in a whole frame
-}
-
-// scan reads data, a segment's bytes, up to the first frame that is torn
-// or fails its checksum or decoding: nothing after it is trusted. A
-// header shorter than magic but a prefix of it is a segment torn at its
-// creation (valid 0: nothing in it); any other header is an error.
-func scan(data []byte) (scanned, error) {
+// scan reads data, a segment's bytes, handing each whole frame to each
+// (its payload and its bytes, header included), up to the first frame
+// that is torn or fails its checksum or decoding: nothing after it is
+// trusted. valid is where the whole frames end. A header shorter than
+// magic but a prefix of it is a segment torn at its creation (valid 0:
+// nothing in it); any other header is an error.
+func scan(data []byte, each func(p *payload, raw []byte)) (valid int, err error) {
 	if len(data) < len(magic) {
 		if !bytes.HasPrefix([]byte(magic), data) {
-			return scanned{}, errNotSegment
+			return 0, errNotSegment
 		}
-		return scanned{}, nil
+		return 0, nil
 	}
 	if string(data[:len(magic)]) != magic {
-		return scanned{}, errNotSegment
+		return 0, errNotSegment
 	}
-	s := scanned{valid: len(magic)}
-	for s.valid < len(data) {
-		p, n, ok := nextFrame(data[s.valid:])
+	valid = len(magic)
+	for valid < len(data) {
+		p, n, ok := nextFrame(data[valid:])
 		if !ok {
 			break
 		}
-		s.frames = append(s.frames, p)
-		s.raw = append(s.raw, data[s.valid:s.valid+n])
-		s.valid += n
+		each(&p, data[valid:valid+n])
+		valid += n
 	}
-	return s, nil
+	return valid, nil
 }
