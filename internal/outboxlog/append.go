@@ -13,6 +13,9 @@ import (
 // sync every call returns that failure (the log cannot tell what reached
 // the disk: Open it again to know).
 func (l *Log) Append(recs []Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
 	for i := range recs {
 		if err := check(&recs[i].Claim); err != nil {
 			return err
