@@ -102,7 +102,9 @@ type loc struct {
 // error wrapping ErrLocked when another Log holds dir, and with an error
 // for a segment file whose header is not the log's (nothing is changed).
 // A torn or corrupt frame ends its segment: the segment is truncated
-// there and Open logs one warning for all it truncated.
+// there, the frames after it in that segment dropped with it (nothing
+// past a bad frame is trusted), later segments read on, and Open logs one
+// warning for all it cut (the first segment, offset, bytes dropped).
 func Open(dir string, opts Options) (*Log, []Record, error) {
 	if opts.SegmentBytes < 0 {
 		return nil, nil, fmt.Errorf("outboxlog: Options.SegmentBytes: %d, want ≥ 0",
