@@ -11,6 +11,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/throttled/throttled/v2 v2.15.0
 	github.com/valkey-io/valkey-go v1.0.79
+	go.etcd.io/bbolt v1.5.0
 )
 
 require (
