@@ -137,7 +137,7 @@ func (fb *fallback) hit(ctx context.Context, charges []Charge, claim *Claim) (Re
 		return Result{}, &opError{op: "hit", err: err}
 	}
 	defer cancel()
-	res, err := s.conn.Hit(ctx, forDriver(charges), claim)
+	res, err := hitShadowed(ctx, s.conn, charges, claim)
 	if err == nil {
 		if err = checkResult(&res); err == nil {
 			err = fillQuota(&res, charges)
@@ -172,7 +172,7 @@ func (fb *fallback) localHit(charges []Charge, claim *Claim) (Result, error) {
 	for _, c := range charges {
 		local = append(local, fb.share.charge(c))
 	}
-	res, err := fb.local.Hit(context.Background(), forDriver(local), claim)
+	res, err := hitShadowed(context.Background(), fb.local, local, claim)
 	if err == nil {
 		err = localQuota(&res, charges, local)
 	}

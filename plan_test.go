@@ -35,6 +35,7 @@ func TestPlan(t *testing.T) {
 		{fleetstore.Plan{hooks, {}}, "plan[1]"},
 		{fleetstore.Plan{hooks, body, hooks}, "plan[2]"},
 		{many, "plan"},
+		{fleetstore.Plan{hooks, fleetstore.Limit{}.Shadow()}, "plan[1]"},
 	} {
 		err := c.plan.Check()
 		var inv *fleetstore.InvalidError

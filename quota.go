@@ -1,11 +1,13 @@
 package fleetstore
 
 import (
+	"context"
 	"fmt"
 	"math/bits"
 	"slices"
 	"time"
 
+	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/gcra"
 )
 
@@ -114,6 +116,67 @@ func forDriver(charges []Charge) []Charge {
 		}
 	}
 	return charges
+}
+
+// hitShadowed is conn.Hit of charges and claim, the shadow charges sent
+// as forDriver sends them. A shadow bucket charged whenever its Hit is
+// allowed can run more than 366 days ahead, past the capacity it is sent
+// with: when the driver refuses only shadow charges (the states it reports
+// deny no other), nothing was charged, and the Hit is made again without
+// them, the shadow buckets reported as the first answer had them, as they
+// stand (CONTRACT §1.2: a shadow charge never denies).
+func hitShadowed(ctx context.Context, conn driver.Conn, charges []Charge,
+	claim *Claim) (Result, error) {
+	if !slices.ContainsFunc(charges, func(c Charge) bool { return c.Shadow }) {
+		return conn.Hit(ctx, charges, claim)
+	}
+	res, err := conn.Hit(ctx, forDriver(charges), claim)
+	if err != nil || !shadowOnly(&res, charges) {
+		return res, err
+	}
+	first := res
+	var buf [MaxCharges]Charge
+	others := buf[:0]
+	for _, c := range charges {
+		if !c.Shadow {
+			others = append(others, c)
+		}
+	}
+	res = Result{Outcome: OK}
+	if len(others) > 0 || claim != nil {
+		if res, err = conn.Hit(ctx, others, claim); err != nil {
+			return res, err
+		}
+		if res.NBuckets != len(others) {
+			return res, nil // fillQuota refuses it
+		}
+	}
+	j := len(others)
+	for i := len(charges) - 1; i >= 0; i-- { // in place, from the end
+		if charges[i].Shadow {
+			res.Buckets[i] = first.Buckets[i]
+		} else {
+			j--
+			res.Buckets[i] = res.Buckets[j]
+		}
+	}
+	res.NBuckets = len(charges)
+	return res, nil
+}
+
+// shadowOnly reports whether a RateLimited res, as a driver reported it,
+// denies only shadow charges: no other charge's state denies it.
+func shadowOnly(res *Result, charges []Charge) bool {
+	if res.Outcome != RateLimited || res.NBuckets != len(charges) {
+		return false
+	}
+	for i := range charges {
+		c, b := &charges[i], &res.Buckets[i]
+		if !c.Shadow && b.ResetAfter+c.Increment > c.Capacity {
+			return false
+		}
+	}
+	return true
 }
 
 // localQuota is fillQuota for a Hit the fallback decided locally (CONTRACT

@@ -2,6 +2,7 @@ package fleetstore_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -109,6 +110,38 @@ func TestHitAllocs(t *testing.T) {
 		st.Hit(ctx, charges, nil) // the bucket exists
 		if n := testing.AllocsPerRun(100, func() { st.Hit(ctx, charges, nil) }); n != c.want {
 			t.Errorf("a Hit of %v: %v allocations, want %v", c.plan, n, c.want)
+		}
+	}
+}
+
+// TestShadowDebt: a shadow bucket charged with every allowed Hit runs past
+// 366 days ahead, the largest capacity a driver takes; its Hits are still
+// decided by the other charges alone, and it reports would-deny.
+func TestShadowDebt(t *testing.T) {
+	st, err := fleetstore.Open("memory://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	real := fleetstore.MustLimit(fleetstore.PerSecond(fleetstore.Hooks, 1e6, 1e6))
+	next := fleetstore.MustLimit(fleetstore.NewLimit("hooks_next", 1, 100*24*time.Hour, 1)).Shadow()
+	ctx := context.Background()
+	for i := range 8 {
+		claim := fleetstore.Claim{Tenant: "debt", SourceID: "s", Key: fmt.Sprint("k", i), HookID: "h",
+			TTL: time.Hour, PendingTTL: time.Minute}
+		res, err := st.Hit(ctx, fleetstore.Plan{next, real}.Charges(nil, "debt", 0), &claim)
+		if err != nil || res.Outcome != fleetstore.OK {
+			t.Fatalf("hit %d, the shadow bucket %d days ahead: %v, %v; want OK", i+1, i*100, res.Outcome, err)
+		}
+		q := res.Quota()
+		if q[1].Shadow || !q[0].Shadow || q[0].Denied != (i > 0) || q[1].Denied {
+			t.Errorf("hit %d: %+v", i+1, q)
+		}
+		// Three charges take it 300 days ahead; a fourth would pass 366
+		// days, so from then on it stands there.
+		if want := time.Duration(min(i+1, 3)) * 100 * 24 * time.Hour; q[0].ResetAfter > want ||
+			q[0].ResetAfter < want-time.Minute {
+			t.Errorf("hit %d: shadow reset-after %v, want ~%v", i+1, q[0].ResetAfter, want)
 		}
 	}
 }

@@ -65,6 +65,8 @@ func (s share) charge(c Charge) Charge {
 		inc = min(q, maxUS)
 	}
 	c.Increment = time.Duration(inc) * time.Microsecond
-	c.Capacity = max(c.Capacity, c.Increment)
+	if !c.Shadow { // a shadow charge is read against its own capacity
+		c.Capacity = max(c.Capacity, c.Increment)
+	}
 	return c
 }

@@ -141,9 +141,8 @@ func (s *Store) hit(ctx context.Context, charges []Charge, claim *Claim) (res Re
 	if s.fb != nil {
 		return s.fb.hit(ctx, charges, claim)
 	}
-	sent := forDriver(charges)
 	err = s.call(ctx, "hit", func(ctx context.Context) (err error) {
-		res, err = s.conn.Hit(ctx, sent, claim)
+		res, err = hitShadowed(ctx, s.conn, charges, claim)
 		return err
 	})
 	if err != nil {

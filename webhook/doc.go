@@ -138,8 +138,9 @@
 // replay under any id is a Duplicate (200), as a redelivery (same body,
 // same id) is; the Sink still gets the provider's event id. It costs no
 // extra round trip and no extra bytes (a claim is stored under a 16-byte
-// digest of its key, about 69 bytes per committed claim on Redis either
-// way; a second claim per delivery would double that). Its price: two
+// digest of its key: the same bytes per committed claim on Redis, about
+// 69 measured either way; a second claim per delivery would double them).
+// Its price: two
 // distinct events with byte-identical bodies are one event, the second
 // answered 200 and never stored. The providers' payloads do not rule it
 // out: they carry the resource's state and an updated_at in whole

@@ -82,6 +82,8 @@ type Config struct {
 	// charge takes a bucket's headroom below 1 − NearLimit of its
 	// capacity names that kind in Delivery.NearLimit. Once per crossing,
 	// fleet-wide: the bucket must refill above the mark to cross it again.
+	// A degraded node's local decisions are not reported (its buckets are
+	// its share of the fleet's).
 	NearLimit float64
 	// OnDelivery, when set, is called with every delivery's outcome once
 	// its answer is written, on the request's goroutine (keep it quick):
@@ -335,17 +337,19 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, d *Delivery) {
 }
 
 // nearLimit adds to d.NearLimit the kinds whose bucket res's charges took
-// below the Config.NearLimit mark: the headroom after the charge is under
-// the mark and the headroom before it (after + the increment) was not.
-// The charges were taken only on a fresh OK.
+// past the Config.NearLimit mark: the TAT's lead over now (ResetAfter) is
+// over NearLimit × capacity after the charge and was not before it (the
+// lead after, less the increment: the charges were taken, on a fresh OK).
+// A local decision's buckets are this node's share, not the fleet's: not
+// reported.
 func (h *Handler) nearLimit(d *Delivery, charges []fleetstore.Charge, res *fleetstore.Result) {
-	if h.cfg.NearLimit == 0 || res.Outcome != fleetstore.OK {
+	if h.cfg.NearLimit == 0 || res.Outcome != fleetstore.OK || res.Local {
 		return
 	}
 	for i, b := range res.Quota() {
 		c := &charges[i]
-		mark := time.Duration(float64(c.Capacity) * (1 - h.cfg.NearLimit))
-		if b.Headroom < mark && b.Headroom+c.Increment >= mark {
+		mark := time.Duration(float64(c.Capacity) * h.cfg.NearLimit)
+		if b.ResetAfter > mark && b.ResetAfter-c.Increment <= mark {
 			d.NearLimit = append(d.NearLimit, c.Kind)
 		}
 	}

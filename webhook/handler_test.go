@@ -349,16 +349,24 @@ func endToEnd(t *testing.T, open func(t *testing.T) *fleetstore.Store) {
 		plans[shadowed] = fleetstore.Plan{pro[0],
 			fleetstore.MustLimit(fleetstore.NewLimit("hooks_next", 1, time.Hour, 1)).Shadow()}
 		mu.Unlock()
-		for i := range 2 {
+		nearShadow := 0
+		for i := range 4 {
 			a := send(shadowed)
 			a.want(t, "under a shadow limit", http.StatusAccepted)
 			ds := deliveries()
 			d := ds[len(ds)-1]
-			if would := i == 1; would != (len(d.ShadowDenied) == 1 && d.ShadowDenied[0] == "hooks_next") ||
+			if slices.Contains(d.NearLimit, "hooks_next") {
+				nearShadow++ // once: the bucket never comes back under the mark
+			}
+			if would := i >= 1; would != (len(d.ShadowDenied) == 1 && d.ShadowDenied[0] == "hooks_next") ||
 				strings.Contains(a.header.Get("RateLimit-Policy"), "hooks_next") {
 				t.Errorf("delivery %d under a shadow limit: %+v, RateLimit-Policy %q", i+1, d,
 					a.header.Get("RateLimit-Policy"))
 			}
+		}
+
+		if nearShadow != 1 {
+			t.Errorf("a shadow bucket in debt named near its limit %d times, want once", nearShadow)
 		}
 
 		// A plan Plan.Check refuses is the handler's fault: 500, logged once.

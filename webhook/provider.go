@@ -84,7 +84,9 @@ func within(ts int64, now time.Time, tolerance time.Duration) bool {
 // — an empty one, for every provider (an HMAC under the empty key is
 // anyone's signature), or a Standard Webhooks secret that is not whsec_
 // and base64: the handler's configuration is wrong, and the delivery is
-// answered 500, not 401, whatever its signature.
+// answered 500, not 401, whatever its signature — once its signature
+// headers parse: a delivery without them, or with unreadable ones, is
+// refused 401 before any secret is looked at.
 var ErrSecret = errors.New("webhook: unusable secret")
 
 type secretError struct{ provider, why string }
@@ -116,8 +118,8 @@ func raw(s string) ([]byte, bool) { return []byte(s), true }
 // into its key), of parts concatenated, compared in constant time
 // (hmac.Equal); ErrSecret when a secret is empty, does not decode or
 // decodes to no key — checked for every secret before any signature, so
-// that the answer does not depend on what the sender sent; else
-// ErrSignature naming header.
+// that the answer to a delivery whose headers parse does not depend on
+// its signature; else ErrSignature naming header.
 func verifyHMAC(provider, header string, secrets []string, decode func(string) ([]byte, bool),
 	sigs [][]byte, parts ...[]byte) error {
 	if err := checkSecrets(provider, secrets); err != nil {
