@@ -14,6 +14,7 @@ import (
 
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/gcra"
+	"github.com/fleetstore/fleetstore/internal/checked"
 	"github.com/fleetstore/fleetstore/internal/memstore"
 	"github.com/fleetstore/fleetstore/observe"
 )
@@ -137,17 +138,9 @@ func (fb *fallback) hit(ctx context.Context, charges []Charge, claim *Claim) (Re
 		return Result{}, &opError{op: "hit", err: err}
 	}
 	defer cancel()
-	res, err := s.conn.Hit(ctx, forDriver(charges), claim)
+	res, err := s.conn.Hit(ctx, charges, claim)
 	if err == nil {
-		if err = checkResult(&res); err == nil {
-			err = fillQuota(&res, charges)
-		}
-		if err == nil {
-			return res, nil
-		}
-		e := &opError{op: "hit", kind: ErrUnavailable, err: err}
-		fb.trip(e)
-		return fb.localHit(charges, claim)
+		return res, nil
 	}
 	degrade, e := s.failure(ctx, "hit", err)
 	if !degrade {
@@ -172,7 +165,7 @@ func (fb *fallback) localHit(charges []Charge, claim *Claim) (Result, error) {
 	for _, c := range charges {
 		local = append(local, fb.share.charge(c))
 	}
-	res, err := fb.local.Hit(context.Background(), forDriver(local), claim)
+	res, err := fb.local.Hit(context.Background(), checked.ForDriver(local), claim)
 	if err == nil {
 		err = localQuota(&res, charges, local)
 	}
@@ -265,11 +258,6 @@ func (fb *fallback) settle(ctx context.Context, op string, claims []Claim,
 		if !degrade {
 			return false, e
 		}
-		return true, joinSorted(fb.localSettle(op, claims, nil, e))
-	}
-	if len(errs) != len(claims) {
-		e := &opError{op: op, kind: ErrUnavailable, err: errResultCount(len(errs), len(claims))}
-		fb.trip(e)
 		return true, joinSorted(fb.localSettle(op, claims, nil, e))
 	}
 	var out []int // claims that failed for an outage, each on its own

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/checked"
 	"github.com/fleetstore/fleetstore/observe"
 )
 
@@ -81,16 +82,12 @@ func (s *Store) peek(ctx context.Context, tenant string, limits []Limit) (res Re
 	if s.fb != nil {
 		return s.fb.peek(ctx, charges)
 	}
-	sent := forDriver(charges)
 	err = s.call(ctx, "peek", func(ctx context.Context) (err error) {
-		res, err = s.peeker.Peek(ctx, sent)
+		res, err = s.peeker.Peek(ctx, charges)
 		return err
 	})
 	if err != nil {
 		return Result{}, err
-	}
-	if err := peekQuota(&res, charges); err != nil {
-		return Result{}, &opError{op: "peek", kind: ErrUnavailable, err: err}
 	}
 	return res, nil
 }
@@ -142,13 +139,9 @@ func (fb *fallback) peek(ctx context.Context, charges []Charge) (Result, error) 
 		return Result{}, &opError{op: "peek", err: err}
 	}
 	defer cancel()
-	res, err := s.peeker.Peek(ctx, forDriver(charges))
+	res, err := s.peeker.Peek(ctx, charges)
 	if err == nil {
-		if err = peekQuota(&res, charges); err == nil {
-			return res, nil
-		}
-		fb.trip(&opError{op: "peek", kind: ErrUnavailable, err: err})
-		return fb.localPeek(charges), nil
+		return res, nil
 	}
 	degrade, e := s.failure(ctx, "peek", err)
 	if !degrade {
@@ -168,7 +161,7 @@ func (fb *fallback) localPeek(charges []Charge) Result {
 	}
 	var res Result
 	fb.mem.Quota(localName, localPrefix, local, &res)
-	_ = peekQuota(&res, local) // the local store's states: whole µs, within a capacity
+	_ = checked.PeekQuota(&res, local) // the local store's states: whole µs, within a capacity
 	localHeadroom(&res, charges, local)
 	res.Local = true
 	return res

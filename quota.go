@@ -1,125 +1,16 @@
 package fleetstore
 
 import (
-	"fmt"
 	"math/bits"
-	"slices"
 	"time"
 
-	"github.com/fleetstore/fleetstore/gcra"
+	"github.com/fleetstore/fleetstore/internal/checked"
 )
 
-// maxLead bounds a bucket's reported reset-after: a TAT is at most a
-// capacity (366 days) ahead of the now that wrote it, and a node whose
-// clock ran ahead (memcached's client clock, G8) may have written it up
-// to its skew further; twice the largest capacity leaves room for that.
-const maxLead = 2 * gcra.MaxCapacity
-
-// fillQuota completes a driver's report of the charged buckets (CONTRACT
-// G10): the driver gives each charge's ResetAfter; the Store sets Kind,
-// Headroom (capacity − reset-after, at least 0) and Denied (a charge of a
-// RateLimited Hit whose increment exceeds its headroom), so that they
-// always agree. A report that cannot be true is an error, for the Store
-// to return as ErrUnavailable, never as a decision: a count that is not
-// the charges', a reset-after that is negative, not whole µs or beyond any
-// TAT, a RateLimited Result that no reported state denies, or whose
-// retry-after is not the longest wait those states imply (G3).
-func fillQuota(r *Result, charges []Charge) error {
-	wait, err := fillBuckets(r, charges, r.Outcome)
-	if err != nil || r.Outcome != RateLimited {
-		return err
-	}
-	if wait == 0 {
-		return fmt.Errorf("driver returned rate_limited, "+
-			"but none of its %d bucket states denies a charge", len(charges))
-	}
-	if want := gcra.RetryAfter(wait.Microseconds()); r.RetryAfter != want {
-		return fmt.Errorf("driver returned rate_limited with retry-after %v, "+
-			"but its bucket states say %v", r.RetryAfter, want)
-	}
-	return nil
-}
-
-// fillBuckets checks the driver's reset-after of every charge's bucket
-// and sets its Kind, Headroom, Shadow and Denied as a Hit of outcome o
-// has them; wait is the longest wait of the charges, not shadow, that do
-// not conform now (0: every one conforms).
-func fillBuckets(r *Result, charges []Charge, o Outcome) (wait time.Duration, err error) {
-	if r.NBuckets != len(charges) {
-		return 0, fmt.Errorf("driver reported %d bucket states for %d charges", r.NBuckets,
-			len(charges))
-	}
-	for i := range charges {
-		c, b := &charges[i], &r.Buckets[i]
-		if b.ResetAfter < 0 || b.ResetAfter > maxLead || b.ResetAfter%time.Microsecond != 0 {
-			return 0, fmt.Errorf("driver reported reset-after %v for charges[%d] "+
-				"(want whole µs, 0 to %v)", b.ResetAfter, i, maxLead)
-		}
-		b.Kind, b.Shadow = c.Kind, c.Shadow
-		b.Headroom = max(c.Capacity-b.ResetAfter, 0)
-		// The charge conforms now exactly when its increment fits the
-		// headroom; its wait is what it lacks (gcra.Charge's allow − now).
-		over := b.ResetAfter+c.Increment > c.Capacity
-		if c.Shadow {
-			// Sent with the largest capacity, it denied nothing; read
-			// against its own (CONTRACT §1.2): taken on OK, as it stands otherwise.
-			b.Denied = o == OK && b.ResetAfter > c.Capacity || o == RateLimited && over
-			continue
-		}
-		b.Denied = o == RateLimited && over
-		if over {
-			wait = max(wait, b.ResetAfter+c.Increment-c.Capacity)
-		}
-	}
-	clear(r.Buckets[len(charges):])
-	return wait, nil
-}
-
-// peekQuota turns a driver's Peek into the Store's answer (CONTRACT G11):
-// the buckets of charges as they stand, completed as fillQuota completes
-// a Hit's, and the outcome a Hit of charges would have, nothing taken:
-// OK, or RateLimited with the denied charges marked and their longest
-// wait, rounded up (G2); a shadow charge is Denied when it would deny,
-// and denies nothing. Only the driver's NBuckets and reset-afters are
-// read.
-func peekQuota(r *Result, charges []Charge) error {
-	*r = Result{NBuckets: r.NBuckets, Buckets: r.Buckets}
-	wait, err := fillBuckets(r, charges, RateLimited)
-	if err != nil {
-		return err
-	}
-	r.Outcome = OK
-	if wait > 0 {
-		r.Outcome, r.RetryAfter = RateLimited, gcra.RetryAfter(wait.Microseconds())
-	}
-	return nil
-}
-
-// forDriver returns charges as a driver is to see them: a shadow charge
-// with Shadow unset and the largest capacity, so that it never denies
-// (CONTRACT §1.2), in a copy; charges itself, allocating nothing, when
-// none is shadow.
-func forDriver(charges []Charge) []Charge {
-	for i := range charges {
-		if charges[i].Shadow {
-			out := slices.Clone(charges)
-			for j := range out {
-				if out[j].Shadow {
-					out[j].Shadow = false
-					out[j].Capacity = gcra.MaxCapacity
-					out[j].Increment = min(out[j].Increment, gcra.MaxCapacity)
-				}
-			}
-			return out
-		}
-	}
-	return charges
-}
-
-// localQuota is fillQuota for a Hit the fallback decided locally (CONTRACT
+// localQuota is checked.FillQuota for a Hit the fallback decided locally (CONTRACT
 // §8) on local, the charges at this node's share of shared (localHeadroom).
 func localQuota(r *Result, shared, local []Charge) error {
-	if err := fillQuota(r, local); err != nil {
+	if err := checked.FillQuota(r, local); err != nil {
 		return err
 	}
 	localHeadroom(r, shared, local)

@@ -219,9 +219,6 @@ func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []que
 	defer cancel()
 	start := time.Now()
 	errs, err := fb.s.conn.Commit(cctx, claims)
-	if err == nil && len(errs) != len(claims) {
-		err = driver.ErrorReply(errResultCount(len(errs), len(claims)))
-	}
 	if fb.s.obs != nil {
 		fb.observeReplay(cctx, start, len(claims), errs, err)
 	}
@@ -306,13 +303,6 @@ func (fb *fallback) settleLost(ctx context.Context, c Claim) (holder string, wai
 	defer cancel()
 	c.PendingTTL = min(c.TTL, 2*fb.s.timeout)
 	res, err := fb.s.conn.Hit(cctx, nil, &c)
-	if err == nil {
-		err = checkResult(&res)
-		if err == nil && res.Outcome == RateLimited {
-			err = errors.New("driver returned rate limited for a hit without charges")
-		}
-		err = driver.ErrorReply(err)
-	}
 	if err != nil {
 		return "", 0, err
 	}
@@ -326,9 +316,6 @@ func (fb *fallback) settleLost(ctx context.Context, c Claim) (holder string, wai
 		return "", min(max(res.RetryAfter, minProbe), maxProbe), nil
 	}
 	errs, err := fb.s.conn.Commit(cctx, []Claim{c})
-	if err == nil && len(errs) != 1 {
-		err = driver.ErrorReply(errResultCount(len(errs), 1))
-	}
 	if err != nil {
 		return "", 0, err
 	}

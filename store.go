@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/checked"
 	"github.com/fleetstore/fleetstore/internal/storeaccess"
 	"github.com/fleetstore/fleetstore/observe"
 )
@@ -25,13 +26,13 @@ import (
 // (CONTRACT §8; Fallback gives the rules).
 type Store struct {
 	drv      driver.Driver
-	conn     driver.Conn
+	conn     conn
 	scheme   string
 	display  string // the URL, password redacted, for log lines
 	timeout  time.Duration
 	log      *zap.Logger
 	nonBlock bool
-	peeker   driver.Peeker // conn, when it can Peek; nil when not
+	peeker   driver.Peeker // conn, when the driver can Peek; nil when not
 
 	// down is set by the first call of an outage that the server did not
 	// answer, and cleared by the first answer once no call has gone
@@ -59,12 +60,26 @@ type Store struct {
 	closeMu sync.Mutex    // serialises Close
 }
 
-func newStore(d driver.Driver, conn driver.Conn, scheme, display string, timeout time.Duration,
+// conn is the one seam of the Store's call path: every call of the Store
+// is made on it. It is the driver's Conn checked (internal/checked): its
+// Hit and Peek take the Store's charges, shadow marked, and return Results
+// checked and completed in their terms (G10, G11); a settle returns one
+// result per claim.
+type conn interface {
+	driver.Conn
+	driver.Peeker
+}
+
+func newStore(d driver.Driver, dc driver.Conn, scheme, display string, timeout time.Duration,
 	log *zap.Logger) *Store {
-	_, nb := conn.(driver.NonBlocking)
-	p, _ := conn.(driver.Peeker)
-	return &Store{drv: d, conn: conn, scheme: scheme, display: display, timeout: timeout, log: log,
-		nonBlock: nb, peeker: p, drained: make(chan struct{}, 1), now: time.Now}
+	_, nb := dc.(driver.NonBlocking)
+	c := checked.New(dc)
+	s := &Store{drv: d, conn: c, scheme: scheme, display: display, timeout: timeout, log: log,
+		nonBlock: nb, drained: make(chan struct{}, 1), now: time.Now}
+	if c.CanPeek() {
+		s.peeker = c
+	}
+	return s
 }
 
 func init() {
@@ -141,19 +156,12 @@ func (s *Store) hit(ctx context.Context, charges []Charge, claim *Claim) (res Re
 	if s.fb != nil {
 		return s.fb.hit(ctx, charges, claim)
 	}
-	sent := forDriver(charges)
 	err = s.call(ctx, "hit", func(ctx context.Context) (err error) {
-		res, err = s.conn.Hit(ctx, sent, claim)
+		res, err = s.conn.Hit(ctx, charges, claim)
 		return err
 	})
 	if err != nil {
 		return Result{}, err
-	}
-	if err := checkResult(&res); err != nil {
-		return Result{}, &opError{op: "hit", kind: ErrUnavailable, err: err}
-	}
-	if err := fillQuota(&res, charges); err != nil {
-		return Result{}, &opError{op: "hit", kind: ErrUnavailable, err: err}
 	}
 	return res, nil
 }
@@ -248,9 +256,6 @@ func (s *Store) settle(ctx context.Context, op string, claims []Claim,
 	errs, err := call(ctx, claims)
 	if err != nil {
 		return false, s.failed(ctx, op, err)
-	}
-	if len(errs) != len(claims) {
-		return false, &opError{op: op, kind: ErrUnavailable, err: errResultCount(len(errs), len(claims))}
 	}
 	return false, errors.Join(s.settled(ctx, op, claims, errs, nil)...)
 }
@@ -507,27 +512,4 @@ func (s *Store) Stats() observe.Stats {
 		return observe.Stats{}
 	}
 	return s.fb.stats()
-}
-
-func checkResult(r *Result) error {
-	if r.Local {
-		return errors.New("driver returned a result marked local " +
-			"(only the Store's fallback decides locally)")
-	}
-	switch r.Outcome {
-	case OK:
-		return nil
-	case Duplicate:
-		if r.HookID == "" {
-			return errors.New("driver returned duplicate without the committer's hook_id")
-		}
-		return nil
-	case Pending, RateLimited:
-		if r.RetryAfter < time.Millisecond || r.RetryAfter%time.Millisecond != 0 {
-			return fmt.Errorf("driver returned %v with retry-after %v (want whole ms ≥ 1ms)",
-				r.Outcome, r.RetryAfter)
-		}
-		return nil
-	}
-	return fmt.Errorf("driver returned invalid outcome %d", int(r.Outcome))
 }
