@@ -50,6 +50,7 @@ const (
 	answered fault = iota // the server answered (an outcome, an error reply)
 	outage                // the server did not answer: timeout, unreachable
 	caller                // the caller gave up: says nothing of the store
+	wrapped               // classified already, by the degraded mode (Store.classified)
 )
 
 // classify sorts a driver error, once, for every driver (CONTRACT §1):

@@ -1,15 +1,16 @@
-package fleetstore
+package degraded
 
 import (
 	"math/bits"
 	"time"
 
+	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/internal/checked"
 )
 
-// localQuota is checked.FillQuota for a Hit the fallback decided locally (CONTRACT
+// localQuota is checked.FillQuota for a Hit decided locally (CONTRACT
 // §8) on local, the charges at this node's share of shared (localHeadroom).
-func localQuota(r *Result, shared, local []Charge) error {
+func localQuota(r *driver.Result, shared, local []driver.Charge) error {
 	if err := checked.FillQuota(r, local); err != nil {
 		return err
 	}
@@ -23,7 +24,7 @@ func localQuota(r *Result, shared, local []Charge) error {
 // I/I' rounded down (the local bucket holds floor(headroom'/I') of the
 // fleet's charges of I), so that turning it into units by the shared
 // limit never over-states what this node has left.
-func localHeadroom(r *Result, shared, local []Charge) {
+func localHeadroom(r *driver.Result, shared, local []driver.Charge) {
 	for i := range shared {
 		b := &r.Buckets[i]
 		inc := uint64(shared[i].Increment / time.Microsecond)
