@@ -3,7 +3,6 @@ package fleetstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"time"
@@ -51,6 +50,7 @@ const (
 	answered fault = iota // the server answered (an outcome, an error reply)
 	outage                // the server did not answer: timeout, unreachable
 	caller                // the caller gave up: says nothing of the store
+	wrapped               // classified already, by the degraded mode (Store.classified)
 )
 
 // classify sorts a driver error, once, for every driver (CONTRACT §1):
@@ -128,10 +128,3 @@ func (e cancelled) Is(target error) bool { return target == context.Canceled }
 
 // As finds the driver's own error types.
 func (e cancelled) As(target any) bool { return errors.As(e.err, target) }
-
-// errResultCount is the error of a driver that answered a batch of n
-// claims with another number of results (a driver bug: the store cannot
-// be trusted with that batch).
-func errResultCount(got, n int) error {
-	return fmt.Errorf("driver returned %d results for %d claims", got, n)
-}

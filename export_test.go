@@ -3,6 +3,7 @@ package fleetstore
 import (
 	"time"
 
+	"github.com/fleetstore/fleetstore/internal/degraded"
 	"github.com/fleetstore/fleetstore/internal/memstore"
 )
 
@@ -15,19 +16,18 @@ func WithLocalClock(clock memstore.Clock) Option {
 // ShareCharge is the local share arithmetic for nodes (> 0) or share.
 func ShareCharge(nodes int, frac float64, c Charge) (Charge, bool) {
 	if nodes > 0 {
-		return shareOfNodes(nodes).charge(c), true
+		return degraded.OfNodes(nodes).Charge(c), true
 	}
-	s, ok := shareOfFraction(frac)
+	s, ok := degraded.OfFraction(frac)
 	if !ok {
 		return Charge{}, false
 	}
-	return s.charge(c), true
+	return s.Charge(c), true
 }
 
 // LocalClaims is how many claims s's local store holds, swept or not.
 func LocalClaims(s *Store) int {
-	_, n := s.fb.mem.Size(localName, localPrefix)
-	return n
+	return s.fb.LocalClaims()
 }
 
 // SetNow makes s read the time from now (the outage log's quiet period).
@@ -35,4 +35,4 @@ func SetNow(s *Store, now func() time.Time) { s.now = now }
 
 // ConflictLogBurst is how many replay conflicts are logged before the
 // conflict log's bucket holds them back.
-const ConflictLogBurst = conflictLogBurst
+const ConflictLogBurst = degraded.ConflictLogBurst

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/degraded"
 	"github.com/fleetstore/fleetstore/observe"
 )
 
@@ -298,10 +299,15 @@ func fallbackConfig(fromURL, fromOpt *Fallback) (*Fallback, error) {
 }
 
 // share returns f's share of the fleet's limit; f has been checked.
-func (f *Fallback) share() share {
+func (f *Fallback) share() degraded.Share {
 	if f.Nodes > 0 {
-		return shareOfNodes(f.Nodes)
+		return degraded.OfNodes(f.Nodes)
 	}
-	s, _ := shareOfFraction(f.Share)
+	s, _ := degraded.OfFraction(f.Share)
 	return s
+}
+
+func validShare(f float64) bool {
+	_, ok := degraded.OfFraction(f)
+	return ok
 }

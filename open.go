@@ -122,14 +122,14 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 		return nil, openErr(fmt.Errorf("driver for %q returned no Conn and no error", u.Scheme))
 	}
 	s := newStore(d, conn, u.Scheme, u.Redacted(), cfg.Timeout, o.logger)
+	s.obs = o.observer
 	if fbCfg != nil {
-		if s.fb, err = newFallback(s, fbCfg, o.localClock); err != nil {
+		if err := s.degrade(fbCfg, o.localClock); err != nil {
 			_ = conn.Close()
 			return nil, openErr(err)
 		}
 	}
 	if o.observer != nil {
-		s.obs = o.observer
 		if so, ok := o.observer.(observe.StoreObserver); ok {
 			info := observe.StoreInfo{Scheme: u.Scheme, Fallback: s.fb != nil, Stats: s.Stats}
 			if err := so.Attach(info); err != nil {

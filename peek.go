@@ -78,19 +78,12 @@ func (s *Store) peek(ctx context.Context, tenant string, limits []Limit) (res Re
 		}
 		return Result{Outcome: OK}, nil
 	}
-	if s.fb != nil {
-		return s.fb.peek(ctx, charges)
-	}
-	sent := forDriver(charges)
 	err = s.call(ctx, "peek", func(ctx context.Context) (err error) {
-		res, err = s.peeker.Peek(ctx, sent)
+		res, err = s.peeker.Peek(ctx, charges)
 		return err
 	})
 	if err != nil {
 		return Result{}, err
-	}
-	if err := peekQuota(&res, charges); err != nil {
-		return Result{}, &opError{op: "peek", kind: ErrUnavailable, err: err}
 	}
 	return res, nil
 }
@@ -120,56 +113,4 @@ func peekCharges(buf []Charge, tenant string, limits []Limit) ([]Charge, error) 
 		buf = append(buf, l.Charge(tenant, 1))
 	}
 	return buf, nil
-}
-
-// peek is Store.Peek with the fallback, after validation: answered by the
-// shared store while the breaker is closed, by the local store once it is
-// open or when this call fails for an outage (CONTRACT §8), as hit.
-func (fb *fallback) peek(ctx context.Context, charges []Charge) (Result, error) {
-	s := fb.s
-	if !s.enter() {
-		return Result{}, &opError{op: "peek", err: ErrClosed}
-	}
-	defer s.leave()
-	if fb.degraded.Load() {
-		if err := ctx.Err(); err != nil {
-			return Result{}, &opError{op: "peek", err: doneErr(err)}
-		}
-		return fb.localPeek(charges), nil
-	}
-	ctx, cancel, err := s.budget(ctx)
-	if err != nil {
-		return Result{}, &opError{op: "peek", err: err}
-	}
-	defer cancel()
-	res, err := s.peeker.Peek(ctx, forDriver(charges))
-	if err == nil {
-		if err = peekQuota(&res, charges); err == nil {
-			return res, nil
-		}
-		fb.trip(&opError{op: "peek", kind: ErrUnavailable, err: err})
-		return fb.localPeek(charges), nil
-	}
-	degrade, e := s.failure(ctx, "peek", err)
-	if !degrade {
-		return Result{}, e
-	}
-	return fb.localPeek(charges), nil
-}
-
-// localPeek answers a Peek from the local store at this node's share of
-// every limit: the buckets that decide this node's next local Hit, as
-// localHit reports them.
-func (fb *fallback) localPeek(charges []Charge) Result {
-	var buf [MaxCharges]Charge
-	local := buf[:0]
-	for _, c := range charges {
-		local = append(local, fb.share.charge(c))
-	}
-	var res Result
-	fb.mem.Quota(localName, localPrefix, local, &res)
-	_ = peekQuota(&res, local) // the local store's states: whole µs, within a capacity
-	localHeadroom(&res, charges, local)
-	res.Local = true
-	return res
 }

@@ -11,6 +11,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/checked"
+	"github.com/fleetstore/fleetstore/internal/degraded"
+	"github.com/fleetstore/fleetstore/internal/memstore"
 	"github.com/fleetstore/fleetstore/internal/storeaccess"
 	"github.com/fleetstore/fleetstore/observe"
 )
@@ -25,24 +28,27 @@ import (
 // (CONTRACT §8; Fallback gives the rules).
 type Store struct {
 	drv      driver.Driver
-	conn     driver.Conn
+	conn     conn
 	scheme   string
 	display  string // the URL, password redacted, for log lines
 	timeout  time.Duration
 	log      *zap.Logger
 	nonBlock bool
-	peeker   driver.Peeker // conn, when it can Peek; nil when not
+	peeker   driver.Peeker // conn, when the driver can Peek; nil when not
 
 	// down is set by the first call of an outage that the server did not
 	// answer, and cleared by the first answer once no call has gone
 	// unanswered for quietAfterOutage: one log line each way.
-	// With a fallback, the fallback logs its transitions instead.
+	// With a fallback, the fallback logs its transitions instead: every
+	// error it returns is wrapped already (classified), and says nothing
+	// here.
 	down           atomic.Bool
 	lastUnanswered atomic.Int64     // UnixNano of the last unanswered call
 	now            func() time.Time // time.Now; tests move it
 
-	// fb is the degraded mode (WithFallback, CONTRACT §8); nil without.
-	fb *fallback
+	// fb is the degraded mode (WithFallback, CONTRACT §8), which conn is
+	// then; nil without. The call path does not look at it: Stats does.
+	fb *degraded.Conn
 
 	// obs is told of every call (WithObserver); nil without. sobs is obs
 	// as a StoreObserver, detached at Close; nil when it is not one.
@@ -59,12 +65,74 @@ type Store struct {
 	closeMu sync.Mutex    // serialises Close
 }
 
-func newStore(d driver.Driver, conn driver.Conn, scheme, display string, timeout time.Duration,
+// conn is the one seam of the Store's call path: every call of the Store
+// is made on it, once, by the code below. It is the driver's Conn checked
+// (internal/checked), or the degraded mode's wrapper of that
+// (internal/degraded, WithFallback). Its Hit and Peek take the Store's
+// charges, shadow marked, and return Results checked and completed in
+// their terms (G10, G11); a settle returns one result per claim, those the
+// degraded mode settled locally marked (degraded.Local). An error it
+// returns that is wrapped already (an *opError: the degraded mode's) is
+// returned as it is.
+type conn interface {
+	driver.Conn
+	driver.Peeker
+}
+
+func newStore(d driver.Driver, dc driver.Conn, scheme, display string, timeout time.Duration,
 	log *zap.Logger) *Store {
-	_, nb := conn.(driver.NonBlocking)
-	p, _ := conn.(driver.Peeker)
-	return &Store{drv: d, conn: conn, scheme: scheme, display: display, timeout: timeout, log: log,
-		nonBlock: nb, peeker: p, drained: make(chan struct{}, 1), now: time.Now}
+	_, nb := dc.(driver.NonBlocking)
+	c := checked.New(dc)
+	s := &Store{drv: d, conn: c, scheme: scheme, display: display, timeout: timeout, log: log,
+		nonBlock: nb, drained: make(chan struct{}, 1), now: time.Now}
+	if c.CanPeek() {
+		s.peeker = c
+	}
+	return s
+}
+
+// degrade puts the degraded mode of f around the Store's conn (Open, before
+// any call). It arms the budget of its calls to the shared store itself, so
+// that a call it decides locally arms no timer: the Store only checks the
+// context before it.
+func (s *Store) degrade(f *Fallback, clock memstore.Clock) error {
+	timeout, nb := s.timeout, s.nonBlock
+	cfg := degraded.Config{Share: f.share(), Nodes: f.Nodes, OutboxSize: f.OutboxSize,
+		LocalClaims: f.LocalClaims, Logger: s.log, Scheme: s.scheme, URL: s.display,
+		Timeout: timeout, Clock: clock, Now: func() time.Time { return s.now() },
+		Budget: func(ctx context.Context, op string) (context.Context, context.CancelFunc, error) {
+			ctx, cancel, err := budget(ctx, timeout, nb)
+			if err != nil {
+				return nil, nil, &opError{op: op, err: err}
+			}
+			return ctx, cancel, nil
+		},
+		Classify: func(ctx context.Context, op string, err error) (bool, bool, error) {
+			f, kind := classify(ctx, err)
+			return f == answered, degradable(kind, f), opErr(op, kind, err)
+		}}
+	if on := f.OnConflict; on != nil {
+		cfg.OnConflict = func(c Claim, holder string, at time.Time) {
+			on(Conflict{Claim: c, Holder: holder, QueuedAt: at})
+		}
+	}
+	if on := f.OnStateChange; on != nil {
+		cfg.OnStateChange = func(degraded bool, cause error, st observe.Stats) {
+			on(StateChange{Degraded: degraded, Cause: cause, Stats: st})
+		}
+	}
+	if s.obs != nil {
+		cfg.Observe = s.obs.Observe
+	}
+	fb, err := degraded.New(s.conn, cfg)
+	if err != nil {
+		return err
+	}
+	s.fb, s.conn, s.nonBlock = fb, fb, true
+	if s.peeker != nil {
+		s.peeker = fb
+	}
+	return nil
 }
 
 func init() {
@@ -138,21 +206,12 @@ func (s *Store) hit(ctx context.Context, charges []Charge, claim *Claim) (res Re
 	if fractional {
 		charges = truncated(charges)
 	}
-	if s.fb != nil {
-		return s.fb.hit(ctx, charges, claim)
-	}
 	err = s.call(ctx, "hit", func(ctx context.Context) (err error) {
-		res, err = hitShadowed(ctx, s.conn, charges, claim)
+		res, err = s.conn.Hit(ctx, charges, claim)
 		return err
 	})
 	if err != nil {
 		return Result{}, err
-	}
-	if err := checkResult(&res); err != nil {
-		return Result{}, &opError{op: "hit", kind: ErrUnavailable, err: err}
-	}
-	if err := fillQuota(&res, charges); err != nil {
-		return Result{}, &opError{op: "hit", kind: ErrUnavailable, err: err}
 	}
 	return res, nil
 }
@@ -217,8 +276,8 @@ func (s *Store) observedSettle(ctx context.Context, op observe.Op, claims []Clai
 	return err
 }
 
-// settle is Commit or Release; local reports claims the fallback settled
-// in the local store.
+// settle is Commit or Release; local reports claims the degraded mode
+// settled in the local store.
 func (s *Store) settle(ctx context.Context, op string, claims []Claim,
 	call settleFunc) (local bool, err error) {
 	if !s.enter() {
@@ -236,9 +295,6 @@ func (s *Store) settle(ctx context.Context, op string, claims []Claim,
 		}
 		return false, nil
 	}
-	if s.fb != nil {
-		return s.fb.settle(ctx, op, claims, call)
-	}
 	ctx, cancel, err := s.budget(ctx)
 	if err != nil {
 		return false, &opError{op: op, err: err}
@@ -248,34 +304,30 @@ func (s *Store) settle(ctx context.Context, op string, claims []Claim,
 	if err != nil {
 		return false, s.failed(ctx, op, err)
 	}
-	if len(errs) != len(claims) {
-		return false, &opError{op: op, kind: ErrUnavailable, err: errResultCount(len(errs), len(claims))}
-	}
-	return false, errors.Join(s.settled(ctx, op, claims, errs, nil)...)
+	local, failed := s.settled(ctx, op, claims, errs)
+	return local, errors.Join(failed...)
 }
 
 // settled turns a batch settle's results into one *ClaimError per failed
-// claim (C10), and keeps the reachability log. A claim that failed for an
-// outage (ErrTimeout, ErrUnavailable) is offered to degrade first, when
-// it is not nil, which reports whether it took it (the fallback).
-func (s *Store) settled(ctx context.Context, op string, claims []Claim, errs []error,
-	degrade func(i int, err error) bool) []error {
-	var failed []error
+// claim (C10), in the claims' order, and keeps the reachability log; local
+// reports claims settled in the local store (degraded.Local).
+func (s *Store) settled(ctx context.Context, op string, claims []Claim, errs []error) (
+	local bool, failed []error) {
 	reached := false
 	for i, err := range errs {
-		if err == nil {
+		if l, ok := err.(*degraded.Local); ok {
+			if local, err = true, l.Err; err == nil {
+				continue
+			}
+		} else if err == nil {
 			reached = true
 			continue
 		}
 		c := &claims[i]
-		f, kind := classify(ctx, err)
+		f, e := s.classified(ctx, op, err)
 		reached = reached || f == answered
 		if f == outage {
 			s.unreached(err)
-		}
-		e := opErr(op, kind, err)
-		if degrade != nil && degradable(kind, f) && degrade(i, e) {
-			continue
 		}
 		failed = append(failed, &ClaimError{Index: i, Tenant: c.Tenant, SourceID: c.SourceID,
 			Key: c.Key, Err: e})
@@ -283,7 +335,7 @@ func (s *Store) settled(ctx context.Context, op string, claims []Claim, errs []e
 	if reached {
 		s.reached()
 	}
-	return failed
+	return local, failed
 }
 
 // Reset forgets every bucket of tenant, of every kind, and nothing of any
@@ -310,9 +362,6 @@ func (s *Store) reset(ctx context.Context, tenant string) error {
 	}
 	if err := checkPart("tenant", tenant, maxPartLen); err != nil {
 		return &opError{op: "reset", err: err}
-	}
-	if s.fb != nil {
-		return s.fb.reset(ctx, tenant)
 	}
 	return s.call(ctx, "reset", func(ctx context.Context) error { return s.conn.Reset(ctx, tenant) })
 }
@@ -354,27 +403,25 @@ func (s *Store) call(ctx context.Context, op string, f func(context.Context) err
 // failed classifies err, the failure of a whole call, wraps it once, and
 // keeps the Store's reachability log.
 func (s *Store) failed(ctx context.Context, op string, err error) error {
-	_, e := s.failure(ctx, op, err)
-	return e
-}
-
-// failure is failed, and reports whether the error is one a fallback
-// decides locally on (an outage); with a fallback, such an error opens
-// its breaker.
-func (s *Store) failure(ctx context.Context, op string, err error) (bool, error) {
-	f, kind := classify(ctx, err)
+	f, e := s.classified(ctx, op, err)
 	switch f {
 	case answered:
 		s.reached()
 	case outage:
 		s.unreached(err)
 	}
-	e := opErr(op, kind, err)
-	degrade := degradable(kind, f)
-	if degrade && s.fb != nil {
-		s.fb.trip(e)
+	return e
+}
+
+// classified is err classified and wrapped once for op; an error wrapped
+// already (the degraded mode classifies what it returns: its own log
+// says what it means of the store) is returned as it is, as wrapped.
+func (s *Store) classified(ctx context.Context, op string, err error) (fault, error) {
+	if oe := (*opError)(nil); errors.As(err, &oe) {
+		return wrapped, err
 	}
-	return degrade, e
+	f, kind := classify(ctx, err)
+	return f, opErr(op, kind, err)
 }
 
 // degradable reports an error a fallback decides locally on (CONTRACT §8):
@@ -392,11 +439,8 @@ func degradable(kind error, f fault) bool {
 const quietAfterOutage = time.Second
 
 // unreached records a call the server did not answer; the first of an
-// outage logs a warning with its cause. A fallback logs its own.
+// outage logs a warning with its cause.
 func (s *Store) unreached(cause error) {
-	if s.fb != nil {
-		return
-	}
 	s.lastUnanswered.Store(s.now().UnixNano())
 	if !s.down.Load() && s.down.CompareAndSwap(false, true) {
 		s.log.Warn("fleetstore: store unreachable; calls fail until it answers again",
@@ -407,7 +451,7 @@ func (s *Store) unreached(cause error) {
 // reached records an answer; the first after an outage, once no call has
 // gone unanswered for quietAfterOutage, is logged.
 func (s *Store) reached() {
-	if s.fb != nil || !s.down.Load() {
+	if !s.down.Load() {
 		return
 	}
 	if s.now().UnixNano()-s.lastUnanswered.Load() < int64(quietAfterOutage) {
@@ -423,7 +467,8 @@ func (s *Store) reached() {
 // for calls in flight, which end within their budget; calls made while it
 // waits return ErrClosed at once. After Close every method returns
 // ErrClosed; closing twice returns nil (T6). With a fallback, Close stops
-// its probe and makes one last replay of the outbox within one budget;
+// its probe and makes one last replay of the outbox within one budget
+// (the degraded mode's Close, before the driver's);
 // commits still queued after it are logged (their count) and lost, their
 // claims left to expire by PendingTTL (CONTRACT §8).
 func (s *Store) Close() error {
@@ -434,9 +479,6 @@ func (s *Store) Close() error {
 	}
 	for s.calls.Load() != 0 {
 		<-s.drained
-	}
-	if s.fb != nil {
-		s.fb.close()
 	}
 	err := s.conn.Close()
 	if s.sobs != nil {
@@ -475,16 +517,23 @@ var noCancel = context.CancelFunc(func() {})
 // budget returns ctx bounded by the store's timeout (T1). A context that is
 // already done fails at once, without a driver call.
 func (s *Store) budget(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	return budget(ctx, s.timeout, s.nonBlock)
+}
+
+// budget is ctx bounded by timeout; only checked when the conn's calls
+// never block (or arm their own budget: the degraded mode).
+func budget(ctx context.Context, timeout time.Duration, nonBlock bool) (context.Context,
+	context.CancelFunc, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, doneErr(err)
 	}
-	if s.nonBlock {
+	if nonBlock {
 		return ctx, noCancel, nil
 	}
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= s.timeout {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= timeout {
 		return ctx, noCancel, nil // the caller's deadline is the budget: no timer of ours
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	return ctx, cancel, nil
 }
 
@@ -505,28 +554,5 @@ func (s *Store) Stats() observe.Stats {
 	if s.fb == nil {
 		return observe.Stats{}
 	}
-	return s.fb.stats()
-}
-
-func checkResult(r *Result) error {
-	if r.Local {
-		return errors.New("driver returned a result marked local " +
-			"(only the Store's fallback decides locally)")
-	}
-	switch r.Outcome {
-	case OK:
-		return nil
-	case Duplicate:
-		if r.HookID == "" {
-			return errors.New("driver returned duplicate without the committer's hook_id")
-		}
-		return nil
-	case Pending, RateLimited:
-		if r.RetryAfter < time.Millisecond || r.RetryAfter%time.Millisecond != 0 {
-			return fmt.Errorf("driver returned %v with retry-after %v (want whole ms ≥ 1ms)",
-				r.Outcome, r.RetryAfter)
-		}
-		return nil
-	}
-	return fmt.Errorf("driver returned invalid outcome %d", int(r.Outcome))
+	return s.fb.Stats()
 }

@@ -1,10 +1,12 @@
-package fleetstore
+package degraded
 
 import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/fleetstore/fleetstore/driver"
 )
 
 // TestOutboxModel runs random pushes, takes and put-backs against a plain
@@ -21,7 +23,7 @@ func TestOutboxModel(t *testing.T) {
 			for step := range 20_000 {
 				switch r := rng.IntN(10); {
 				case r < 6:
-					ok := b.push(queued{claim: Claim{Key: strconv.Itoa(next)}})
+					ok := b.push(queued{claim: driver.Claim{Key: strconv.Itoa(next)}})
 					if want := len(model) < size; ok != want {
 						t.Fatalf("step %d: push with %d of %d queued: %v", step, len(model), size, ok)
 					}
@@ -64,7 +66,7 @@ func TestOutboxParked(t *testing.T) {
 	b := outbox{size: 3}
 	t0 := time.Now()
 	for _, k := range []string{"a", "b", "c"} {
-		if !b.push(queued{claim: Claim{Key: k}}) {
+		if !b.push(queued{claim: driver.Claim{Key: k}}) {
 			t.Fatalf("push %s refused", k)
 		}
 	}
@@ -77,7 +79,7 @@ func TestOutboxParked(t *testing.T) {
 	if due, ok := b.next(); !ok || !due.Equal(t0.Add(time.Second)) {
 		t.Errorf("next %v %v, want the earliest due time", due, ok)
 	}
-	if !b.push(queued{claim: Claim{Key: "d"}}) || b.push(queued{claim: Claim{Key: "e"}}) {
+	if !b.push(queued{claim: driver.Claim{Key: "d"}}) || b.push(queued{claim: driver.Claim{Key: "e"}}) {
 		t.Fatal("the bound counts parked commits: want 1 more push taken of size 3, then none")
 	}
 	if due, ok := b.next(); !ok || !due.IsZero() {

@@ -1,4 +1,4 @@
-package fleetstore
+package degraded
 
 import (
 	"context"
@@ -31,15 +31,19 @@ const (
 	maxReplayTries = 8
 
 	// The conflict log is a GCRA bucket over the Store's life: a burst of
-	// conflictLogBurst lines, then one every conflictLogEvery at most, so
+	// ConflictLogBurst lines, then one every conflictLogEvery at most, so
 	// that a store that flaps cannot fill the log; every conflict is
 	// counted (Stats.Conflicts) and handed to OnConflict all the same.
-	conflictLogBurst = 10
+	ConflictLogBurst = 10
 	conflictLogEvery = time.Minute
+
+	// minTTL is the least TTL a commit takes (CONTRACT §6): a queued
+	// commit with less left is not replayed (Stats.Expired).
+	minTTL = time.Millisecond
 )
 
 // ensureWorker starts the worker unless it runs (or the Store closed).
-func (fb *fallback) ensureWorker() {
+func (fb *Conn) ensureWorker() {
 	fb.mu.Lock()
 	defer fb.mu.Unlock()
 	if fb.running || fb.stopCtx.Err() != nil {
@@ -55,7 +59,7 @@ func (fb *fallback) ensureWorker() {
 // outbox and closes the breaker. With the breaker closed it replays what
 // is still queued (a commit queued as the breaker closed) and ends when
 // the outbox is empty. No call waits for it.
-func (fb *fallback) work() {
+func (fb *Conn) work() {
 	defer fb.wg.Done()
 	notified := false
 	for fb.stopCtx.Err() == nil {
@@ -75,7 +79,7 @@ func (fb *fallback) work() {
 			fb.forgetDeferred()
 			fb.countClaims() // the forgotten claims made room
 			notified = false
-			fb.notify(StateChange{Stats: fb.stats()})
+			fb.notify(false, nil)
 			continue
 		}
 		fb.mu.Lock()
@@ -100,7 +104,7 @@ func (fb *fallback) work() {
 
 // began starts the worker's part of an outage: its backoff and the state
 // change callback.
-func (fb *fallback) began() {
+func (fb *Conn) began() {
 	if fb.recoveredAt.IsZero() || time.Since(fb.recoveredAt) > stableAfter {
 		fb.backoff = minProbe
 	} else {
@@ -109,17 +113,18 @@ func (fb *fallback) began() {
 	fb.stateMu.Lock()
 	cause := fb.cause
 	fb.stateMu.Unlock()
-	fb.notify(StateChange{Degraded: true, Cause: cause, Stats: fb.stats()})
+	fb.notify(true, cause)
 }
 
-func (fb *fallback) notify(c StateChange) {
+// notify tells OnStateChange of a change, with a snapshot of the counters.
+func (fb *Conn) notify(degraded bool, cause error) {
 	if fb.cfg.OnStateChange != nil {
-		fb.cfg.OnStateChange(c)
+		fb.cfg.OnStateChange(degraded, cause, fb.stats())
 	}
 }
 
 // sleep waits d, or reports false when the Store closes first.
-func (fb *fallback) sleep(d time.Duration) bool {
+func (fb *Conn) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -131,7 +136,7 @@ func (fb *fallback) sleep(d time.Duration) bool {
 }
 
 // nap is sleep, cut short by a kick (trip: an outage began).
-func (fb *fallback) nap(d time.Duration) bool {
+func (fb *Conn) nap(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -144,10 +149,10 @@ func (fb *fallback) nap(d time.Duration) bool {
 }
 
 // probe pings the shared store within one budget.
-func (fb *fallback) probe() bool {
-	ctx, cancel := context.WithTimeout(fb.stopCtx, fb.s.timeout)
+func (fb *Conn) probe() bool {
+	ctx, cancel := context.WithTimeout(fb.stopCtx, fb.cfg.Timeout)
 	defer cancel()
-	return fb.s.conn.Ping(ctx) == nil
+	return fb.shared.Ping(ctx) == nil
 }
 
 // replay commits the outbox to the shared store, batch by batch, until it
@@ -156,7 +161,7 @@ func (fb *fallback) probe() bool {
 // settles claim by claim, memcached, on a slow machine) made progress: the
 // next batches are halved, down to minReplayBatch, and grow back by
 // doubling once they fit.
-func (fb *fallback) replay(ctx context.Context) bool {
+func (fb *Conn) replay(ctx context.Context) bool {
 	for ctx.Err() == nil {
 		fb.mu.Lock()
 		batch := fb.box.takeDue(time.Now(), fb.batch)
@@ -192,12 +197,12 @@ func (fb *fallback) replay(ctx context.Context) bool {
 // others did not (nil when the Store is closing). A commit that met
 // another hook's committed claim is a conflict: counted, logged, handed
 // to OnConflict. What the shared store now holds is forgotten locally.
-func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []queued,
+func (fb *Conn) replayBatch(ctx context.Context, batch []queued) (back []queued,
 	parked []waiting, progress bool, cause error) {
 	now := time.Now()
-	claims := make([]Claim, 0, len(batch))
+	claims := make([]driver.Claim, 0, len(batch))
 	sent := make([]int, 0, len(batch)) // batch index of each claim
-	forget := make([]Claim, 0, len(batch))
+	forget := make([]driver.Claim, 0, len(batch))
 	refused := false // the store answered some commit with an error reply
 	for i := range batch {
 		q := &batch[i]
@@ -215,14 +220,11 @@ func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []que
 	if len(claims) == 0 {
 		return nil, nil, true, nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, fb.s.timeout)
+	cctx, cancel := context.WithTimeout(ctx, fb.cfg.Timeout)
 	defer cancel()
 	start := time.Now()
-	errs, err := fb.s.conn.Commit(cctx, claims)
-	if err == nil && len(errs) != len(claims) {
-		err = driver.ErrorReply(errResultCount(len(errs), len(claims)))
-	}
-	if fb.s.obs != nil {
+	errs, err := fb.shared.Commit(cctx, claims)
+	if fb.cfg.Observe != nil {
 		fb.observeReplay(cctx, start, len(claims), errs, err)
 	}
 	if err != nil {
@@ -230,8 +232,7 @@ func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []que
 			back = append(back, batch[i])
 		}
 		if ctx.Err() == nil {
-			_, kind := classify(cctx, err)
-			cause = &opError{op: "replay", kind: kind, err: err}
+			_, _, cause = fb.classify(cctx, "replay", err)
 		}
 		return back, nil, len(forget) > 0, cause
 	}
@@ -256,17 +257,18 @@ func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []que
 			fb.replayed.Add(1)
 			forget = append(forget, q.claim)
 		default:
-			f, kind := classify(cctx, err)
-			if f == answered {
+			answered, _, e := fb.classify(cctx, "replay", err)
+			if answered {
 				// The store answered: it is reachable, and a refusal is
 				// progress, not a reason to wait for the probe.
 				refused = true
 				if q.tries++; q.tries >= maxReplayTries {
 					fb.dropped.Add(1)
 					if !fb.refusedLogged.Load() && fb.refusedLogged.CompareAndSwap(false, true) {
-						fb.s.log.Warn("fleetstore: replayed commits refused too often are dropped "+
+						fb.log.Warn("fleetstore: replayed commits refused too often are dropped "+
 							"(the first is named; Stats counts them)",
-							zap.String("scheme", fb.s.scheme), zap.Int("tries", int(q.tries)), zap.Error(err))
+							zap.String("scheme", fb.cfg.Scheme), zap.Int("tries", int(q.tries)),
+							zap.Error(err))
 					}
 					forget = append(forget, q.claim)
 					continue
@@ -276,7 +278,7 @@ func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []que
 			}
 			back = append(back, q)
 			if ctx.Err() == nil {
-				cause = &opError{op: "replay", kind: kind, err: err}
+				cause = e
 			}
 		}
 	}
@@ -300,35 +302,25 @@ func (fb *fallback) replayBatch(ctx context.Context, batch []queued) (back []que
 //
 // err is the Hit's or the Commit's error (ErrClaimLost if another hook
 // took the freed claim first: the next replay asks again).
-func (fb *fallback) settleLost(ctx context.Context, c Claim) (holder string, wait time.Duration,
+func (fb *Conn) settleLost(ctx context.Context, c driver.Claim) (holder string, wait time.Duration,
 	err error) {
-	cctx, cancel := context.WithTimeout(ctx, fb.s.timeout)
+	cctx, cancel := context.WithTimeout(ctx, fb.cfg.Timeout)
 	defer cancel()
-	c.PendingTTL = min(c.TTL, 2*fb.s.timeout)
-	res, err := fb.s.conn.Hit(cctx, nil, &c)
-	if err == nil {
-		err = checkResult(&res)
-		if err == nil && res.Outcome == RateLimited {
-			err = errors.New("driver returned rate limited for a hit without charges")
-		}
-		err = driver.ErrorReply(err)
-	}
+	c.PendingTTL = min(c.TTL, 2*fb.cfg.Timeout)
+	res, err := fb.shared.Hit(cctx, nil, &c)
 	if err != nil {
 		return "", 0, err
 	}
 	switch res.Outcome {
-	case Duplicate:
+	case driver.Duplicate:
 		if res.HookID == c.HookID {
 			return "", 0, nil
 		}
 		return res.HookID, 0, nil
-	case Pending:
+	case driver.Pending:
 		return "", min(max(res.RetryAfter, minProbe), maxProbe), nil
 	}
-	errs, err := fb.s.conn.Commit(cctx, []Claim{c})
-	if err == nil && len(errs) != 1 {
-		err = driver.ErrorReply(errResultCount(len(errs), 1))
-	}
+	errs, err := fb.shared.Commit(cctx, []driver.Claim{c})
 	if err != nil {
 		return "", 0, err
 	}
@@ -339,7 +331,7 @@ func (fb *fallback) settleLost(ctx context.Context, c Claim) (holder string, wai
 // store now keeps. While the breaker is open they stay until it closes:
 // a retry that reaches this node before then must still be a Duplicate
 // here, not a hook admitted twice.
-func (fb *fallback) forget(claims []Claim) {
+func (fb *Conn) forget(claims []driver.Claim) {
 	if len(claims) == 0 {
 		return
 	}
@@ -352,7 +344,7 @@ func (fb *fallback) forget(claims []Claim) {
 
 // forgetDeferred forgets what replays made while the breaker was open, once
 // it is closed.
-func (fb *fallback) forgetDeferred() {
+func (fb *Conn) forgetDeferred() {
 	fb.mem.Forget(localName, localPrefix, fb.forgetLater...)
 	clear(fb.forgetLater)
 	fb.forgetLater = fb.forgetLater[:0]
@@ -363,16 +355,16 @@ func (fb *fallback) forgetDeferred() {
 // handed to OnConflict; it is logged with the claim's identity (never a
 // body: the Store has none), cut as errors cut it, while the conflict
 // log's bucket allows, and the next line logged says how many were not.
-func (fb *fallback) conflict(q queued, holder string) {
+func (fb *Conn) conflict(q queued, holder string) {
 	fb.conflicts.Add(1)
 	const every = int64(conflictLogEvery / time.Microsecond)
-	d := gcra.Charge(fb.s.now().UnixMicro(), fb.logTAT, every, conflictLogBurst*every)
+	d := gcra.Charge(fb.now().UnixMicro(), fb.logTAT, every, ConflictLogBurst*every)
 	if d.Conform {
 		fb.logTAT = d.TAT
 		c := &q.claim
-		fb.s.log.Warn("fleetstore: replayed commit met another hook's claim; "+
+		fb.log.Warn("fleetstore: replayed commit met another hook's claim; "+
 			"the outage let this event in twice",
-			zap.String("scheme", fb.s.scheme), zap.String("tenant", cut(c.Tenant)),
+			zap.String("scheme", fb.cfg.Scheme), zap.String("tenant", cut(c.Tenant)),
 			zap.String("source_id", cut(c.SourceID)), zap.String("key", cut(c.Key)),
 			zap.String("hook_id", cut(c.HookID)), zap.String("holder", cut(holder)),
 			zap.String("node", cut(c.Node)), zap.Time("queued_at", q.at),
@@ -381,13 +373,13 @@ func (fb *fallback) conflict(q queued, holder string) {
 	} else {
 		if fb.notLogged++; !fb.quietLogged {
 			fb.quietLogged = true
-			fb.s.log.Warn("fleetstore: further replay conflicts are counted (Stats.Conflicts), "+
+			fb.log.Warn("fleetstore: further replay conflicts are counted (Stats.Conflicts), "+
 				"not logged, beyond one a minute",
-				zap.String("scheme", fb.s.scheme), zap.Int("burst", conflictLogBurst))
+				zap.String("scheme", fb.cfg.Scheme), zap.Int("burst", ConflictLogBurst))
 		}
 	}
 	if fb.cfg.OnConflict != nil {
-		fb.cfg.OnConflict(Conflict{Claim: q.claim, Holder: holder, QueuedAt: q.at})
+		fb.cfg.OnConflict(q.claim, holder, q.at)
 	}
 }
 
@@ -404,13 +396,14 @@ func cut(s string) string {
 // It runs on the probe goroutine, where an observer's panic would end the
 // process: it is recovered, the event dropped, and the first one logged
 // (its value's type only: the value may hold anything).
-func (fb *fallback) observeReplay(ctx context.Context, start time.Time, n int, errs []error,
+func (fb *Conn) observeReplay(ctx context.Context, start time.Time, n int, errs []error,
 	err error) {
 	defer func() {
 		if r := recover(); r != nil && fb.obsPanicked.CompareAndSwap(false, true) {
-			fb.s.log.Error("fleetstore: the observer panicked on a replay event; "+
+			fb.log.Error("fleetstore: the observer panicked on a replay event; "+
 				"the event is dropped, further panics are not logged",
-				zap.String("scheme", fb.s.scheme), zap.String("panic_type", fmt.Sprintf("%T", r)))
+				zap.String("scheme", fb.cfg.Scheme),
+				zap.String("panic_type", fmt.Sprintf("%T", r)))
 		}
 	}()
 	e := observe.Event{Op: observe.OpReplay, Start: start, Duration: time.Since(start), Claims: n}
@@ -427,8 +420,8 @@ func (fb *fallback) observeReplay(ctx context.Context, start time.Time, n int, e
 		}
 	}
 	if first != nil {
-		_, kind := classify(ctx, first)
-		e.Class = observe.ClassOf(opErr("replay", kind, first))
+		_, _, err := fb.classify(ctx, "replay", first)
+		e.Class = observe.ClassOf(err)
 	}
-	fb.s.obs.Observe(ctx, e)
+	fb.cfg.Observe(ctx, e)
 }

@@ -1,46 +1,42 @@
-package fleetstore
+package degraded
 
 import (
 	"math"
 	"math/bits"
 	"time"
 
+	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/gcra"
 )
 
-// share is this node's share of the fleet's limit, num/den of it: 1/N for
+// Share is this node's share of the fleet's limit, num/den of it: 1/N for
 // a fleet of N nodes, or an explicit fraction in parts per million. The
 // local store charges every bucket at that share of its rate and burst
 // (CONTRACT §8).
-type share struct {
+type Share struct {
 	num, den uint64 // 0 < num ≤ den
 }
 
-// shareOfNodes is 1/n of the fleet's limit.
-func shareOfNodes(n int) share { return share{num: 1, den: uint64(n)} }
+// OfNodes is 1/n of the fleet's limit, n ≥ 1.
+func OfNodes(n int) Share { return Share{num: 1, den: uint64(n)} }
 
-// shareOfFraction is f of the fleet's limit, rounded to parts per million,
+// OfFraction is f of the fleet's limit, rounded to parts per million,
 // down: a share rounded up could admit more than the fleet's limit. ok is
 // false when f rounds to 0 or is not in (0, 1].
-func shareOfFraction(f float64) (s share, ok bool) {
+func OfFraction(f float64) (s Share, ok bool) {
 	if !(f > 0 && f <= 1) {
-		return share{}, false
+		return Share{}, false
 	}
 	// f·1e6 of a share given in ppm can come out a hair under the whole
 	// number (1e-6·1e6 < 1 in floating point): allow for that, no more.
 	ppm := uint64(math.Floor(f*1e6 + 1e-6))
 	if ppm < 1 {
-		return share{}, false
+		return Share{}, false
 	}
-	return share{num: ppm, den: 1e6}, true
+	return Share{num: ppm, den: 1e6}, true
 }
 
-func validShare(f float64) bool {
-	_, ok := shareOfFraction(f)
-	return ok
-}
-
-// charge returns c as this node charges it while degraded. With a share
+// Charge returns c as this node charges it while degraded. With a share
 // s = num/den of a fleet limit of emission interval I and capacity C:
 //
 //	I' = ceil(I / s)      the rate times s, rounded down (whole µs)
@@ -50,7 +46,7 @@ func validShare(f float64) bool {
 // so that the burst B = C/I becomes B·s = C/I' charges, at least one. I'
 // is capped at 366 days (the largest capacity, G6): a bucket that slow
 // admits one charge a year either way.
-func (s share) charge(c Charge) Charge {
+func (s Share) Charge(c driver.Charge) driver.Charge {
 	const maxUS = uint64(gcra.MaxCapacity / time.Microsecond)
 	us := uint64(c.Increment / time.Microsecond)
 	hi, lo := bits.Mul64(us, s.den)
@@ -70,3 +66,6 @@ func (s share) charge(c Charge) Charge {
 	}
 	return c
 }
+
+// Fraction is s as a fraction of the fleet's limit (for log lines).
+func (s Share) Fraction() float64 { return float64(s.num) / float64(s.den) }

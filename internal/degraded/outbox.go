@@ -1,11 +1,15 @@
-package fleetstore
+package degraded
 
-import "time"
+import (
+	"time"
+
+	"github.com/fleetstore/fleetstore/driver"
+)
 
 // queued is one commit in the outbox: the claim as Commit was given it and
 // when, so that its replay keeps the expiry the commit gave it.
 type queued struct {
-	claim Claim
+	claim driver.Claim
 	at    time.Time // monotonic
 	tries uint8     // replays the shared store answered with an error
 }
