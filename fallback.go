@@ -92,8 +92,10 @@ import (
 //
 // Memory. The local store keeps the claims decided locally (pending until
 // their PendingTTL) and those committed locally while queued (forgotten
-// once replayed and the breaker closed), at most about LocalClaims. The
-// local buckets, one record per tenant, expire as the memory driver's do.
+// once replayed and the breaker closed), at most about LocalClaims, and
+// until their TTL the commits of RecentCommits that a Hit met while
+// degraded. The local buckets, one record per tenant, expire as the memory
+// driver's do.
 //
 // Visible state. One warning when the Store goes degraded (with the cause)
 // and one info line when it decides shared again (with the outage's
@@ -123,6 +125,18 @@ type Fallback struct {
 	// that finds it full is decided on its charges alone, with no local
 	// claim (observe.Stats.ClaimsDropped). URL: fallback_claims.
 	LocalClaims int
+	// RecentCommits is how many of this node's recent commits it keeps, ≥ 0:
+	// every claim the shared store committed for it (a Commit or a replay),
+	// by a 16-byte digest of tenant, source_id and key, with its committer
+	// and TTL; the oldest is forgotten first. While degraded, a Hit on one
+	// still within its TTL is a Duplicate naming the committer (after its
+	// charges, as C4), so that a provider's retry reaching the node that
+	// stored the hook is not admitted again through an outage. 0: 250 000,
+	// 25 s of commits at 10 000 hooks/s a node (4 min at 1 000), about 30 MB
+	// when full: 122 bytes a commit with a 26-byte hook_id, against 232 for
+	// a claim in a memory store (internal/degraded's BenchmarkRecentCommits).
+	// URL: fallback_recent.
+	RecentCommits int
 	// OnConflict, when set, is called for every replayed commit that met
 	// another hook's committed claim in the shared store (one pending is
 	// waited for): a webhook the outage let in twice, for the application
@@ -140,6 +154,7 @@ type Fallback struct {
 const (
 	defaultOutboxSize  = 250_000
 	defaultLocalClaims = 500_000
+	defaultRecent      = 250_000
 	maxFallbackNodes   = 1_000_000
 )
 
@@ -180,6 +195,7 @@ func WithFallback(f Fallback) Option {
 // driver as timeout and key_prefix are; the Store reads and removes them.
 var fallbackParams = []string{
 	"fallback_nodes", "fallback_share", "fallback_outbox", "fallback_claims",
+	"fallback_recent",
 }
 
 // fallbackFromURL reads the fallback_* parameters off q (removing them):
@@ -222,19 +238,22 @@ func fallbackFromURL(q url.Values) (*Fallback, error) {
 			f.OutboxSize = n
 		case "fallback_claims":
 			f.LocalClaims = n
+		case "fallback_recent":
+			f.RecentCommits = n
 		}
 	}
 	if !found {
 		return nil, nil
 	}
-	if err := f.check("url: fallback_", "nodes", "share", "outbox", "claims"); err != nil {
+	err := f.check("url: fallback_", "nodes", "share", "outbox", "claims", "recent")
+	if err != nil {
 		return nil, err
 	}
 	return &f, nil // sizes alone may wait for WithFallback to give the share
 }
 
 // check validates f's fields, each named prefix+name.
-func (f *Fallback) check(prefix, nodes, shareName, outbox, claims string) error {
+func (f *Fallback) check(prefix, nodes, shareName, outbox, claims, recent string) error {
 	switch {
 	case f.Nodes < 0 || f.Nodes > maxFallbackNodes:
 		return driver.Invalid(prefix+nodes,
@@ -253,6 +272,9 @@ func (f *Fallback) check(prefix, nodes, shareName, outbox, claims string) error 
 	case f.LocalClaims < 0:
 		return driver.Invalid(prefix+claims, fmt.Sprintf(
 			"must not be negative (0: the default %d), got %d", defaultLocalClaims, f.LocalClaims))
+	case f.RecentCommits < 0:
+		return driver.Invalid(prefix+recent, fmt.Sprintf(
+			"must not be negative (0: the default %d), got %d", defaultRecent, f.RecentCommits))
 	}
 	return nil
 }
@@ -261,7 +283,8 @@ func (f *Fallback) check(prefix, nodes, shareName, outbox, claims string) error 
 // no fallback) and checks the result.
 func fallbackConfig(fromURL, fromOpt *Fallback) (*Fallback, error) {
 	if fromOpt != nil {
-		err := fromOpt.check("fallback.", "nodes", "share", "outbox_size", "local_claims")
+		err := fromOpt.check("fallback.", "nodes", "share", "outbox_size", "local_claims",
+			"recent_commits")
 		if err != nil {
 			return nil, err
 		}
@@ -283,6 +306,9 @@ func fallbackConfig(fromURL, fromOpt *Fallback) (*Fallback, error) {
 		if o.LocalClaims != 0 {
 			f.LocalClaims = o.LocalClaims
 		}
+		if o.RecentCommits != 0 {
+			f.RecentCommits = o.RecentCommits
+		}
 		f.OnConflict, f.OnStateChange = o.OnConflict, o.OnStateChange
 	}
 	if f.Nodes == 0 && f.Share == 0 {
@@ -294,6 +320,9 @@ func fallbackConfig(fromURL, fromOpt *Fallback) (*Fallback, error) {
 	}
 	if f.LocalClaims == 0 {
 		f.LocalClaims = defaultLocalClaims
+	}
+	if f.RecentCommits == 0 {
+		f.RecentCommits = defaultRecent
 	}
 	return &f, nil
 }

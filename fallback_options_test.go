@@ -33,6 +33,8 @@ func TestFallbackOptions(t *testing.T) {
 		{url: "fake://?fallback_nodes=2&fallback_share=0.5", wantField: "url: fallback_nodes"},
 		{url: "fake://?fallback_nodes=2&fallback_outbox=-1", wantField: "url: fallback_outbox"},
 		{url: "fake://?fallback_nodes=2&fallback_claims=-1", wantField: "url: fallback_claims"},
+		{url: "fake://?fallback_nodes=2&fallback_recent=-1", wantField: "url: fallback_recent"},
+		{url: "fake://?fallback_nodes=2&fallback_recent=many", wantField: "url: fallback_recent"},
 		{url: "fake://?fallback_outbox=10", wantField: "fallback"}, // sizes alone: no share
 		{url: "fake://", fb: &fleetstore.Fallback{}, wantField: "fallback"},
 		{url: "fake://", fb: &fleetstore.Fallback{Nodes: -1}, wantField: "fallback.nodes"},
@@ -40,6 +42,7 @@ func TestFallbackOptions(t *testing.T) {
 		{url: "fake://", fb: &fleetstore.Fallback{Nodes: 2, Share: 0.5}, wantField: "fallback.nodes"},
 		{url: "fake://", fb: &fleetstore.Fallback{Nodes: 2, OutboxSize: -1}, wantField: "fallback.outbox_size"},
 		{url: "fake://", fb: &fleetstore.Fallback{Nodes: 2, LocalClaims: -1}, wantField: "fallback.local_claims"},
+		{url: "fake://", fb: &fleetstore.Fallback{Nodes: 2, RecentCommits: -1}, wantField: "fallback.recent_commits"},
 		{url: "fake://?fallback_nodes=2", fb: &fleetstore.Fallback{Nodes: -1}, wantField: "fallback.nodes"},
 	} {
 		d := &fakeDriver{conn: &fakeConn{}}

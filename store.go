@@ -98,7 +98,8 @@ func newStore(d driver.Driver, dc driver.Conn, scheme, display string, timeout t
 func (s *Store) degrade(f *Fallback, clock memstore.Clock) error {
 	timeout, nb := s.timeout, s.nonBlock
 	cfg := degraded.Config{Share: f.share(), Nodes: f.Nodes, OutboxSize: f.OutboxSize,
-		LocalClaims: f.LocalClaims, Logger: s.log, Scheme: s.scheme, URL: s.display,
+		LocalClaims: f.LocalClaims, RecentCommits: f.RecentCommits,
+		Logger: s.log, Scheme: s.scheme, URL: s.display,
 		Timeout: timeout, Clock: clock, Now: func() time.Time { return s.now() },
 		Budget: func(ctx context.Context, op string) (context.Context, context.CancelFunc, error) {
 			ctx, cancel, err := budget(ctx, timeout, nb)

@@ -37,6 +37,10 @@ import (
 //   - the limited tenant's hooks admitted locally stay within the bound of
 //     CONTRACT §8: what the fleet's limit admits in the time the nodes
 //     decided locally, plus one hook per node;
+//   - over the whole run (before, during and after the outage), shared and
+//     local decisions together admit at most the bound of CONTRACT §8
+//     across an outage (boundAcrossOutage), unless the server forgot its
+//     buckets (memcached's kill);
 //   - every node is back to shared decisions with an empty outbox within 5s
 //     of the server's return; every queued commit was replayed (no
 //     conflict: no provider event was delivered twice here);
@@ -180,6 +184,12 @@ func TestDegradedFleet(t *testing.T) {
 					t.Errorf("the limited tenant's hooks admitted locally: %d in %v, more than the fleet's %d/s burst %d admits + %d nodes = %d", admitted, window.Round(time.Millisecond), rate, burst, nodes, bound)
 				}
 
+				// The bound across the outage's edges (CONTRACT §8).
+				all, allBound, limitW, allWindow := boundAcrossOutage(recs, nodes, rate, burst)
+				if all > allBound && !w.losesState { // a server that forgot its buckets starts them full
+					t.Errorf("the limited tenant's hooks admitted shared and locally: %d in %v, more than the bound across an outage %d (the limit's own: %d)", all, allWindow.Round(time.Millisecond), allBound, limitW)
+				}
+
 				// Nothing committed is lost, and nothing is queued: once the
 				// load stops, every node drains its outbox (a node that a
 				// loaded machine tripped again after the recovery too).
@@ -211,13 +221,74 @@ func TestDegradedFleet(t *testing.T) {
 					}
 					firstShared = max(firstShared, at.Sub(backAt))
 				}
-				t.Logf("FIGURE degraded driver=%s way=%s budget=%v outage=%v calls=%d local_hits=%d degraded_calls=%d worst=%v worst_degraded=%v slack=%v probe=%v limited_admitted=%d bound=%d window=%v queued=%d replayed=%d conflicts=%d recovered_in=%v first_shared=%v readback=%d",
+				t.Logf("FIGURE degraded driver=%s way=%s budget=%v outage=%v calls=%d local_hits=%d degraded_calls=%d worst=%v worst_degraded=%v slack=%v probe=%v limited_admitted=%d bound=%d window=%v run_admitted=%d run_bound=%d run_limit=%d extra_bursts=%.2f run_window=%v queued=%d replayed=%d conflicts=%d recovered_in=%v first_shared=%v readback=%d",
 					tc.tg.name, w.name, budget, outage, len(recs), localHits, degradedCalls, worst.Round(100*time.Microsecond), worstFast.Round(10*time.Microsecond),
 					slack.Round(time.Millisecond), pr.worst.Round(time.Millisecond), admitted, bound, window.Round(time.Millisecond),
+					all, allBound, limitW, float64(all-limitW)/burst, allWindow.Round(time.Millisecond),
 					st.Queued, st.Replayed, st.Conflicts, recoveredIn.Round(time.Millisecond), firstShared.Round(time.Millisecond), checked)
 			})
 		}
 	}
+}
+
+// boundAcrossOutage returns how many hooks of the limited tenant (rate per
+// second, burst) recs admitted, shared and locally, over the run's window
+// W (first Hit's start to last Hit's end), and the bound of CONTRACT §8
+// across an outage for it: the shared bucket's (W − u + min(u, C) + C)/I,
+// u the longest time between two shared decisions (the shared bucket
+// refills then, by C at most), plus each node's local bound
+// (t_i + C')/I' + 1 over the time t_i from its first local decision to its
+// last, each plus one for rounding; and what the limit alone admits in W,
+// (W + C)/I. The times are the client's: a decision is made within its
+// call, so W is taken wide and u and the gaps narrow.
+func boundAcrossOutage(recs []drec, nodes int, rate, burst int64) (admitted, bound, limit int64,
+	window time.Duration) {
+	iUS := (time.Second / time.Duration(rate)).Microseconds() // as a driver takes it: whole µs
+	cUS := (time.Duration(burst) * (time.Second / time.Duration(rate))).Microseconds()
+	iLocal := iUS * int64(nodes) // ceil(I / (1/N)) of a whole-µs I
+	cLocal := max(cUS, iLocal)
+	var first, last, prevShared time.Time
+	var gap time.Duration // u
+	firstLocal := make([]time.Time, nodes)
+	lastLocal := make([]time.Time, nodes)
+	for _, r := range recs { // sorted by start
+		if r.op != "hit" || !r.limited || r.err != nil {
+			continue
+		}
+		if first.IsZero() {
+			first = r.start
+		}
+		if r.end().After(last) {
+			last = r.end()
+		}
+		if r.outcome == fleetstore.OK {
+			admitted++
+		}
+		if !r.local {
+			if !prevShared.IsZero() {
+				gap = max(gap, r.start.Sub(prevShared))
+			}
+			if r.end().After(prevShared) {
+				prevShared = r.end()
+			}
+			continue
+		}
+		if firstLocal[r.node].IsZero() {
+			firstLocal[r.node] = r.start
+		}
+		if r.end().After(lastLocal[r.node]) {
+			lastLocal[r.node] = r.end()
+		}
+	}
+	window = last.Sub(first)
+	w, u := window.Microseconds(), gap.Microseconds()
+	bound = (w-u+min(u, cUS)+cUS)/iUS + 1
+	for n := range nodes {
+		if !firstLocal[n].IsZero() {
+			bound += (lastLocal[n].Sub(firstLocal[n]).Microseconds()+cLocal)/iLocal + 1
+		}
+	}
+	return admitted, bound, (w + cUS) / iUS, window
 }
 
 // fleet is the nodes of one degraded-mode test: Stores with a fallback on

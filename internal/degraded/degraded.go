@@ -48,6 +48,9 @@ type Config struct {
 	Nodes       int   // the fleet's size, 0 when Share was given as a fraction (logged)
 	OutboxSize  int   // commits the outbox holds, > 0
 	LocalClaims int   // claims the local store holds, > 0
+	// RecentCommits is how many of this node's recent commits the index
+	// holds (recent), > 0.
+	RecentCommits int
 	// OnConflict, when set, is told of every replayed commit that met
 	// another hook's committed claim: the commit as queued, the holder's
 	// hook_id and when Commit queued it.
@@ -107,6 +110,7 @@ type Conn struct {
 	share    Share
 	mem      *memstore.Driver
 	local    driver.Conn // never blocks: called without a budget
+	recent   *recent     // this node's recent commits
 
 	// Read by every call; written once an outage (or a count). Kept off
 	// the cache line of localDecisions, which every local Hit writes.
@@ -182,6 +186,7 @@ func New(shared Shared, cfg Config) (*Conn, error) {
 	fb := &Conn{shared: shared, cfg: cfg, log: cfg.Logger, budget: cfg.Budget,
 		classify: cfg.Classify, now: now, share: cfg.Share, mem: mem, local: local,
 		box: outbox{size: cfg.OutboxSize}, batch: replayBatch, clock: clock,
+		recent:     newRecent(cfg.RecentCommits, clock),
 		kick:       make(chan struct{}, 1),
 		checkEvery: uint64(min(max(cfg.LocalClaims/16, 1), 256))}
 	fb.stopCtx, fb.stop = context.WithCancel(context.Background())
@@ -246,7 +251,10 @@ func (fb *Conn) Hit(ctx context.Context, charges []driver.Charge,
 // every limit.
 func (fb *Conn) localHit(charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
 	n := fb.localDecisions.Add(1)
-	if claim != nil && fb.claimsAtCap(n) {
+	// A claim this node committed before the outage is seeded into the
+	// local store, which then decides it; it adds no claim of its own.
+	seeded := claim != nil && fb.seedCommitted(claim)
+	if claim != nil && !seeded && fb.claimsAtCap(n) {
 		claim = nil
 		fb.claimsDropped.Add(1)
 	}
@@ -331,7 +339,17 @@ func (fb *Conn) countClaims() {
 // §8): a commit that cannot reach the shared store is queued and
 // committed locally, its result Local.
 func (fb *Conn) Commit(ctx context.Context, claims []driver.Claim) ([]error, error) {
-	return fb.settle(ctx, "commit", claims, fb.shared.Commit)
+	return fb.settle(ctx, "commit", claims, fb.sharedCommit)
+}
+
+// sharedCommit is the shared store's Commit; what it commits enters the
+// index of this node's recent commits.
+func (fb *Conn) sharedCommit(ctx context.Context, claims []driver.Claim) ([]error, error) {
+	errs, err := fb.shared.Commit(ctx, claims)
+	if err == nil && len(errs) == len(claims) {
+		fb.recent.add(claims, errs)
+	}
+	return errs, err
 }
 
 // Release is Store.Release with the fallback, after validation: a release

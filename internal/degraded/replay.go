@@ -255,6 +255,7 @@ func (fb *Conn) replayBatch(ctx context.Context, batch []queued) (back []queued,
 			forget = append(forget, q.claim)
 		case err == nil:
 			fb.replayed.Add(1)
+			fb.recent.add(claims[j:j+1], nil)
 			forget = append(forget, q.claim)
 		default:
 			answered, _, e := fb.classify(cctx, "replay", err)
