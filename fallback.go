@@ -42,10 +42,16 @@ import (
 // what the fleet's limit admits in t (its burst, then one charge per
 // emission interval: t/I + C/I charges) plus one charge per node for
 // rounding (for charges of unequal cost, such as bytes: the sum of their
-// increments is at most t + C plus N times the largest). The local buckets
-// start full at the outage, so a fleet whose shared buckets were drained
-// admits up to one burst more during an outage than it would have shared.
-// TestFallbackBound proves it for fleets of 1–8 nodes.
+// increments is at most t + C plus N times the largest); TestFallbackBound
+// proves it for fleets of 1–8 nodes. Across the outage's edges a fleet
+// admits more than its limit: the local buckets start full at the outage,
+// and the shared ones refill while no node charges them. Over a window W
+// with no shared decision for u, each node i deciding locally over t_i, it
+// admits at most (W − u + min(u, C) + C)/I + 1 shared plus, for each node,
+// (t_i + C')/I' + 1 locally: with every t_i = u, the limit's (W + C)/I plus
+// one burst plus min(C, u)/I (another burst once u ≥ C) plus one per node.
+// TestFallbackBoundAcrossOutage shows it reached; the fault suite checks it
+// on a fleet of real servers.
 //
 // The breaker. The first call that meets an outage spends its budget and
 // opens the breaker; from then on Hits and Commits go local at once
