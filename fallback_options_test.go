@@ -44,6 +44,10 @@ func TestFallbackOptions(t *testing.T) {
 		{url: "fake://", fb: &fleetstore.Fallback{Nodes: 2, LocalClaims: -1}, wantField: "fallback.local_claims"},
 		{url: "fake://", fb: &fleetstore.Fallback{Nodes: 2, RecentCommits: -1}, wantField: "fallback.recent_commits"},
 		{url: "fake://?fallback_nodes=2", fb: &fleetstore.Fallback{Nodes: -1}, wantField: "fallback.nodes"},
+		{url: "fake://?fallback_nodes=2&fallback_outbox_dir=", wantField: "url: fallback_outbox_dir"},
+		{url: "fake://?fallback_nodes=2&fallback_outbox_dir=%00", wantField: "url: fallback_outbox_dir"},
+		{url: "fake://", fb: &fleetstore.Fallback{Nodes: 2, OutboxDir: "a\x00b"}, wantField: "fallback.outbox_dir"},
+		{url: "fake://", fb: &fleetstore.Fallback{Nodes: 2, OutboxDir: strings.Repeat("d", 4097)}, wantField: "fallback.outbox_dir"},
 	} {
 		d := &fakeDriver{conn: &fakeConn{}}
 		var opts []fleetstore.Option

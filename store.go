@@ -98,7 +98,7 @@ func newStore(d driver.Driver, dc driver.Conn, scheme, display string, timeout t
 func (s *Store) degrade(f *Fallback, clock memstore.Clock) error {
 	timeout, nb := s.timeout, s.nonBlock
 	cfg := degraded.Config{Share: f.share(), Nodes: f.Nodes, OutboxSize: f.OutboxSize,
-		LocalClaims: f.LocalClaims, RecentCommits: f.RecentCommits,
+		LocalClaims: f.LocalClaims, RecentCommits: f.RecentCommits, OutboxDir: f.OutboxDir,
 		Logger: s.log, Scheme: s.scheme, URL: s.display,
 		Timeout: timeout, Clock: clock, Now: func() time.Time { return s.now() },
 		Budget: func(ctx context.Context, op string) (context.Context, context.CancelFunc, error) {
@@ -471,7 +471,8 @@ func (s *Store) reached() {
 // its probe and makes one last replay of the outbox within one budget
 // (the degraded mode's Close, before the driver's);
 // commits still queued after it are logged (their count) and lost, their
-// claims left to expire by PendingTTL (CONTRACT §8).
+// claims left to expire by PendingTTL, or kept in Fallback.OutboxDir for
+// the next Open when set (CONTRACT §8).
 func (s *Store) Close() error {
 	s.closeMu.Lock()
 	defer s.closeMu.Unlock()

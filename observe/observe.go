@@ -222,7 +222,8 @@ type Stats struct {
 	// Outbox: commits queued now, awaiting replay (those waiting for
 	// another hook's pending claim included).
 	Outbox int
-	// Queued: commits queued in all.
+	// Queued: commits queued in all (those read back from the outbox's
+	// directory at Open included).
 	Queued uint64
 	// Replayed: queued commits recorded in the shared store.
 	Replayed uint64
@@ -232,7 +233,8 @@ type Stats struct {
 	// Expired: queued commits whose TTL ran out before their replay, not
 	// sent.
 	Expired uint64
-	// Dropped: commits not queued (the outbox was full), or queued and
+	// Dropped: commits not queued (the outbox was full, or its directory
+	// failed), read back at Open past the outbox's size, or queued and
 	// dropped after the shared store refused them 8 times.
 	Dropped uint64
 	// ClaimsDropped: local Hits decided without a local claim

@@ -24,6 +24,7 @@ import (
 	"github.com/fleetstore/fleetstore/gcra"
 	"github.com/fleetstore/fleetstore/internal/checked"
 	"github.com/fleetstore/fleetstore/internal/memstore"
+	"github.com/fleetstore/fleetstore/internal/outboxlog"
 	"github.com/fleetstore/fleetstore/observe"
 )
 
@@ -51,6 +52,9 @@ type Config struct {
 	// RecentCommits is how many of this node's recent commits the index
 	// holds (recent), > 0.
 	RecentCommits int
+	// OutboxDir, when set, keeps the outbox on disk too (internal/outboxlog):
+	// New replays what it holds before deciding shared.
+	OutboxDir string
 	// OnConflict, when set, is told of every replayed commit that met
 	// another hook's committed claim: the commit as queued, the holder's
 	// hook_id and when Commit queued it.
@@ -143,6 +147,9 @@ type Conn struct {
 	box     outbox
 	running bool // a worker goroutine runs (ensureWorker)
 
+	disk       *outboxlog.Log // the outbox's log on disk (Config.OutboxDir), or nil
+	diskLogged atomic.Bool    // its first failure was logged: once a Store
+
 	stopCtx context.Context // done at Close: the worker ends
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
@@ -191,7 +198,60 @@ func New(shared Shared, cfg Config) (*Conn, error) {
 		checkEvery: uint64(min(max(cfg.LocalClaims/16, 1), 256))}
 	fb.stopCtx, fb.stop = context.WithCancel(context.Background())
 	fb.chargeBufs.New = func() any { b := make([]driver.Charge, 0, 8); return &b }
+	if cfg.OutboxDir != "" {
+		if err := fb.restore(cfg.OutboxDir); err != nil {
+			_ = local.Close()
+			return nil, err
+		}
+	}
 	return fb, nil
+}
+
+// restore opens the outbox's log in dir and queues the commits it holds,
+// oldest first, each with the time its Commit queued it (by the wall
+// clock: its TTL keeps running across the restart) and committed locally,
+// so that a retry at this node is a Duplicate. With any, the breaker
+// starts open: the Store decides shared only once they are replayed.
+// Past OutboxSize the oldest are dropped (Stats.Dropped) and acknowledged.
+func (fb *Conn) restore(dir string) error {
+	disk, recs, err := outboxlog.Open(dir, outboxlog.Options{Logger: fb.log})
+	if err != nil {
+		return fmt.Errorf("outbox dir: %w", err)
+	}
+	if extra := len(recs) - fb.box.size; extra > 0 {
+		seqs := make([]uint64, extra)
+		for i := range seqs {
+			seqs[i] = recs[i].Seq
+		}
+		if err := disk.Ack(seqs...); err != nil {
+			_ = disk.Close()
+			return fmt.Errorf("outbox dir: %w", err)
+		}
+		recs = recs[extra:]
+		fb.dropped.Add(uint64(extra))
+	}
+	fb.disk = disk
+	if len(recs) == 0 {
+		return nil
+	}
+	now := time.Now()
+	claims := make([]driver.Claim, 0, len(recs))
+	for _, r := range recs {
+		fb.box.push(queued{claim: r.Claim, at: r.QueuedAt, seq: r.Seq})
+		c := r.Claim
+		if c.TTL -= now.Sub(r.QueuedAt); c.TTL >= minTTL { // else Expired at the replay
+			claims = append(claims, c)
+		}
+	}
+	_, _ = fb.local.Commit(context.Background(), claims)
+	fb.queuedN.Add(uint64(len(recs)))
+	cause := fmt.Errorf("%d commits queued in %s before this Open await replay", len(recs), dir)
+	if n := fb.dropped.Load(); n > 0 {
+		cause = fmt.Errorf("%w (%d more, past the outbox's size, dropped)", cause, n)
+	}
+	fb.open(cause, "fleetstore: outbox holds commits from before this Open; "+
+		"deciding from this node until they are replayed")
+	return nil
 }
 
 // errDegraded is the error of a call the breaker kept from the shared
@@ -445,12 +505,11 @@ func (fb *Conn) localSettle(op string, claims []driver.Claim, idx []int, cause e
 	}
 	now := time.Now()
 	kept := make([]driver.Claim, 0, len(sub))
+	keptAt := make([]int, 0, len(sub))
 	fb.mu.Lock()
 	for j := range sub {
-		c := &sub[j]
-		if fb.box.push(queued{claim: *c, at: now}) {
-			kept = append(kept, *c)
-			errs[at[j]] = settledLocally
+		if fb.box.reserve() {
+			kept, keptAt = append(kept, sub[j]), append(keptAt, at[j])
 			continue
 		}
 		fb.dropped.Add(1)
@@ -460,6 +519,33 @@ func (fb *Conn) localSettle(op string, claims []driver.Claim, idx []int, cause e
 		}
 		errs[at[j]] = &Local{Err: fmt.Errorf("%w; outbox full (%d commits), not queued", cause,
 			fb.box.size)}
+	}
+	var seqs []uint64
+	if fb.disk != nil && len(kept) > 0 {
+		// On disk before it counts as queued; the fsync never under mu.
+		fb.mu.Unlock()
+		var err error
+		if seqs, err = fb.append(kept, now); err != nil {
+			fb.mu.Lock()
+			fb.box.unreserve(len(kept))
+			fb.mu.Unlock()
+			fb.dropped.Add(uint64(len(kept)))
+			fb.diskFailed(err)
+			for _, i := range keptAt {
+				errs[i] = &Local{Err: fmt.Errorf("%w; outbox dir %s: %w, not queued", cause,
+					fb.cfg.OutboxDir, err)}
+			}
+			return errs
+		}
+		fb.mu.Lock()
+	}
+	for j := range kept {
+		q := queued{claim: kept[j], at: now}
+		if seqs != nil {
+			q.seq = seqs[j]
+		}
+		fb.box.pushReserved(q)
+		errs[keptAt[j]] = settledLocally
 	}
 	// Committed locally under mu: the replayer cannot take (and forget) a
 	// commit before it is committed here.
@@ -475,6 +561,47 @@ func (fb *Conn) localSettle(op string, claims []driver.Claim, idx []int, cause e
 		fb.ensureWorker()
 	}
 	return errs
+}
+
+// append writes claims, queued at at, to the outbox's log and returns
+// their records' seqs once they are on disk.
+func (fb *Conn) append(claims []driver.Claim, at time.Time) ([]uint64, error) {
+	recs := make([]outboxlog.Record, len(claims))
+	for i := range claims {
+		recs[i] = outboxlog.Record{Claim: claims[i], QueuedAt: at}
+	}
+	if err := fb.disk.Append(recs); err != nil {
+		return nil, err
+	}
+	seqs := make([]uint64, len(recs))
+	for i := range recs {
+		seqs[i] = recs[i].Seq
+	}
+	return seqs, nil
+}
+
+// ack marks settled commits' records in the outbox's log (outside mu). A
+// failure leaves them to be replayed again at the next Open, where the
+// shared store finds them committed by their own hook: no conflict.
+func (fb *Conn) ack(seqs []uint64) {
+	if fb.disk == nil || len(seqs) == 0 {
+		return
+	}
+	if err := fb.disk.Ack(seqs...); err != nil {
+		fb.diskFailed(err)
+	}
+}
+
+// diskFailed logs the outbox log's first failure: the log takes nothing
+// after one (outboxlog.Log.Append), so every later commit that needs it
+// fails with it, and the line is not repeated.
+func (fb *Conn) diskFailed(err error) {
+	if !fb.diskLogged.Load() && fb.diskLogged.CompareAndSwap(false, true) {
+		fb.log.Error("fleetstore: outbox directory failed; commits are not queued "+
+			"until the Store is opened again (their Commits fail with this error)",
+			zap.String("scheme", fb.cfg.Scheme), zap.String("dir", fb.cfg.OutboxDir),
+			zap.Error(err))
+	}
 }
 
 // Reset is Store.Reset with the fallback: the local buckets always, the
@@ -533,6 +660,11 @@ func (fb *Conn) trip(cause error) {
 	if fb.degraded.Load() {
 		return
 	}
+	fb.open(cause, "fleetstore: shared store out; deciding from this node until it is back")
+}
+
+// open is trip, logging msg.
+func (fb *Conn) open(cause error, msg string) {
 	fb.stateMu.Lock()
 	if fb.degraded.Load() {
 		fb.stateMu.Unlock()
@@ -543,7 +675,7 @@ func (fb *Conn) trip(cause error) {
 	fb.atTrip = fb.stats()
 	fb.fullLogged.Store(false)
 	fb.refusedLogged.Store(false)
-	fb.log.Warn("fleetstore: shared store out; deciding from this node until it is back",
+	fb.log.Warn(msg,
 		zap.String("scheme", fb.cfg.Scheme), zap.String("url", fb.cfg.URL), zap.Error(cause),
 		zap.Int("nodes", fb.cfg.Nodes),
 		zap.Float64("share", fb.share.Fraction()))
@@ -597,8 +729,9 @@ func (fb *Conn) stats() observe.Stats {
 }
 
 // close stops the worker, makes one last replay of what the outbox holds
-// within one budget, and closes the local store. Commits still queued are
-// lost with the process: their claims expire by PendingTTL.
+// within one budget, and closes the local store and the outbox's log.
+// Commits still queued are lost with the process (their claims expire by
+// PendingTTL), or kept in the outbox's directory for the next Open.
 func (fb *Conn) close() {
 	fb.stop()
 	fb.wg.Wait()
@@ -613,10 +746,21 @@ func (fb *Conn) close() {
 		fb.mu.Lock()
 		n = fb.box.len()
 		fb.mu.Unlock()
-		if n > 0 {
+		switch {
+		case n > 0 && fb.disk != nil:
+			fb.log.Warn("fleetstore: closed with commits not replayed; "+
+				"they are kept in the outbox directory for the next Open",
+				zap.String("scheme", fb.cfg.Scheme), zap.Int("commits", n),
+				zap.String("dir", fb.cfg.OutboxDir))
+		case n > 0:
 			fb.log.Warn("fleetstore: closed with commits not replayed; "+
 				"their claims expire by PendingTTL",
 				zap.String("scheme", fb.cfg.Scheme), zap.Int("commits", n))
+		}
+	}
+	if fb.disk != nil {
+		if err := fb.disk.Close(); err != nil {
+			fb.diskFailed(err)
 		}
 	}
 	_ = fb.local.Close()

@@ -10,7 +10,8 @@ import (
 // when, so that its replay keeps the expiry the commit gave it.
 type queued struct {
 	claim driver.Claim
-	at    time.Time // monotonic
+	at    time.Time // monotonic; by the wall clock only for one read back from the disk
+	seq   uint64    // its record in the outbox log (Config.OutboxDir), 0 without one
 	tries uint8     // replays the shared store answered with an error
 }
 
@@ -38,24 +39,48 @@ type outbox struct {
 	queued   int        // in front and chunks
 	inflight int        // taken by the replayer, not yet settled or put back
 	waiting  []waiting  // parked, in no order: few, each retried at its due time
-	size     int        // the bound of queued + inflight + waiting
+	reserved int        // room taken by commits being written to the log (reserve)
+	size     int        // the bound of queued + inflight + waiting + reserved
 }
 
 func (b *outbox) len() int { return b.queued + b.inflight + len(b.waiting) }
 
+// reserve takes room for one commit, or reports false when the outbox is
+// full: the commit is pushed (pushReserved) once its record is on disk,
+// or the room given back (unreserve).
+func (b *outbox) reserve() bool {
+	if b.len()+b.reserved >= b.size {
+		return false
+	}
+	b.reserved++
+	return true
+}
+
+func (b *outbox) unreserve(n int) { b.reserved -= n }
+
+// pushReserved queues q into room reserve took.
+func (b *outbox) pushReserved(q queued) {
+	b.reserved--
+	b.add(q)
+}
+
 // push queues q, or reports false when the outbox is full: it never blocks
 // and never grows past its size.
 func (b *outbox) push(q queued) bool {
-	if b.len() >= b.size {
+	if b.len()+b.reserved >= b.size {
 		return false
 	}
+	b.add(q)
+	return true
+}
+
+func (b *outbox) add(q queued) {
 	if n := len(b.chunks); n == 0 || len(b.chunks[n-1]) == chunkLen {
 		b.chunks = append(b.chunks, make([]queued, 0, min(chunkLen, b.size)))
 	}
 	last := &b.chunks[len(b.chunks)-1]
 	*last = append(*last, q)
 	b.queued++
-	return true
 }
 
 // take removes up to n commits from the head for the replayer, which must

@@ -170,11 +170,12 @@ func (fb *Conn) replay(ctx context.Context) bool {
 		if len(batch) == 0 {
 			return true
 		}
-		back, parked, progress, cause := fb.replayBatch(ctx, batch)
+		back, parked, acks, progress, cause := fb.replayBatch(ctx, batch)
 		fb.mu.Lock()
 		fb.box.done(len(batch), back)
 		fb.box.park(parked)
 		fb.mu.Unlock()
+		fb.ack(acks)
 		switch {
 		case len(back) == 0:
 			fb.batch = min(2*fb.batch, replayBatch)
@@ -193,23 +194,30 @@ func (fb *Conn) replay(ctx context.Context) bool {
 // replayBatch commits batch with each claim's TTL less the time since its
 // Commit (the expiry the commit gave it; one whose TTL has passed is not
 // sent), and returns the commits to keep queued, those to park (they met
-// another hook's pending claim), whether any left the queue, and why the
-// others did not (nil when the Store is closing). A commit that met
+// another hook's pending claim), the log seqs of those settled (to Ack),
+// whether any left the queue, and why the others did not (nil when the
+// Store is closing). A commit that met
 // another hook's committed claim is a conflict: counted, logged, handed
 // to OnConflict. What the shared store now holds is forgotten locally.
 func (fb *Conn) replayBatch(ctx context.Context, batch []queued) (back []queued,
-	parked []waiting, progress bool, cause error) {
+	parked []waiting, acks []uint64, progress bool, cause error) {
 	now := time.Now()
 	claims := make([]driver.Claim, 0, len(batch))
 	sent := make([]int, 0, len(batch)) // batch index of each claim
 	forget := make([]driver.Claim, 0, len(batch))
+	settled := func(q *queued) { // out of the outbox for good
+		forget = append(forget, q.claim)
+		if q.seq != 0 {
+			acks = append(acks, q.seq)
+		}
+	}
 	refused := false // the store answered some commit with an error reply
 	for i := range batch {
 		q := &batch[i]
 		ttl := q.claim.TTL - now.Sub(q.at)
 		if ttl < minTTL {
 			fb.expired.Add(1)
-			forget = append(forget, q.claim)
+			settled(q)
 			continue
 		}
 		c := q.claim
@@ -218,7 +226,7 @@ func (fb *Conn) replayBatch(ctx context.Context, batch []queued) (back []queued,
 	}
 	defer func() { fb.forget(forget) }()
 	if len(claims) == 0 {
-		return nil, nil, true, nil
+		return nil, nil, acks, true, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, fb.cfg.Timeout)
 	defer cancel()
@@ -234,7 +242,7 @@ func (fb *Conn) replayBatch(ctx context.Context, batch []queued) (back []queued,
 		if ctx.Err() == nil {
 			_, _, cause = fb.classify(cctx, "replay", err)
 		}
-		return back, nil, len(forget) > 0, cause
+		return back, nil, acks, len(forget) > 0, cause
 	}
 	for j, err := range errs {
 		q := batch[sent[j]]
@@ -252,11 +260,11 @@ func (fb *Conn) replayBatch(ctx context.Context, batch []queued) (back []queued,
 			parked = append(parked, waiting{q: q, due: time.Now().Add(wait)})
 		case holder != "":
 			fb.conflict(q, holder)
-			forget = append(forget, q.claim)
+			settled(&q)
 		case err == nil:
 			fb.replayed.Add(1)
 			fb.recent.add(claims[j:j+1], nil)
-			forget = append(forget, q.claim)
+			settled(&q)
 		default:
 			answered, _, e := fb.classify(cctx, "replay", err)
 			if answered {
@@ -271,7 +279,7 @@ func (fb *Conn) replayBatch(ctx context.Context, batch []queued) (back []queued,
 							zap.String("scheme", fb.cfg.Scheme), zap.Int("tries", int(q.tries)),
 							zap.Error(err))
 					}
-					forget = append(forget, q.claim)
+					settled(&q)
 					continue
 				}
 				back = append(back, q)
@@ -283,7 +291,7 @@ func (fb *Conn) replayBatch(ctx context.Context, batch []queued) (back []queued,
 			}
 		}
 	}
-	return back, parked, len(forget) > 0 || len(parked) > 0 || refused, cause
+	return back, parked, acks, len(forget) > 0 || len(parked) > 0 || refused, cause
 }
 
 // settleLost asks the shared store what the claim c (its TTL what is left
