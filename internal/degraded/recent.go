@@ -117,13 +117,6 @@ func (r *recent) committer(c *driver.Claim) (hookID string, left int64, ok bool)
 	return e.hookID, e.expires - now, true
 }
 
-// len is how many entries the index holds, expired or not.
-func (r *recent) len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.slot)
-}
-
 // seedCommitted makes the local store hold claim c committed when the
 // index says this node committed it, so that the local Hit that follows
 // decides it as the shared store would (a Duplicate naming the committer,
