@@ -23,7 +23,10 @@ func TestBucketExpiryFollowsLatestTAT(t *testing.T) {
 	st, prefix := openStore(t, srv.URL())
 	tenant := "t-" + randHex(4)
 	long := fleetstore.Charge{Kind: "long", Tenant: tenant, Increment: 10 * time.Minute, Capacity: time.Hour}
-	short := fleetstore.Charge{Kind: "short", Tenant: tenant, Increment: time.Second, Capacity: time.Minute}
+	// The short TAT is 30s ahead: a loaded machine's delay before PTTL
+	// (seconds at worst) does not reach its lower bound.
+	short := fleetstore.Charge{Kind: "short", Tenant: tenant, Increment: 30 * time.Second,
+		Capacity: 10 * time.Minute}
 	pttl := func(what string, lo, hi time.Duration) {
 		t.Helper()
 		v, err := srv.Do("PTTL", scripts.BucketKey(prefix, tenant))
@@ -36,7 +39,7 @@ func TestBucketExpiryFollowsLatestTAT(t *testing.T) {
 		}
 	}
 	mustHit(t, st, []fleetstore.Charge{short}, nil, fleetstore.OK)
-	pttl("a new hash", 900*time.Millisecond, time.Second+2*time.Millisecond)
+	pttl("a new hash", 20*time.Second, 30*time.Second+2*time.Millisecond)
 	mustHit(t, st, []fleetstore.Charge{long}, nil, fleetstore.OK)
 	pttl("a later TAT of another kind", 10*time.Minute-time.Minute, 10*time.Minute+2*time.Millisecond)
 	mustHit(t, st, []fleetstore.Charge{short}, nil, fleetstore.OK)
@@ -49,7 +52,7 @@ func TestBucketExpiryFollowsLatestTAT(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustHit(t, st, []fleetstore.Charge{short}, nil, fleetstore.OK)
-	pttl("after Reset", 900*time.Millisecond, time.Second+2*time.Millisecond)
+	pttl("after Reset", 20*time.Second, 30*time.Second+2*time.Millisecond)
 }
 
 // TestClaimRecordLayout: a claim is field D of its tenant's shard, D its

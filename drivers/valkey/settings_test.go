@@ -187,19 +187,19 @@ func TestCallDeadline(t *testing.T) {
 func TestNoScript(t *testing.T) {
 	t.Parallel()
 	r := startServer(t)
-	c := testConn(t, "valkey://"+r.Addr, time.Second, nil)
+	c := testConn(t, "valkey://"+r.Addr, 5*time.Second, nil)
 	claims := manyClaims(6, 3)
 	for round := range 2 {
 		if _, err := r.Do("SCRIPT", "FLUSH"); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := c.Hit(budget(t, time.Second), hooks(claims[0].Tenant, time.Millisecond, time.Hour), nil); err != nil || res.Outcome != driver.OK {
+		if res, err := c.Hit(budget(t, 5*time.Second), hooks(claims[0].Tenant, time.Millisecond, time.Hour), nil); err != nil || res.Outcome != driver.OK {
 			t.Fatalf("round %d: hit after SCRIPT FLUSH: %v %v", round, res, err)
 		}
 		if _, err := r.Do("SCRIPT", "FLUSH"); err != nil {
 			t.Fatal(err)
 		}
-		for i, err := range each(t)(c.Commit(budget(t, time.Second), claims)) {
+		for i, err := range each(t)(c.Commit(budget(t, 5*time.Second), claims)) {
 			if err != nil {
 				t.Fatalf("round %d: commit %d after SCRIPT FLUSH: %v", round, i, err)
 			}
