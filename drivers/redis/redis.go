@@ -141,9 +141,9 @@
 // pool_size and max_active_conns; go-redis creates it with pipeline=off
 // too, for batch settles); on a cluster, one such stream per range
 // of slots (GOMAXPROCS of them, at most 16), each batch split by node. A
-// script call is a Hit, a Peek, or a Commit or Release whose claims are
-// in one slot (a batch over several slots of a cluster is one go-redis
-// pipeline of its own, as before); Reset and Ping are never pipelined. With
+// script call is a Hit, a Peek, or a round of Commits and Releases whose
+// claims are in one slot (a round over several slots of a cluster is one
+// go-redis pipeline of its own); Reset and Ping are never pipelined. With
 // pipeline=auto, the default, a script call goes through the pipeliner
 // while another of the Store's is in flight; a call alone goes straight
 // to a pooled connection, as with pipeline=off, because the pipeliner's
@@ -213,10 +213,15 @@
 // construction and a small go-redis adapter. One hash per tenant holds
 // every kind's TAT and a few small hashes (shards) its claims, every key
 // of a tenant under one cluster hash tag, each expiring with its latest
-// record (internal/scripts' doc). A Hit is one script call; a Commit or
-// Release of N claims is one script call on a single server, and one per
-// tenant in one pipeline (one round trip per node) on a cluster. A Peek
-// (driver.Peeker) is one call of a read-only script; Reset is one DEL.
+// record (internal/scripts' doc). A Hit is one script call. Commits and
+// Releases go in rounds (group commit, internal/rediscore): a call that
+// finds no round in flight is sent at once, alone; the calls that arrive
+// meanwhile go together in the next round, one script call per mode
+// (commit, release) on a single server, and per mode and tenant in one
+// pipeline (one round trip per node) on a cluster. Each claim gets its
+// own result, each call returns by its own deadline (T1), and no round is
+// sent twice (T5). A Peek (driver.Peeker) is one call of a read-only
+// script; Reset is one DEL.
 //
 // # Logging
 //
