@@ -36,7 +36,7 @@ func (c *client) Eval(
 }
 
 // EvalMulti implements rediscore.Client: one DoMulti, pipelined, one round
-// trip per node.
+// trip per node (one call alone: Do).
 func (c *client) EvalMulti(
 	ctx context.Context, s *scripts.Script, eval bool, calls []*rediscore.Call,
 ) {
@@ -58,7 +58,11 @@ func (c *client) EvalMulti(
 		sent = append(sent, call)
 		cmds = append(cmds, evalCmd(cl, s, eval, call.Keys, call.Args))
 	}
-	if len(cmds) == 0 {
+	switch len(cmds) {
+	case 0:
+		return
+	case 1:
+		sent[0].Reply, sent[0].Err = replyOf(cl.Do(ctx, cmds[0]))
 		return
 	}
 	for i, resp := range cl.DoMulti(ctx, cmds...) {

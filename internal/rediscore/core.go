@@ -38,7 +38,10 @@ type Client interface {
 	// reply is decoded into int64, string, nil and []any of those.
 	Eval(ctx context.Context, s *scripts.Script, eval bool, keys, args []string) (any, error)
 	// EvalMulti runs every call in one pipeline (one round trip per
-	// node), setting each call's Reply and Err.
+	// node; one call alone may go as a plain command), setting each
+	// call's Reply and Err. The calls are written at once: never queued
+	// behind a batch of other calls in flight (a settle round would wait
+	// a round trip more for nothing).
 	EvalMulti(ctx context.Context, s *scripts.Script, eval bool, calls []*Call)
 	// Del deletes key.
 	Del(ctx context.Context, key string) error
@@ -185,14 +188,9 @@ func (c *Conn) run(ctx context.Context, s *scripts.Script, keys, args []string) 
 	return reply, err
 }
 
-// runAll runs every call of s: one alone is a plain call; several go in
-// one pipeline, then those the server answered NOSCRIPT go once more with
-// EVAL in a second one.
+// runAll runs every call of s in one pipeline (EvalMulti), then those the
+// server answered NOSCRIPT once more with EVAL in a second one.
 func (c *Conn) runAll(ctx context.Context, s *scripts.Script, calls []*Call) {
-	if len(calls) == 1 {
-		calls[0].Reply, calls[0].Err = c.run(ctx, s, calls[0].Keys, calls[0].Args)
-		return
-	}
 	c.cl.EvalMulti(ctx, s, false, calls)
 	var again []*Call
 	for _, call := range calls {
