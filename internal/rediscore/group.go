@@ -8,10 +8,11 @@ import (
 	"github.com/fleetstore/fleetstore/internal/scripts"
 )
 
-// Group commit: the Commits and Releases of a Conn go to the server in
-// rounds, one round in flight at a time. A call that finds no round in
-// flight sends its claims at once, alone, on its own context: an idle
-// Conn adds no wait and no timer. Calls that arrive while a round is in
+// Group commit: the Commits and Releases of a Conn (those of at most
+// maxGrouped claims; a larger one is a batch already, and is sent at once
+// on its own) go to the server in rounds, one round in flight at a time.
+// A call that finds no round in flight sends its claims at once, alone,
+// on its own context: an idle Conn adds no wait and no timer. Calls that arrive while a round is in
 // flight queue; when it is back, the caller that sent it hands the next
 // round — every call queued meanwhile, in order, up to maxRound claims —
 // to one of them, which sends it: one settle script call per mode
@@ -44,8 +45,13 @@ import (
 
 // maxRound bounds the claims of one round, so that one settle script call
 // keeps the server (which runs scripts one at a time) for a bounded time.
-// A call of more claims goes alone.
 const maxRound = 128
+
+// maxGrouped is the most claims of a call that goes in a round. A larger
+// call (a replay of the degraded mode's outbox, an application's own
+// batch) shares little with the one-claim Commits of hooks and would keep
+// them waiting for its round: it is sent at once, beside the rounds.
+const maxGrouped = 16
 
 // settleState is where a settle call is in its round; Conn.mu guards it.
 type settleState uint8
@@ -97,6 +103,10 @@ func (c *Conn) settle(ctx context.Context, commit bool, claims []driver.Claim) (
 		return nil, nil
 	}
 	s := c.newSettleCall(ctx, commit, claims)
+	if len(claims) > maxGrouped {
+		res := c.sendRound(ctx, []*settleCall{s})
+		return res[0].errs, res[0].err
+	}
 	c.mu.Lock()
 	if !c.busy {
 		c.busy = true

@@ -95,6 +95,27 @@ func cmdCalls(info, cmd string) int {
 	return 0
 }
 
+// warmConns leaves several connections of st to srv open and ready in
+// its pool, so that a call made while the server is stopped or its
+// replies are lost is written at once, not held up by a new
+// connection's handshake: four Pings while the server is stopped, each
+// on a connection of its own.
+func warmConns(t *testing.T, st *fleetstore.Store, srv *testserver.Redis) {
+	t.Helper()
+	if err := srv.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() { _ = st.Ping(gctx(t, 5*time.Second)) })
+	}
+	time.Sleep(200 * time.Millisecond)
+	if err := srv.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+}
+
 // committedBy checks that c is committed by hook: another hook's Hit is a
 // Duplicate naming it.
 func committedBy(t *testing.T, st *fleetstore.Store, c fleetstore.Claim, hook string) {
@@ -360,21 +381,9 @@ func TestGroupCommitLostReply(t *testing.T) {
 			if err := st.Commit(gctx(t, 5*time.Second), newClaim(tenant, "warm")); err != nil {
 				t.Fatal(err)
 			}
-			// Connections made and ready beforehand: a pooled connection
-			// whose handshake's reply would be lost cannot send the round
-			// (go-redis closes the connection of a call that timed out).
-			if err := srv.Freeze(); err != nil {
-				t.Fatal(err)
-			}
-			var warm sync.WaitGroup
-			for range 4 {
-				warm.Go(func() { _ = st.Ping(gctx(t, 5*time.Second)) })
-			}
-			time.Sleep(200 * time.Millisecond)
-			if err := srv.Thaw(); err != nil {
-				t.Fatal(err)
-			}
-			warm.Wait()
+			// go-redis closes the connection of a call that timed out: the
+			// round goes on another, whose handshake's reply would be lost.
+			warmConns(t, st, srv)
 
 			before := scriptCalls(t, srv)
 			p.DropReplies(true)
@@ -464,5 +473,59 @@ func testSettleCalls(t *testing.T, raw string, want int, servers ...*testserver.
 	}
 	for _, c := range batch {
 		committedBy(t, st, c, "h")
+	}
+}
+
+// TestLargeSettleNotQueued: a Commit of more claims than a round takes
+// from one call (a replay's batch) does not wait for the round in
+// flight: with the server stopped (SIGSTOP) and a one-claim Commit in
+// flight, a Commit of 20 claims with a 0.5s deadline times out, but its
+// claims were sent at once: once the server runs again they are
+// committed. Queued, they would have been taken out of the queue unsent
+// at its deadline.
+func TestLargeSettleNotQueued(t *testing.T) {
+	t.Parallel()
+	for _, d := range drivers {
+		t.Run(d.scheme, func(t *testing.T) {
+			t.Parallel()
+			srv := testserver.StartRedis(t, testserver.Binary(d.bin))
+			raw := d.scheme + "://" + srv.Addr
+			st, prefix := openGroup(t, raw)
+			tenant := "t-" + randHex(3)
+			if err := st.Commit(gctx(t, 5*time.Second), newClaim(tenant, "warm")); err != nil {
+				t.Fatal(err)
+			}
+			warmConns(t, st, srv)
+			if err := srv.Freeze(); err != nil {
+				t.Fatal(err)
+			}
+			thawed := false
+			defer func() {
+				if !thawed {
+					_ = srv.Thaw()
+				}
+			}()
+			first := make(chan error, 1)
+			go func() { first <- st.Commit(gctx(t, 5*time.Second), newClaim(tenant, "first")) }()
+			time.Sleep(200 * time.Millisecond)
+			var batch []fleetstore.Claim
+			for range 20 {
+				batch = append(batch, newClaim(tenant, "big"))
+			}
+			if err := st.Commit(gctx(t, 500*time.Millisecond), batch...); !errors.Is(err, fleetstore.ErrTimeout) {
+				t.Errorf("commit of 20 claims against a stopped server: %v, want ErrTimeout", err)
+			}
+			thawed = true
+			if err := srv.Thaw(); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-first; err != nil {
+				t.Errorf("first commit: %v", err)
+			}
+			check := reopen(t, raw, prefix)
+			for _, c := range batch {
+				committedBy(t, check, c, "big")
+			}
+		})
 	}
 }
