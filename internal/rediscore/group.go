@@ -12,13 +12,13 @@ import (
 // maxGrouped claims; a larger one is a batch already, and is sent at once
 // on its own) go to the server in rounds, one round in flight at a time.
 // A call that finds no round in flight sends its claims at once, alone,
-// on its own context: an idle Conn adds no wait and no timer. Calls that arrive while a round is in
-// flight queue; when it is back, the caller that sent it hands the next
-// round — every call queued meanwhile, in order, up to maxRound claims —
-// to one of them, which sends it: one settle script call per mode
-// (commit, release), and on a cluster per tenant (one slot each), all in
-// one pipeline. No goroutine is started: every round is sent by a caller
-// whose claims are in it.
+// on its own context: an idle Conn adds no wait and no timer. Calls that
+// arrive while a round is in flight queue; when it is back, the caller
+// that sent it hands the next round — every call queued meanwhile, in
+// order, up to maxRound claims — to one of them, which sends it: one
+// settle script call per mode (commit, release), and on a cluster per
+// tenant (one slot each), all in one pipeline. No goroutine is started:
+// every round is sent by a caller whose claims are in it.
 //
 // The contract holds per call, as if each had sent its claims alone:
 //
@@ -327,8 +327,10 @@ func (c *Conn) sendRound(ctx context.Context, calls []*settleCall) []settleResul
 		commit bool
 		tenant string
 	}
+	type callSize struct{ groups, keys, args int }
+	// Each group's script call, and each call's size.
 	at := make(map[slot]int, 2)
-	var script []*Call
+	var size []callSize
 	for _, s := range calls {
 		s.place = s.place[:0]
 		for _, g := range s.groups {
@@ -338,17 +340,35 @@ func (c *Conn) sendRound(ctx context.Context, calls []*settleCall) []settleResul
 			}
 			i, ok := at[k]
 			if !ok {
-				i = len(script)
+				i = len(size)
 				at[k] = i
-				script = append(script, &Call{Keys: g.keys, Args: g.args})
-				s.place = append(s.place, placeInCall{call: i})
-				continue
+				size = append(size, callSize{args: 1}) // the mode
 			}
+			z := &size[i]
+			s.place = append(s.place, placeInCall{call: i, off: z.keys})
+			z.groups++
+			z.keys += len(g.keys)
+			z.args += len(g.args) - 1
+		}
+	}
+	// A call of one group is that group's arguments; a call of several
+	// has its own, the mode once.
+	script := make([]*Call, len(size))
+	for _, s := range calls {
+		for j, g := range s.groups {
+			i := s.place[j].call
 			sc := script[i]
-			s.place = append(s.place, placeInCall{call: i, off: len(sc.Keys)})
-			// Clipped: the first group's slices are never appended to.
-			sc.Keys = append(sc.Keys[:len(sc.Keys):len(sc.Keys)], g.keys...)
-			sc.Args = append(sc.Args[:len(sc.Args):len(sc.Args)], g.args[1:]...) // mode once
+			switch {
+			case size[i].groups == 1:
+				script[i] = &Call{Keys: g.keys, Args: g.args}
+				continue
+			case sc == nil:
+				sc = &Call{Keys: make([]string, 0, size[i].keys)}
+				sc.Args = append(make([]string, 0, size[i].args), g.args[0])
+				script[i] = sc
+			}
+			sc.Keys = append(sc.Keys, g.keys...)
+			sc.Args = append(sc.Args, g.args[1:]...)
 		}
 	}
 	c.runAll(ctx, scripts.Settle, script)
