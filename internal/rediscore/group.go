@@ -27,7 +27,9 @@ import (
 //     (not on that caller's cancellation), so no call's answer is cut
 //     short by another's budget. Every other call waits for the round or
 //     its own context, whichever comes first: it returns at its own
-//     deadline even when its round is still in flight.
+//     deadline even when its round is still in flight. The one cost: a
+//     caller cancelled while it sends a round for others returns when the
+//     round is back (by its own deadline), not at once.
 //   - Lost replies (T5): a round is sent once. A call whose context ends
 //     before its round is sent is taken out of it, and its claims are
 //     never sent; once sent, the call returns its context's error and the
