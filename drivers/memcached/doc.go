@@ -178,7 +178,10 @@
 // absent); Release of the hook's own pending claim is a cas that writes an
 // empty item expiring at once (gomemcache has no cas-delete; memcached
 // expires an item with a negative exptime immediately). A conflict re-reads
-// that claim and decides again. Reset deletes the bucket item. Ping sends
+// that claim and decides again. Each Commit or Release settles its own
+// claims: calls are not grouped into shared rounds as on Redis and Valkey
+// (memcached has no script to settle many claims in one request; each
+// claim is its own cas). Reset deletes the bucket item. Ping sends
 // version to every server. Peek (driver.Peeker) gets the bucket item, one
 // round trip, and reads its TATs at the client's now: a get moves no
 // expiry (touch and gat do).

@@ -11,7 +11,9 @@
 // It accepts only the common parameters (timeout, key_prefix). State is
 // sharded by tenant, each shard under its own lock, so one Hit takes one
 // lock. Expired buckets and claims are swept from a shard as it is written,
-// so memory stays bounded under a stream of new tenants and keys.
+// so memory stays bounded under a stream of new tenants and keys. Each
+// Commit or Release settles its own claims under their shards' locks: with
+// no round trip to share, calls are not grouped as on Redis and Valkey.
 //
 // Time is a monotonic clock in µs (CONTRACT G8), injectable with New for
 // tests.

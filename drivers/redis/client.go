@@ -187,10 +187,19 @@ func (c *client) Eval(
 }
 
 // EvalMulti implements rediscore.Client: one pipeline, which go-redis
-// sends as one round trip per node.
+// sends as one round trip per node; one call alone goes straight to a
+// pooled connection. Never through the auto-pipeliner: a settle round
+// queued behind its batch in flight would wait a round trip more, and
+// the Commits queued behind the round with it.
 func (c *client) EvalMulti(
 	ctx context.Context, s *scripts.Script, eval bool, calls []*rediscore.Call,
 ) {
+	if len(calls) == 1 {
+		cmd := evalCmd(ctx, nil, s, eval, calls[0].Keys, calls[0].Args)
+		_ = c.c.Process(ctx, cmd)
+		calls[0].Reply, calls[0].Err = cmd.Val(), c.failed(cmd.Err())
+		return
+	}
 	cmds := make([]*noRetry, len(calls))
 	pipe := c.c.Pipeline()
 	for i, call := range calls {

@@ -140,17 +140,20 @@
 // pipeline pool (10 connections per server, beside and not counted in
 // pool_size and max_active_conns; go-redis creates it with pipeline=off
 // too, for batch settles); on a cluster, one such stream per range
-// of slots (GOMAXPROCS of them, at most 16), each batch split by node. A
-// script call is a Hit, a Peek, or a Commit or Release whose claims are
-// in one slot (a batch over several slots of a cluster is one go-redis
-// pipeline of its own, as before); Reset and Ping are never pipelined. With
-// pipeline=auto, the default, a script call goes through the pipeliner
-// while another of the Store's is in flight; a call alone goes straight
-// to a pooled connection, as with pipeline=off, because the pipeliner's
-// hand-offs between goroutines would only add to its latency.
-// pipeline=always sends every script call through it (a call alone then
-// pays those hand-offs: about 40–90µs more p50 at concurrency 1 on the
-// 2-core machine of the README's figures); pipeline=off none.
+// of slots (GOMAXPROCS of them, at most 16), each batch split by node.
+// Only Hits and Peeks go through it. A settle (a round of Commits and
+// Releases, see Keys and scripts, or a larger call) is written at once,
+// never queued behind the pipeliner's batch in flight, which would delay
+// it and the calls queued behind it by a round trip: one script call on a
+// pooled connection, several in one go-redis pipeline of its own. Reset
+// and Ping are never pipelined. With pipeline=auto, the default, a Hit or
+// Peek goes through the pipeliner while another of the Store's is in
+// flight; one alone goes straight to a pooled connection, as with
+// pipeline=off, because the pipeliner's hand-offs between goroutines
+// would only add to its latency. pipeline=always sends every Hit and Peek
+// through it (one alone then pays those hand-offs: about 40–90µs more p50
+// at concurrency 1 on the 2-core machine of the README's figures);
+// pipeline=off none.
 //
 // What the contract needs, and how it holds on that path (each shown by a
 // test with pipeline=always, the conformance suite included, on a single
@@ -213,10 +216,16 @@
 // construction and a small go-redis adapter. One hash per tenant holds
 // every kind's TAT and a few small hashes (shards) its claims, every key
 // of a tenant under one cluster hash tag, each expiring with its latest
-// record (internal/scripts' doc). A Hit is one script call; a Commit or
-// Release of N claims is one script call on a single server, and one per
-// tenant in one pipeline (one round trip per node) on a cluster. A Peek
-// (driver.Peeker) is one call of a read-only script; Reset is one DEL.
+// record (internal/scripts' doc). A Hit is one script call. Commits and
+// Releases of up to 16 claims go in rounds (group commit,
+// internal/rediscore): a call that finds no round in flight is sent at
+// once, alone; the calls that arrive meanwhile go together in the next
+// round, one script call per mode (commit, release) on a single server,
+// and per mode and tenant in one pipeline (one round trip per node) on a
+// cluster. A larger call is sent at once, beside the rounds. Each claim
+// gets its own result, each call returns by its own deadline (T1), and
+// nothing is sent twice (T5). A Peek (driver.Peeker) is one call of a
+// read-only script; Reset is one DEL.
 //
 // # Logging
 //

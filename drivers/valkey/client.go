@@ -29,14 +29,14 @@ func (c *client) Eval(
 	if err != nil {
 		return nil, err
 	}
-	if !oneTag(keys) {
+	if cl.Mode() == valkey.ClientModeCluster && !oneTag(keys) {
 		return nil, errCrossSlot
 	}
 	return replyOf(cl.Do(ctx, evalCmd(cl, s, eval, keys, args)))
 }
 
 // EvalMulti implements rediscore.Client: one DoMulti, pipelined, one round
-// trip per node.
+// trip per node (one call alone: Do).
 func (c *client) EvalMulti(
 	ctx context.Context, s *scripts.Script, eval bool, calls []*rediscore.Call,
 ) {
@@ -49,15 +49,20 @@ func (c *client) EvalMulti(
 	}
 	var sent []*rediscore.Call
 	var cmds valkey.Commands
+	cluster := cl.Mode() == valkey.ClientModeCluster
 	for _, call := range calls {
-		if !oneTag(call.Keys) {
+		if cluster && !oneTag(call.Keys) {
 			call.Err = errCrossSlot
 			continue
 		}
 		sent = append(sent, call)
 		cmds = append(cmds, evalCmd(cl, s, eval, call.Keys, call.Args))
 	}
-	if len(cmds) == 0 {
+	switch len(cmds) {
+	case 0:
+		return
+	case 1:
+		sent[0].Reply, sent[0].Err = replyOf(cl.Do(ctx, cmds[0]))
 		return
 	}
 	for i, resp := range cl.DoMulti(ctx, cmds...) {
@@ -119,9 +124,15 @@ func (*client) IsNoScript(err error) bool {
 	return ok && e.IsNoScript()
 }
 
-// SplitByTenant implements rediscore.Client: always, so a call never spans
-// two slots whether or not the server turns out to be a cluster node.
-func (*client) SplitByTenant() bool { return true }
+// SplitByTenant implements rediscore.Client: on a cluster (valkey-go's
+// cluster client, which it also builds for one address that is a cluster
+// node), and while the client is not built, when that is not known yet;
+// a single server or a Sentinel-managed master takes every tenant's
+// claims in one call.
+func (c *client) SplitByTenant() bool {
+	b := c.lazy.built.Load()
+	return b == nil || b.c.Mode() == valkey.ClientModeCluster
+}
 
 // Close implements rediscore.Client: it stops a build in flight and closes
 // every connection and goroutine of the client (T4).
@@ -130,10 +141,11 @@ func (c *client) Close() error {
 	return nil
 }
 
-// errCrossSlot refuses a call whose keys do not share one hash tag. The
-// key layout makes it impossible (every key of a call is one tenant's);
-// checking before the command is built keeps it impossible should the
-// layout change, since valkey-go's cluster builder panics on such a call.
+// errCrossSlot refuses a call to a cluster whose keys do not share one
+// hash tag. The key layout makes it impossible (every key of such a call
+// is one tenant's); checking before the command is built keeps it
+// impossible should the layout change, since valkey-go's cluster builder
+// panics on such a call.
 var errCrossSlot = errors.New("keys of one script call do not share one hash tag")
 
 // evalCmd builds EVALSHA (or EVAL) of s over keys and args. The command is

@@ -1,12 +1,14 @@
 // Package rediscore is the driver logic the Redis and Valkey drivers
 // share: it implements driver.Conn over a small [Client] adapter per
 // client library (go-redis, valkey-go). A Hit is one call of the hit
-// script of package internal/scripts; a Commit or Release is one call of
-// the settle script per cluster slot, pipelined; a Peek is one call of the
-// read-only peek script; Reset is one DEL. The adapter only sends commands
-// and says which errors were the server's reply; everything else —
-// building the script calls, EVALSHA then EVAL once on NOSCRIPT, grouping
-// a batch by tenant, decoding, the eviction policy check — is here, once.
+// script of package internal/scripts; Commits and Releases go in rounds
+// (group commit: those that arrive while a round is in flight go
+// together in the next), each round one call of the settle script per
+// mode and cluster slot, pipelined; a Peek is one call of the read-only
+// peek script; Reset is one DEL. The adapter only sends commands and says
+// which errors were the server's reply; everything else — building the
+// script calls, EVALSHA then EVAL once on NOSCRIPT, group commit,
+// grouping by tenant, decoding, the eviction policy check — is here, once.
 //
 // The path of a Redis Hit: fleetstore.Store.Hit (checks, budget, error
 // classification) → driver.Conn.Hit, which is [Conn.Hit] here →
@@ -36,7 +38,10 @@ type Client interface {
 	// reply is decoded into int64, string, nil and []any of those.
 	Eval(ctx context.Context, s *scripts.Script, eval bool, keys, args []string) (any, error)
 	// EvalMulti runs every call in one pipeline (one round trip per
-	// node), setting each call's Reply and Err.
+	// node; one call alone may go as a plain command), setting each
+	// call's Reply and Err. The calls are written at once: never queued
+	// behind a batch of other calls in flight (a settle round would wait
+	// a round trip more for nothing).
 	EvalMulti(ctx context.Context, s *scripts.Script, eval bool, calls []*Call)
 	// Del deletes key.
 	Del(ctx context.Context, key string) error
@@ -82,6 +87,11 @@ type Conn struct {
 	bg     context.Context
 	stopBG context.CancelFunc
 	wg     sync.WaitGroup
+
+	// mu guards the group commit's queue (group.go).
+	mu    sync.Mutex
+	busy  bool          // a settle round is in flight
+	queue []*settleCall // settle calls waiting for the next round
 }
 
 var (
@@ -129,66 +139,16 @@ func (c *Conn) Peek(ctx context.Context, charges []driver.Charge) (driver.Result
 	return res, driver.ErrorReply(err)
 }
 
-// Commit implements driver.Conn (C5–C8, C10).
+// Commit implements driver.Conn (C5–C8, C10), in a round of group commit
+// (group.go).
 func (c *Conn) Commit(ctx context.Context, claims []driver.Claim) ([]error, error) {
 	return c.settle(ctx, true, claims)
 }
 
-// Release implements driver.Conn (C5–C8, C10).
+// Release implements driver.Conn (C5–C8, C10), in a round of group
+// commit (group.go).
 func (c *Conn) Release(ctx context.Context, claims []driver.Claim) ([]error, error) {
 	return c.settle(ctx, false, claims)
-}
-
-// settle runs the settle script: once over every claim, or once per
-// tenant (one hash slot each) when the client says so, all in one
-// pipeline. When no call got a reply, that is the whole call's failure;
-// otherwise each claim gets its own group's result.
-func (c *Conn) settle(ctx context.Context, commit bool, claims []driver.Claim) ([]error, error) {
-	groups := [][]int{make([]int, len(claims))}
-	if c.cl.SplitByTenant() {
-		groups = GroupByTenant(claims)
-	} else {
-		for i := range claims {
-			groups[0][i] = i
-		}
-	}
-	calls := make([]*Call, len(groups))
-	for g, idx := range groups {
-		batch := make([]driver.Claim, len(idx))
-		for j, i := range idx {
-			batch[j] = claims[i]
-		}
-		calls[g] = &Call{}
-		calls[g].Keys, calls[g].Args = scripts.SettleCall(c.prefix, commit, batch)
-	}
-	c.runAll(ctx, scripts.Settle, calls)
-	reached := false
-	for _, call := range calls {
-		reached = reached || call.Err == nil || c.cl.IsReply(call.Err)
-	}
-	if !reached {
-		return nil, c.mark(calls[0].Err)
-	}
-	c.answered()
-	errs := make([]error, len(claims))
-	for g, idx := range groups {
-		var res []error
-		err := calls[g].Err
-		if err == nil {
-			res, err = scripts.DecodeSettle(calls[g].Reply, len(idx))
-			err = driver.ErrorReply(err)
-		} else {
-			err = c.mark(err)
-		}
-		for j, i := range idx {
-			if err != nil {
-				errs[i] = err
-			} else {
-				errs[i] = res[j]
-			}
-		}
-	}
-	return errs, nil
 }
 
 // Reset implements driver.Conn: one DEL of the tenant's bucket hash (G5).
@@ -228,14 +188,9 @@ func (c *Conn) run(ctx context.Context, s *scripts.Script, keys, args []string) 
 	return reply, err
 }
 
-// runAll runs every call of s: one alone is a plain call; several go in
-// one pipeline, then those the server answered NOSCRIPT go once more with
-// EVAL in a second one.
+// runAll runs every call of s in one pipeline (EvalMulti), then those the
+// server answered NOSCRIPT once more with EVAL in a second one.
 func (c *Conn) runAll(ctx context.Context, s *scripts.Script, calls []*Call) {
-	if len(calls) == 1 {
-		calls[0].Reply, calls[0].Err = c.run(ctx, s, calls[0].Keys, calls[0].Args)
-		return
-	}
 	c.cl.EvalMulti(ctx, s, false, calls)
 	var again []*Call
 	for _, call := range calls {
