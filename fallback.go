@@ -127,16 +127,20 @@ type Fallback struct {
 	// fallback_outbox.
 	OutboxSize int
 	// OutboxDir, when set, keeps the outbox on disk too, in this directory
-	// (created 0700 if missing), so that commits queued survive Close and
+	// (created 0700 if missing; a relative path is the process's working
+	// directory's), so that commits queued survive Close and
 	// a crash (kill -9): a Commit queued returns nil only once its record
 	// is fsynced (commits arriving meanwhile share one fsync), and the next
 	// Open of a Store on the directory queues what was not replayed, with
 	// its TTL counted on by the wall clock, committed locally, and decides
 	// from this node until it is replayed (OutboxSize oldest kept, the rest
-	// Dropped). A torn or corrupt tail is cut at Open with one log line.
-	// One Store at a time, in any process, holds the directory: another's
-	// Open fails naming it. A Commit the disk fails is not queued (it
-	// fails with the disk's error, logged once). Cost per queued commit
+	// Dropped). A torn or corrupt tail is cut at Open with one log line; a
+	// file named as a segment that is none fails Open. One Store at a
+	// time, in any process, holds the directory: another's Open fails
+	// naming it. After the disk fails a write (full, gone) the directory
+	// is given up: that Commit and every one queued later until the Store
+	// is opened again fails with the disk's error (ErrUnavailable, logged
+	// once), rather than be queued where a crash would lose it. Cost per queued commit
 	// (BenchmarkDegradedAccept): ~50 bytes of heap more, a record of its
 	// claim's strings plus ~30 bytes on disk (113 for UUID-sized ids); the
 	// directory holds at most 2 × the waiting records' bytes + 12 MiB
