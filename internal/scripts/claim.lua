@@ -5,12 +5,30 @@
 -- linear hashing, prunes, expiries — is described in package scripts'
 -- doc (doc.go); the names here are its names.
 
--- C holds the layout's constants and functions. A script runs this
--- source on every call, and defining a local function that captures many
--- locals costs the call a walk of the open upvalues per capture (about
--- 4 µs for this file's functions, measured); functions of a table capture
--- one.
+-- C holds the layout's constants and functions. A script called with
+-- EVALSHA runs this source on every call (a function library, FCALL, once
+-- when it loads), and defining a local function that captures many
+-- locals costs the call a walk of the open upvalues per capture;
+-- functions of a table capture one.
 local C = {}
+
+-- The functions of Lua's library and of Redis's API the scripts call, as
+-- locals of this source (upvalues of its functions): a function library's
+-- code reaches a global through its globals table's metatable, at every
+-- use, and cannot read Lua's library while it loads (Redis 7.0, Valkey
+-- 8.0), so C.init, the first line of every script, fills them at the first
+-- call; call, redis.call, at every call. wide is whether Lua's %d writes
+-- an integer below 2^53 in full (a C long of 64 bits).
+local call, byte, sub, char, format, find, floor, max, unpack, wide
+
+function C.init()
+  call = redis.call
+  if not byte then
+    byte, sub, char, format, find = string.byte, string.sub, string.char, string.format, string.find
+    floor, max, unpack = math.floor, math.max, _G.unpack
+    wide = format('%d', 2 ^ 53) == '9007199254740992'
+  end
+end
 
 -- CAP is the number of fields at which a shard splits a bucket: well
 -- below hash-max-listpack-entries (512 on the servers measured) so that an
@@ -45,7 +63,18 @@ function C.encode_claim(st, hook, expires)
   x = (x - c) / 256
   local b = x % 256
   local a = (x - b) / 256
-  return st .. string.char(a, b, c, d, e, f, g) .. hook
+  return st .. char(a, b, c, d, e, f, g) .. hook
+end
+
+-- int returns x, an integer from 0 to 2^53, as an argument of redis.call:
+-- its decimal digits, since a number given to redis.call is written with
+-- %.17g, exact but a floating-point print several times the cost; the
+-- number itself where %d is narrower than 2^53.
+function C.int(x)
+  if wide then
+    return format('%d', x)
+  end
+  return x
 end
 
 -- C.FAR is how far ahead of now (µs) a record's expiry can be: a claim's
@@ -53,18 +82,18 @@ end
 -- ahead is not one this code wrote.
 C.FAR = 3 * 366 * 86400 * 1000000
 
--- decode_claim returns the state ('p' pending or 'c' committed), the
--- hook_id and the expiry (µs) of a live record, nothing when its expiry
--- is at or before now, and raises a script error (an error reply, never a
--- wrong decision) when the value was not written by encode_claim: anything
--- else is some other program's value under our prefix (V4).
-function C.decode_claim(v, now)
-  local st = string.sub(v, 1, 1)
+-- live_until returns the expiry (µs) of record v when it is live, nothing
+-- when its expiry is at or before now, and raises a script error (an
+-- error reply, never a wrong decision) when the value was not written by
+-- encode_claim: anything else is some other program's value under our
+-- prefix (V4).
+function C.live_until(v, now)
   local n = #v
-  if (st ~= 'D' and st ~= 'P') or n < 9 or n > 264 then
+  local st = byte(v, 1)
+  if (st ~= 68 and st ~= 80) or n < 9 or n > 264 then -- 'D', 'P'
     error('fleetstore: malformed claim record')
   end
-  local a, b, c, d, e, f, g = string.byte(v, 2, 8)
+  local a, b, c, d, e, f, g = byte(v, 2, 8)
   if a >= 32 then
     error('fleetstore: malformed claim record')
   end
@@ -75,22 +104,37 @@ function C.decode_claim(v, now)
   if exp - now > C.FAR then
     error('fleetstore: malformed claim record')
   end
-  if st == 'P' then
-    return 'p', string.sub(v, 9), exp
+  return exp
+end
+
+-- decode_claim returns the state ('p' pending or 'c' committed), the
+-- hook_id and the expiry (µs) of a live record, nothing when it is not
+-- live; a malformed record is a script error (live_until).
+function C.decode_claim(v, now)
+  local exp = C.live_until(v, now)
+  if not exp then
+    return nil
   end
-  return 'c', string.sub(v, 9), exp
+  if byte(v, 1) == 80 then
+    return 'p', sub(v, 9), exp
+  end
+  return 'c', sub(v, 9), exp
 end
 
 -- shard_key is the key of shard i of the tenant whose tag is tag
--- (PREFIX:{T} → PREFIX:{T}:s<i>; i is a small integer, which Lua writes
--- in full digits).
+-- (PREFIX:{T} → PREFIX:{T}:s<i>; i is a small integer, written in full
+-- digits by %d: Lua's own number-to-string conversion is a %.14g, a
+-- floating-point print several times its cost).
 function C.shard_key(tag, i)
-  return tag .. ':s' .. i
+  if i == 0 then
+    return tag .. ':s0'
+  end
+  return tag .. ':s' .. format('%d', i)
 end
 
 -- shard_index is the bucket of digest d at level l and split pointer p.
 function C.shard_index(d, l, p)
-  local a, b, c, e = string.byte(d, 1, 4)
+  local a, b, c, e = byte(d, 1, 4)
   local h = ((a * 256 + b) * 256 + c) * 256 + e
   local i = h % 2 ^ l
   if i < p then
@@ -108,21 +152,21 @@ function C.read_state(v, zero)
     return nil
   end
   local n = zero and 18 or 13
-  if #v ~= n or string.byte(v, 1) ~= 83 then
+  if #v ~= n or byte(v, 1) ~= 83 then
     error('fleetstore: malformed claim shard state')
   end
   local i = 2
   local l, p
   if zero then
     local p1, p2, p3, p4
-    l, p1, p2, p3, p4 = string.byte(v, 2, 6)
+    l, p1, p2, p3, p4 = byte(v, 2, 6)
     p = ((p1 * 256 + p2) * 256 + p3) * 256 + p4
     if l > 32 or p >= 2 ^ l then
       error('fleetstore: malformed claim shard state')
     end
     i = 7
   end
-  local e1, e2, e3, e4, e5, e6, x1, x2, x3, x4, x5, x6 = string.byte(v, i, i + 11)
+  local e1, e2, e3, e4, e5, e6, x1, x2, x3, x4, x5, x6 = byte(v, i, i + 11)
   local e = ((((e1 * 256 + e2) * 256 + e3) * 256 + e4) * 256 + e5) * 256 + e6
   local x = ((((x1 * 256 + x2) * 256 + x3) * 256 + x4) * 256 + x5) * 256 + x6
   return e, x, l, p
@@ -142,23 +186,29 @@ end
 -- location: a table the writes below take (the tenant's tag, its state l
 -- and p and shard 0's e0 and x0; the claim's shard and its e and x).
 function C.find_claim(short, now)
-  local tag = string.sub(short, 1, -17)
-  local d = string.sub(short, -16)
+  local tag = sub(short, 1, -17)
+  local d = sub(short, -16)
   local s0 = C.shard_key(tag, 0)
   -- Shard 0 holds the state, and the records of a tenant of one bucket:
   -- one read finds both. No state: a tenant of one bucket (l = p = 0)
   -- whose state is not written yet.
-  local m = redis.call('HMGET', s0, d, 's')
-  local loc = {tag = tag, short = short, d = d, s0 = s0, l = 0, p = 0}
+  local m = call('HMGET', s0, d, 's')
+  -- Every field loc ever holds is in its constructor, so that the table
+  -- is made at its size once (a field added later would grow it): false
+  -- where there is none yet, which every use reads as it reads nil.
+  local loc = {tag = tag, short = short, d = d, s0 = s0, l = 0, p = 0, e0 = false, x0 = false,
+    shard = s0, e = false, x = false, field = false, at = false, nx0 = false, cover = false}
   if m[2] then
     loc.e0, loc.x0, loc.l, loc.p = C.read_state(m[2], true)
+    if loc.l ~= 0 or loc.p ~= 0 then
+      loc.shard = C.bucket_key(loc, C.shard_index(d, loc.l, loc.p), loc.l, loc.p)
+    end
   end
-  loc.shard = C.bucket_key(loc, C.shard_index(d, loc.l, loc.p), loc.l, loc.p)
   local v
   if loc.shard == s0 then
     v, loc.e, loc.x = m[1], loc.e0, loc.x0
   else
-    local r = redis.call('HMGET', loc.shard, d, 's')
+    local r = call('HMGET', loc.shard, d, 's')
     v = r[1]
     loc.e, loc.x = C.read_state(r[2])
   end
@@ -170,7 +220,7 @@ function C.find_claim(short, now)
       return st, hook, exp, loc
     end
   end
-  v = redis.call('GET', short)
+  v = call('GET', short)
   if v then
     local st, hook, exp = C.decode_claim(v, now)
     if st then
@@ -192,7 +242,7 @@ function C.expiry(key, e, at)
     end
     return at + C.SLACK
   end
-  return math.max(at + C.SLACK, redis.call('PEXPIRETIME', key))
+  return max(at + C.SLACK, call('PEXPIRETIME', key))
 end
 
 -- rare defines the functions of the rare paths — a prune, a split, a
@@ -203,22 +253,29 @@ function C.rare()
   if C.split then
     return
   end
-  -- bytes returns n as k bytes, big-endian (n an integer below 256^k).
+  -- bytes returns n as k bytes, big-endian (k 4 or 6, n an integer below
+  -- 256^k).
   function C.bytes(n, k)
-    local b = {}
-    for i = k, 1, -1 do
-      local r = n % 256
-      b[i] = r
-      n = (n - r) / 256
+    local f = n % 256
+    n = (n - f) / 256
+    local e = n % 256
+    n = (n - e) / 256
+    local d = n % 256
+    n = (n - d) / 256
+    local c = n % 256
+    if k == 4 then
+      return char(c, d, e, f)
     end
-    return string.char(unpack(b))
+    n = (n - c) / 256
+    local b = n % 256
+    return char((n - b) / 256, b, c, d, e, f)
   end
 
   -- state is the value of a shard's state field: "S", then in shard 0 l (1
   -- byte) and p (4), then e and x (6 bytes each: ms below 2^48).
   function C.state(e, x, l, p)
     if l then
-      return 'S' .. string.char(l) .. C.bytes(p, 4) .. C.bytes(e, 6) .. C.bytes(x, 6)
+      return 'S' .. char(l) .. C.bytes(p, 4) .. C.bytes(e, 6) .. C.bytes(x, 6)
     end
     return 'S' .. C.bytes(e, 6) .. C.bytes(x, 6)
   end
@@ -235,18 +292,18 @@ function C.rare()
       return 0
     end
     table.sort(exps)
-    return math.floor((exps[math.ceil(#exps / 8)] + 999) / 1000)
+    return floor((exps[math.ceil(#exps / 8)] + 999) / 1000)
   end
 
   -- prune removes shard's expired records and returns how many are left and
   -- when the next prune is due (ms, 0: none); the caller writes it.
   function C.prune(shard, now)
-    local all = redis.call('HGETALL', shard)
+    local all = call('HGETALL', shard)
     local dead, exps = {}, {}
     for j = 1, #all, 2 do
       if #all[j] == C.DIGEST then
-        local st, _, exp = C.decode_claim(all[j + 1], now)
-        if st then
+        local exp = C.live_until(all[j + 1], now)
+        if exp then
           exps[#exps + 1] = exp
         else
           dead[#dead + 1] = all[j]
@@ -254,7 +311,7 @@ function C.rare()
       end
     end
     if #dead > 0 then
-      redis.call('HDEL', shard, unpack(dead))
+      call('HDEL', shard, unpack(dead))
     end
     return #exps, C.due(exps)
   end
@@ -273,14 +330,14 @@ function C.rare()
     end
     local src = C.bucket_key(loc, p, l, p)
     local stay, dst = C.bucket_key(loc, p, nl, np), C.bucket_key(loc, hi, nl, np)
-    local all = redis.call('HGETALL', src)
+    local all = call('HGETALL', src)
     local gone, kept, moved, keptx, movedx = {}, {}, {}, {}, {}
     local se
     for j = 1, #all, 2 do
       local f, v = all[j], all[j + 1]
       if #f == C.DIGEST then
-        local st, _, exp = C.decode_claim(v, now)
-        if not st then
+        local exp = C.live_until(v, now)
+        if not exp then
           gone[#gone + 1] = f
         elseif C.shard_index(f, nl, np) == hi then
           gone[#gone + 1] = f
@@ -304,12 +361,12 @@ function C.rare()
       if #fv == 0 then
         return
       end
-      local e = C.expiry(key, nil, math.floor((math.max(unpack(exps)) + 999) / 1000))
+      local e = C.expiry(key, nil, floor((max(unpack(exps)) + 999) / 1000))
       local x = C.due(exps)
-      redis.call('HSET', key, 's', C.state(e, x), unpack(fv))
-      redis.call('PEXPIREAT', key, e)
+      call('HSET', key, 's', C.state(e, x), unpack(fv))
+      call('PEXPIREAT', key, C.int(e))
       wrote[key] = {e, x}
-      loc.cover = math.max(loc.cover or 0, e)
+      loc.cover = max(loc.cover or 0, e)
     end
     put(dst, moved, movedx)
     if stay ~= src then
@@ -320,21 +377,21 @@ function C.rare()
       keptx = {}
     end
     if #gone > 0 then
-      redis.call('HDEL', src, unpack(gone))
+      call('HDEL', src, unpack(gone))
     end
     if src == loc.s0 then
       loc.nx0 = C.due(keptx)
     else
       local e = se
       if not e then
-        local pe = redis.call('PEXPIRETIME', src)
+        local pe = call('PEXPIRETIME', src)
         if pe > 0 then
           e = pe
         end
       end
       if e then
         local x = C.due(keptx)
-        redis.call('HSET', src, 's', C.state(e, x))
+        call('HSET', src, 's', C.state(e, x))
         wrote[src] = {e, x}
       end
     end
@@ -351,9 +408,9 @@ end
 -- when it had none (a new tenant).
 function C.put_claim(loc, st, hook, expires, now)
   local v = C.encode_claim(st, hook, expires)
-  local at = math.floor((expires + 999) / 1000)
+  local at = floor((expires + 999) / 1000)
   if #v > C.PACKED then
-    redis.call('SET', loc.short, v, 'PXAT', at)
+    call('SET', loc.short, v, 'PXAT', C.int(at))
     return
   end
   -- e and x: the claim shard's state as the server holds it (nil: none);
@@ -371,7 +428,7 @@ function C.put_claim(loc, st, hook, expires, now)
         loc.nx0 = nx
       end
     else
-      left = redis.call('HLEN', loc.shard)
+      left = call('HLEN', loc.shard)
     end
     if left >= C.CAP then
       C.rare()
@@ -399,7 +456,7 @@ function C.put_claim(loc, st, hook, expires, now)
   -- Shard 0's expiry must cover the record, wherever it is, and the
   -- records a split moved. Each state is written only when it changed (a
   -- new tenant's shard 0 has none: e0 ~= nil).
-  local e0 = C.expiry(loc.s0, loc.e0, math.max(at, loc.cover or 0))
+  local e0 = C.expiry(loc.s0, loc.e0, max(at, loc.cover or 0))
   local nx0 = loc.nx0 or loc.x0 or 0
   if loc.shard == loc.s0 then
     nx0 = nx or 0
@@ -411,35 +468,35 @@ function C.put_claim(loc, st, hook, expires, now)
   end
   if loc.shard == loc.s0 then
     if s0 then
-      redis.call('HSET', loc.s0, 's', s0, loc.d, v)
+      call('HSET', loc.s0, 's', s0, loc.d, v)
     else
-      redis.call('HSET', loc.s0, loc.d, v)
+      call('HSET', loc.s0, loc.d, v)
     end
   else
     local ne = C.expiry(loc.shard, e, at)
     if ne ~= e or nx ~= x then
       C.rare()
-      redis.call('HSET', loc.shard, 's', C.state(ne, nx or 0), loc.d, v)
+      call('HSET', loc.shard, 's', C.state(ne, nx or 0), loc.d, v)
     else
-      redis.call('HSET', loc.shard, loc.d, v)
+      call('HSET', loc.shard, loc.d, v)
     end
     if ne ~= e then
-      redis.call('PEXPIREAT', loc.shard, ne)
+      call('PEXPIREAT', loc.shard, C.int(ne))
     end
     if s0 then
-      redis.call('HSET', loc.s0, 's', s0)
+      call('HSET', loc.s0, 's', s0)
     end
   end
   if e0 ~= loc.e0 then
-    redis.call('PEXPIREAT', loc.s0, e0)
+    call('PEXPIREAT', loc.s0, C.int(e0))
   end
 end
 
 -- drop_claim deletes loc's live record (a release of a pending claim).
 function C.drop_claim(loc)
   if loc.at == 'f' then
-    redis.call('HDEL', loc.shard, loc.d)
+    call('HDEL', loc.shard, loc.d)
   elseif loc.at == 's' then
-    redis.call('DEL', loc.short)
+    call('DEL', loc.short)
   end
 end

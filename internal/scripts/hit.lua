@@ -23,55 +23,59 @@
 --
 -- Lua numbers are doubles: integers are exact below 2^53 µs (≈ 285 years
 -- past 1970). Every value here is at most now + 2 × 366 days (≈ 1.9e15 µs
--- today), so the arithmetic below is exact integer arithmetic. Numbers
--- go to redis.call as Lua numbers, which Redis (and Valkey) write with
--- %.17g: every integer below 2^53 in full digits, with no string.format
--- (claim.lua writes its expiries as bytes). tostring() would write %.14g
--- (1.78e+15) and lose digits: it is never used on a number.
+-- today), so the arithmetic below is exact integer arithmetic. Numbers go
+-- to redis.call as strings of their decimal digits (C.int): given a Lua
+-- number, Redis would write it with %.17g, exact but a floating-point
+-- print several times the cost, and tostring() would write %.14g
+-- (1.78e+15) and lose digits. Numbers come in as strings and are
+-- converted by arithmetic (ARGV[i] + 0), one string-to-number conversion
+-- where tonumber() makes two.
 
--- Redis < 5 replicates scripts verbatim and refuses writes after TIME
--- unless told to replicate effects; later versions always do (no-op).
-if redis.replicate_commands then redis.replicate_commands() end
+C.init()
 
 -- The server's clock in µs (CONTRACT G8): every node of the fleet shares it.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local t = call('TIME')
+local now = t[1] * 1000000 + t[2]
 
 -- How many charges, and where the claim's arguments start.
-local n = tonumber(ARGV[1])
+local n = ARGV[1] + 0
 local c = 3 * n + 2
 
+-- out is the reply, {code, value, r_1, ..., r_n}, made at its largest
+-- (driver.MaxCharges = 4) and cut to n (the server's reply ends at the
+-- first nil): r_i starts as charge i's stored TAT's lead over now (0 for
+-- none: a full bucket), what every answer but a charged OK reports (G10),
+-- and each return sets the code and value. The charges below are reckoned
+-- in leads: max(tat, now) is now + r_i.
+local out = {0, 0, 0, 0, 0, 0}
+for i = n + 3, 6 do
+  out[i] = nil
+end
 -- The buckets as they stand. One HGETALL reads every kind's TAT, the
 -- charged ones and the others: top, the latest TAT of all, is what the
 -- hash's expiry already covers (every write below keeps the expiry at or
 -- past its latest TAT), so no PTTL is needed to know whether to lengthen
--- it. tats[i] is charge i's stored TAT (0: absent, a full bucket). out is
--- the reply, {code, value, r_1, ..., r_n}: r_i starts as the stored TAT's
--- lead over now, what every answer but a charged OK reports (G10), and
--- each return sets the code and value.
-local tats = {}
-local out = {0, 0}
+-- it.
 local top = 0
 if n > 0 then
-  local all = redis.call('HGETALL', KEYS[1])
-  local stored = {}
+  local all = call('HGETALL', KEYS[1])
   for j = 1, #all, 2 do
     local v = all[j + 1]
     -- Anything but the decimal digits this script writes is some other
     -- program's value under our prefix: refuse rather than guess (V4).
-    if not string.match(v, '^%d+$') then
+    if not find(v, '^%d+$') then
       error('fleetstore: malformed bucket TAT')
     end
-    v = tonumber(v)
-    stored[all[j]] = v
+    v = v + 0
     if v > top then
       top = v
     end
-  end
-  for i = 1, n do
-    local tat = stored[ARGV[3 * i - 1]] or 0
-    tats[i] = tat
-    out[i + 2] = math.max(tat - now, 0)
+    local kind = all[j]
+    for i = 1, n do
+      if kind == ARGV[3 * i - 1] and v > now then
+        out[i + 2] = v - now
+      end
+    end
   end
 end
 
@@ -90,20 +94,15 @@ if KEYS[2] then
 end
 
 -- The charges, checked before the claim (a denial says RateLimited even
--- for a duplicate). news[i] is charge i's new TAT when it conforms; wait
--- is the longest wait of the charges that do not.
-local news = {}
+-- for a duplicate). gcra.Charge: t = max(tat, now); new_tat = t + I;
+-- allow = new_tat - C, conforming when allow <= now: as leads over now,
+-- allow - now = r_i + I - C. wait is the longest wait of the charges that
+-- do not conform.
 local wait = 0
 for i = 1, n do
-  local inc = tonumber(ARGV[3 * i])
-  local cap = tonumber(ARGV[3 * i + 1])
-  -- gcra.Charge: t = max(tat, now); new_tat = t + I; allow = new_tat - C.
-  local new_tat = math.max(tats[i], now) + inc
-  local allow = new_tat - cap
-  if allow <= now then
-    news[i] = new_tat
-  else
-    wait = math.max(wait, allow - now)
+  local over = out[i + 2] + ARGV[3 * i] - ARGV[3 * i + 1]
+  if over > wait then
+    wait = over
   end
 end
 -- All or nothing (G3): one denial writes nothing and reports the longest
@@ -113,7 +112,7 @@ end
 if wait > 0 then
   local ms = 1
   if wait > 1000 then
-    ms = math.floor((wait + 999) / 1000)
+    ms = floor((wait + 999) / 1000)
   end
   out[1], out[2] = 4, ms
   return out
@@ -127,7 +126,7 @@ if held == 'c' then
 end
 if held == 'p' then
   -- The claim's exact expiry, rounded up to whole ms.
-  local ms = math.floor((expires - now + 999) / 1000)
+  local ms = floor((expires - now + 999) / 1000)
   if ms < 1 then
     ms = 1
   end
@@ -137,32 +136,36 @@ end
 
 -- Every charge conforms and the claim is free: write.
 if n > 0 then
-  -- Store each kind's new TAT in the tenant's hash.
-  local fields = {}
+  -- Store each kind's new TAT in the tenant's hash; r_i becomes the new
+  -- TAT's lead (≥ I), the reset-after of a charge taken. fields is made
+  -- at its largest and sent cut to n.
+  local fields = {0, 0, 0, 0, 0, 0, 0, 0}
   local last = 0
   for i = 1, n do
+    local lead = out[i + 2] + ARGV[3 * i]
+    out[i + 2] = lead
+    if lead > last then
+      last = lead
+    end
     fields[2 * i - 1] = ARGV[3 * i - 1]
-    fields[2 * i] = news[i]
-    last = math.max(last, news[i])
-    -- The reset-after of a charge taken: the new TAT's lead (≥ I).
-    out[i + 2] = news[i] - now
+    fields[2 * i] = C.int(now + lead)
   end
-  redis.call('HSET', KEYS[1], unpack(fields))
+  call('HSET', KEYS[1], unpack(fields, 1, 2 * n))
   -- The hash may expire once its latest TAT has passed (a passed TAT is a
   -- full bucket, G7): at that TAT's ms on the server's clock, rounded up
   -- (PEXPIREAT). Redis drops a key once its ms clock is past the expiry,
   -- so the hash lives until at least its latest TAT and lingers less than
   -- 2ms. The expiry is a function of the latest TAT alone, so the one the
-  -- hash has is top's: lengthen it only when last's is later (a hash that
-  -- did not exist has top 0).
-  local at = math.floor((last + 999) / 1000)
-  if at > math.floor((top + 999) / 1000) then
-    redis.call('PEXPIREAT', KEYS[1], at)
+  -- hash has is top's: lengthen it only when the latest new TAT's is later
+  -- (a hash that did not exist has top 0).
+  local at = floor((now + last + 999) / 1000)
+  if at > floor((top + 999) / 1000) then
+    call('PEXPIREAT', KEYS[1], C.int(at))
   end
 end
 if KEYS[2] then
   -- The claim becomes pending for this hook, for the pending TTL (C1).
-  C.put_claim(loc, 'P', ARGV[c], now + tonumber(ARGV[c + 1]), now)
+  C.put_claim(loc, 'P', ARGV[c], now + ARGV[c + 1], now)
 end
 out[1] = 1
 return out

@@ -6,8 +6,9 @@
 --
 -- Returns the 1-based indexes i of the claims with a live record, pending
 -- or committed.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+C.init()
+local t = call('TIME')
+local now = t[1] * 1000000 + t[2]
 local out = {}
 for i = 1, #KEYS do
   if C.find_claim(KEYS[i], now) then

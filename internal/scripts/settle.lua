@@ -14,13 +14,11 @@
 --   1  held by another hook (ErrClaimLost)
 --   2  release of a committed claim (ErrAlreadyCommitted)
 
--- Redis < 5 replicates scripts verbatim and refuses writes after TIME
--- unless told to replicate effects; later versions always do (no-op).
-if redis.replicate_commands then redis.replicate_commands() end
+C.init()
 
 -- The server's clock in µs: a record's expiry is reckoned by it.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local t = call('TIME')
+local now = t[1] * 1000000 + t[2]
 
 local commit = ARGV[1] == 'c'
 local out = {}
@@ -37,7 +35,7 @@ for i = 1, #KEYS do
     -- (ours pending, or absent: the hook is durable, record it) commit
     -- for TTL from now (C5, C7).
     if st ~= 'c' then
-      C.put_claim(loc, 'D', hook, now + tonumber(ARGV[2 * i + 1]), now)
+      C.put_claim(loc, 'D', hook, now + ARGV[2 * i + 1], now)
     end
   elseif st == 'c' then
     -- Release of our committed claim: no change (C6).
