@@ -57,8 +57,9 @@ type Config struct {
 	// that calls succeed after it without reopening the Store.
 	Restart func() error
 
-	// FlushScripts, when set, empties the server's script cache (SCRIPT
-	// FLUSH); T5 checks that this is invisible to the caller.
+	// FlushScripts, when set, empties the server's script cache and its
+	// function libraries (SCRIPT FLUSH, FUNCTION FLUSH); T5 checks that
+	// this is invisible to the caller.
 	FlushScripts func() error
 
 	// Stores is how many Stores the concurrency clauses (G4, C10) open on

@@ -28,7 +28,8 @@
 //     GCRA of CONTRACT §3 in integer microseconds (package gcra is the
 //     reference).
 //   - A call whose reply was lost is never re-sent (T5): the script may have
-//     run. Re-running a script on NOSCRIPT is the one exception.
+//     run. Re-running a script on a reply that proves it did not run
+//     (NOSCRIPT, a missing function) is the one exception.
 //   - Every call returns by the context's deadline (T1), and nothing it
 //     started outlives the deadline by more than the budget (T4).
 //   - Errors are marked, not classified: the Store classifies every

@@ -96,14 +96,11 @@ func TestConformanceFromClient(t *testing.T) {
 	t.Parallel()
 	srv := testserver.StartRedis(t)
 	conformance.Run(t, conformance.Config{
-		Driver:  userClients{guarded: true},
-		URL:     srv.URL(),
-		Records: records(adminClient(t, "", srv.Addr)),
-		Restart: srv.Restart,
-		FlushScripts: func() error {
-			_, err := srv.Do("SCRIPT", "FLUSH")
-			return err
-		},
+		Driver:       userClients{guarded: true},
+		URL:          srv.URL(),
+		Records:      records(adminClient(t, "", srv.Addr)),
+		Restart:      srv.Restart,
+		FlushScripts: srv.FlushScripts,
 	})
 }
 
@@ -120,7 +117,7 @@ func TestConformanceFromClusterClient(t *testing.T) {
 		AddrURL:      func(addr string) string { return "redis+cluster://" + addr },
 		Records:      records(adminClient(t, "", cl.Addrs()...)),
 		Restart:      cl.Restart,
-		FlushScripts: func() error { return cl.DoAll("SCRIPT", "FLUSH") },
+		FlushScripts: cl.FlushScripts,
 		Omit:         map[string]string{"V4": "a client not dialing through redis.Dialer parses what a lying server declares (FromClient's doc)"},
 	})
 }

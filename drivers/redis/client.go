@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -121,23 +122,27 @@ func (leftBehind) ProcessPipelineHook(
 	}
 }
 
-// evalCmd builds EVALSHA (or EVAL) of s over keys and args, marked
-// NoRetry, carrying caller (nil: none) for leftBehind.
+// evalCmd builds FCALL, EVALSHA or EVAL of s (as how says) over keys and
+// args, marked NoRetry, carrying caller (nil: none) for leftBehind.
 //
 // go-redis takes a command's arguments as []any and writes a *string as
 // the string it points to: every key and argument goes as a pointer into
-// keys and args (and the script's SHA1 or source), so none is boxed into
-// an allocation of its own; the caller never changes keys or args after.
+// keys and args (and the script's function, SHA1 or source), so none is
+// boxed into an allocation of its own; the caller never changes keys or
+// args after.
 // The first key's position is set here, so a cluster client finds the
 // slot without formatting the key count back into a string.
 func evalCmd(
-	ctx, caller context.Context, s *scripts.Script, eval bool, keys, args []string,
+	ctx, caller context.Context, s *scripts.Script, how rediscore.Send, keys, args []string,
 ) *noRetry {
 	a := make([]any, 3+len(keys)+len(args))
-	if eval {
-		a[0], a[1] = "eval", &s.Source
-	} else {
+	switch how {
+	case rediscore.SendFunction:
+		a[0], a[1] = "fcall", &s.Function
+	case rediscore.SendSHA:
 		a[0], a[1] = "evalsha", &s.SHA1
+	default:
+		a[0], a[1] = "eval", &s.Source
 	}
 	a[2] = len(keys)
 	for i := range keys {
@@ -162,7 +167,7 @@ func evalCmd(
 // and a command whose caller left before its batch was written is not
 // sent (leftBehind).
 func (c *client) Eval(
-	ctx context.Context, s *scripts.Script, eval bool, keys, args []string,
+	ctx context.Context, s *scripts.Script, how rediscore.Send, keys, args []string,
 ) (any, error) {
 	alone := true
 	if c.ap != nil {
@@ -170,13 +175,13 @@ func (c *client) Eval(
 		defer c.inFlight.Add(-1)
 	}
 	if alone {
-		cmd := evalCmd(ctx, nil, s, eval, keys, args)
+		cmd := evalCmd(ctx, nil, s, how, keys, args)
 		if err := c.c.Process(ctx, cmd); err != nil {
 			return nil, c.failed(err)
 		}
 		return cmd.Val(), nil
 	}
-	cmd := evalCmd(ctx, ctx, s, eval, keys, args)
+	cmd := evalCmd(ctx, ctx, s, how, keys, args)
 	if err := c.ap.Submit(ctx, cmd).WaitContext(ctx); err != nil {
 		// ctx's error when it ran out first: the batch may still run, so
 		// cmd is never read then. A timeout may mean a dead node, as on
@@ -192,10 +197,10 @@ func (c *client) Eval(
 // queued behind its batch in flight would wait a round trip more, and
 // the Commits queued behind the round with it.
 func (c *client) EvalMulti(
-	ctx context.Context, s *scripts.Script, eval bool, calls []*rediscore.Call,
+	ctx context.Context, s *scripts.Script, how rediscore.Send, calls []*rediscore.Call,
 ) {
 	if len(calls) == 1 {
-		cmd := evalCmd(ctx, nil, s, eval, calls[0].Keys, calls[0].Args)
+		cmd := evalCmd(ctx, nil, s, how, calls[0].Keys, calls[0].Args)
 		_ = c.c.Process(ctx, cmd)
 		calls[0].Reply, calls[0].Err = cmd.Val(), c.failed(cmd.Err())
 		return
@@ -203,7 +208,7 @@ func (c *client) EvalMulti(
 	cmds := make([]*noRetry, len(calls))
 	pipe := c.c.Pipeline()
 	for i, call := range calls {
-		cmds[i] = evalCmd(ctx, nil, s, eval, call.Keys, call.Args)
+		cmds[i] = evalCmd(ctx, nil, s, how, call.Keys, call.Args)
 		_ = pipe.Process(ctx, cmds[i])
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
@@ -259,6 +264,32 @@ func (*client) IsReply(err error) bool {
 // IsNoScript implements rediscore.Client.
 func (*client) IsNoScript(err error) bool {
 	return err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// ErrorText implements rediscore.Client.
+func (*client) ErrorText(err error) string {
+	var reply goredis.Error
+	if err == nil || !errors.As(err, &reply) {
+		return ""
+	}
+	return reply.Error()
+}
+
+// LoadLibrary implements rediscore.Client: FUNCTION LOAD on the server, or
+// on every master of a cluster.
+func (c *client) LoadLibrary(ctx context.Context, source string) error {
+	load := func(ctx context.Context, node *goredis.Client) error {
+		err := node.FunctionLoad(ctx, source).Err()
+		if err != nil && goredis.HasErrorPrefix(err, "Library '") &&
+			strings.Contains(err.Error(), "' already exists") {
+			return nil
+		}
+		return err
+	}
+	if cc, ok := c.c.(*goredis.ClusterClient); ok {
+		return c.failed(cc.ForEachMaster(ctx, load))
+	}
+	return c.failed(load(ctx, c.c.(*goredis.Client)))
 }
 
 // SplitByTenant implements rediscore.Client: only a cluster needs one

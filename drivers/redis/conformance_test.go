@@ -30,13 +30,10 @@ func serverSuite(t *testing.T, srv *testserver.Redis, q string) conformance.Conf
 		u = withQuery(u, q)
 	}
 	return conformance.Config{
-		URL:     u,
-		Records: records(admin),
-		Restart: srv.Restart,
-		FlushScripts: func() error {
-			_, err := srv.Do("SCRIPT", "FLUSH")
-			return err
-		},
+		URL:          u,
+		Records:      records(admin),
+		Restart:      srv.Restart,
+		FlushScripts: srv.FlushScripts,
 	}
 }
 
@@ -53,7 +50,7 @@ func clusterSuite(t *testing.T, cl *testserver.Cluster, q string) conformance.Co
 		AddrURL:      one,
 		Records:      records(admin),
 		Restart:      cl.Restart,
-		FlushScripts: func() error { return cl.DoAll("SCRIPT", "FLUSH") },
+		FlushScripts: cl.FlushScripts,
 	}
 }
 

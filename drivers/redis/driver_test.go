@@ -52,14 +52,15 @@ func wantDuplicate(t *testing.T, st *fleetstore.Store, c fleetstore.Claim) {
 	}
 }
 
-// TestOneScriptCallPerHit counts EVALSHA in INFO commandstats: one per
-// Hit, and no EVAL once the script is cached.
+// TestOneScriptCallPerHit counts FCALL in INFO commandstats: one per
+// Hit, and no EVALSHA or EVAL once the library is loaded.
 func TestOneScriptCallPerHit(t *testing.T) {
 	t.Parallel()
 	srv := testserver.StartRedis(t)
 	st, _ := openStore(t, srv.URL())
 	tenant := "t-" + randHex(4)
 	mustHit(t, st, []fleetstore.Charge{hooks(tenant)}, nil, fleetstore.OK) // connect, load
+	waitLibrary(t, srv)
 	before, err := srv.Info("commandstats")
 	if err != nil {
 		t.Fatal(err)
@@ -77,35 +78,43 @@ func TestOneScriptCallPerHit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := cmdStat(after, "evalsha") - cmdStat(before, "evalsha"); d != n {
-		t.Errorf("%d EVALSHA for %d hits", d, n)
+	if d := cmdStat(after, "fcall") - cmdStat(before, "fcall"); d != n {
+		t.Errorf("%d FCALL for %d hits", d, n)
 	}
-	if d := cmdStat(after, "eval") - cmdStat(before, "eval"); d != 0 {
-		t.Errorf("%d EVAL for %d hits with the script cached", d, n)
+	for _, cmd := range []string{"evalsha", "eval"} {
+		if d := cmdStat(after, cmd) - cmdStat(before, cmd); d != 0 {
+			t.Errorf("%d %s for %d hits with the library loaded", d, cmd, n)
+		}
 	}
 }
 
-// TestScriptFlushAndRestartInvisible: SCRIPT FLUSH and a server restart
-// between two calls cost the caller nothing (T5): NOSCRIPT is answered
-// with EVAL, a dead pooled connection is replaced.
+// TestScriptFlushAndRestartInvisible: SCRIPT FLUSH with FUNCTION FLUSH,
+// and a server restart, between two calls cost the caller nothing (T5): a
+// missing function is answered with EVAL and a load of the library, after
+// which calls are FCALL again; a dead pooled connection is replaced.
 func TestScriptFlushAndRestartInvisible(t *testing.T) {
 	t.Parallel()
 	srv := testserver.StartRedis(t)
 	st, _ := openStore(t, srv.URL())
 	tenant := "t-" + randHex(4)
 	mustHit(t, st, []fleetstore.Charge{hooks(tenant)}, nil, fleetstore.OK)
+	waitLibrary(t, srv)
 
-	if _, err := srv.Do("SCRIPT", "FLUSH"); err != nil {
+	if err := srv.FlushScripts(); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := srv.Info("commandstats")
 	mustHit(t, st, []fleetstore.Charge{hooks(tenant)}, claim(tenant, "s", "k1", "h1"), fleetstore.OK)
+	waitLibrary(t, srv)
 	if err := st.Commit(ctx(t), *claim(tenant, "s", "k1", "h1")); err != nil {
 		t.Fatalf("commit after flush: %v", err)
 	}
 	after, _ := srv.Info("commandstats")
-	if d := cmdStat(after, "eval") - cmdStat(before, "eval"); d != 2 {
-		t.Errorf("%d EVAL after SCRIPT FLUSH, want 2 (one per script)", d)
+	for cmd, want := range map[string]int{"fcall": 2, "eval": 1, "evalsha": 0} {
+		if d := cmdStat(after, cmd) - cmdStat(before, cmd); d != want {
+			t.Errorf("%d %s for a Hit and a Commit after the flush, want %d (FCALL of each; "+
+				"EVAL of the Hit, whose function was missing)", d, cmd, want)
+		}
 	}
 
 	if err := srv.Restart(); err != nil {
@@ -302,9 +311,7 @@ func testBatchSettle(t *testing.T, raw string, nodes []*testserver.Redis, wantCa
 	for _, i := range lost {
 		claims[i].HookID = "hook-b"
 	}
-	for i := range 5 { // load the settle script on every node
-		_ = st.Commit(ctx(t), claims[i])
-	}
+	waitLibrary(t, nodes...)
 	stats := func() int {
 		n := 0
 		for _, node := range nodes {
@@ -312,7 +319,7 @@ func testBatchSettle(t *testing.T, raw string, nodes []*testserver.Redis, wantCa
 			if err != nil {
 				t.Fatal(err)
 			}
-			n += cmdStat(info, "evalsha") + cmdStat(info, "eval")
+			n += cmdStat(info, "fcall") + cmdStat(info, "evalsha") + cmdStat(info, "eval")
 		}
 		return n
 	}

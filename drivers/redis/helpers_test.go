@@ -15,6 +15,7 @@ import (
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/conformance"
 	"github.com/fleetstore/fleetstore/internal/scripts"
+	"github.com/fleetstore/fleetstore/internal/testserver"
 )
 
 func randHex(n int) string {
@@ -168,5 +169,15 @@ func wantErrIs(t testing.TB, what string, err, target error) {
 	t.Helper()
 	if !errors.Is(err, target) {
 		t.Fatalf("%s: got error %v, want %v", what, err, target)
+	}
+}
+
+// waitLibrary waits until each of nodes holds the scripts' function
+// library, which the driver loads in the background once a call finds it
+// missing (that call runs with EVAL).
+func waitLibrary(t testing.TB, nodes ...*testserver.Redis) {
+	t.Helper()
+	if err := testserver.WaitLibrary(scripts.Library.Name, 10*time.Second, nodes...); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -11,10 +11,11 @@ import (
 )
 
 // TestPeekWritesNothing: on redis-server and valkey-server, a Peek is one
-// EVALSHA of the peek script that leaves the server's count of changes
-// (rdb_changes_since_last_save, every write, an expiry's too) where it was
-// and calls no write command (CONTRACT G11); and the script's no-writes
-// flag is what keeps it so: the script with a write added fails on the
+// FCALL of the library's peek function that leaves the server's count of
+// changes (rdb_changes_since_last_save, every write, an expiry's too)
+// where it was and calls no write command (CONTRACT G11); and the
+// no-writes flag is what keeps it so, the function's as the script's (run
+// when the library is missing): each with a write added fails on the
 // server, and writes once the flag is taken away.
 func TestPeekWritesNothing(t *testing.T) {
 	t.Parallel()
@@ -33,7 +34,8 @@ func TestPeekWritesNothing(t *testing.T) {
 					t.Fatalf("peek: %+v %v, want OK with 59 left", res, err)
 				}
 			}
-			peek() // the script is loaded (EVAL after NOSCRIPT)
+			peek() // the library is loaded (EVAL meanwhile)
+			waitLibrary(t, srv)
 			changes := func() int {
 				t.Helper()
 				info, err := srv.Info("persistence")
@@ -58,7 +60,7 @@ func TestPeekWritesNothing(t *testing.T) {
 			if d := changes() - dirty; d != 0 {
 				t.Errorf("%d peeks changed the dataset %d times, want none", n, d)
 			}
-			for cmd, want := range map[string]int{"evalsha": n, "eval": 0, "hmget": n, "hset": 0,
+			for cmd, want := range map[string]int{"fcall": n, "evalsha": 0, "eval": 0, "hmget": n, "hset": 0,
 				"pexpireat": 0, "pexpire": 0, "del": 0} {
 				if d := cmdStat(after, cmd) - cmdStat(before, cmd); d != want {
 					t.Errorf("%d peeks called %s %d times, want %d", n, cmd, d, want)
@@ -91,6 +93,40 @@ func TestPeekWritesNothing(t *testing.T) {
 			}
 			if changes() == dirty {
 				t.Errorf("the control wrote nothing: this test proves nothing")
+			}
+
+			// The function's flag likewise, in a copy of the library under
+			// a name of its own, with and without the flag.
+			lib := func(name, flags string) string {
+				src := strings.ReplaceAll(scripts.Library.Source, scripts.Library.Name, name)
+				src = strings.Replace(src, clock, clock+"redis.call('HSET', KEYS[1], 'control', '2')\n", 1)
+				return strings.Replace(src, ", flags = {'no-writes'}", flags, 1)
+			}
+			fn := strings.Replace(scripts.Peek.Function, scripts.Library.Name, "w"+randHex(4), 1)
+			name := fn[:strings.LastIndexByte(fn, '_')]
+			if src := lib(name, ", flags = {'no-writes'}"); !strings.Contains(src, "'control', '2'") {
+				t.Fatal("the library's peek no longer reads the clock as this test expects")
+			}
+			if _, err := srv.Do("FUNCTION", "LOAD", lib(name, ", flags = {'no-writes'}")); err != nil {
+				t.Fatal(err)
+			}
+			dirty = changes()
+			_, err = srv.Do("FCALL", fn, "1", key, "hooks")
+			if err == nil || !strings.Contains(err.Error(), "not allowed from read-only scripts") {
+				t.Errorf("the peek function with a write: %v, want the server's refusal", err)
+			}
+			if d := changes() - dirty; d != 0 {
+				t.Errorf("the refused function changed the dataset %d times", d)
+			}
+			if _, err := srv.Do("FUNCTION", "LOAD", "REPLACE", lib(name, "")); err != nil {
+				t.Fatal(err)
+			}
+			dirty = changes()
+			if _, err := srv.Do("FCALL", fn, "1", key, "hooks"); err != nil {
+				t.Fatalf("the function with a write, without the flag: %v", err)
+			}
+			if changes() == dirty {
+				t.Errorf("the function's control wrote nothing: this test proves nothing")
 			}
 		})
 	}

@@ -98,7 +98,8 @@ func TestNoRetryOfLostBatch(t *testing.T) {
 	st, _ := openStore(t, withQuery(scheme+"://"+rest, "pipeline=always"))
 	const conc, burst = 16, 40
 	c := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: "t-" + randHex(4), Increment: time.Hour, Capacity: burst * time.Hour}
-	mustHit(t, st, []fleetstore.Charge{c}, nil, fleetstore.OK) // connect, load the script
+	mustHit(t, st, []fleetstore.Charge{c}, nil, fleetstore.OK) // connect, load the library
+	waitLibrary(t, srv)
 	l.armed.Store(1)
 	var wg sync.WaitGroup
 	var mu sync.Mutex

@@ -126,9 +126,12 @@
 // deadlines reach the socket (ContextTimeoutEnabled, T1); no client
 // retries and one dial attempt (T5, T2); dial, read, write and pool
 // timeouts no longer than the budget (T1, T4); no connection is made
-// before the first call (T3). A script is run with EVALSHA, and once more
-// with EVAL only when the server answers NOSCRIPT (after a restart or
-// SCRIPT FLUSH): that reply proves it did not run.
+// before the first call (T3). A script is run as a function of the
+// scripts' library (FCALL), and once more with EVAL only when the server's
+// reply proves it did not run: the function missing (after a restart or
+// FUNCTION FLUSH; the library is then loaded on every master, in the
+// background), or FCALL refused (then every later call is EVALSHA, and
+// EVAL on NOSCRIPT).
 //
 // # Pipelining
 //
@@ -184,8 +187,9 @@
 //     retry of a batch holding a command marked NoRetry, which every
 //     script call is. The full-duplex mode, whose recovery may replay a
 //     command the server ran, is not used.
-//   - NOSCRIPT: a batch's NOSCRIPT reply is that Hit's own error; the
-//     driver sends that Hit again with EVAL, as on the plain path.
+//   - A missing function: a batch's "Function not found" (or NOSCRIPT)
+//     reply is that Hit's own error; the driver sends that Hit again with
+//     EVAL, as on the plain path.
 //   - Cluster: go-redis routes each command of a batch to its slot's
 //     master and follows MOVED and ASK as for a plain pipeline.
 //   - Close (T4): the Store's Close closes the client, which stops the

@@ -116,7 +116,13 @@ func TestConformanceSentinel(t *testing.T) {
 	t.Parallel()
 	s := testserver.StartSentinel(t)
 	conformance.Run(t, sentinelSuite(t, s, ""))
-	t.Run("lost reply not re-sent", func(t *testing.T) { testNoRetry(t, "redis", sentinelURL(s)) })
+	t.Run("lost reply not re-sent", func(t *testing.T) {
+		master, err := s.Master()
+		if err != nil {
+			t.Fatal(err)
+		}
+		testNoRetry(t, "redis", sentinelURL(s), master)
+	})
 }
 
 // sentinelSuite is the conformance config of s, with the query
@@ -128,13 +134,10 @@ func sentinelSuite(t *testing.T, s *testserver.Sentinel, q string) conformance.C
 		u, one = withQuery(u, q), func(addr string) string { return "redis://" + addr + "?master_name=" + s.MasterName + "&" + q }
 	}
 	return conformance.Config{
-		URL:     u,
-		AddrURL: one,
-		Records: records(adminClient(t, "", master.Addr)),
-		FlushScripts: func() error {
-			_, err := master.Do("SCRIPT", "FLUSH")
-			return err
-		},
+		URL:          u,
+		AddrURL:      one,
+		Records:      records(adminClient(t, "", master.Addr)),
+		FlushScripts: master.FlushScripts,
 	}
 }
 

@@ -48,13 +48,20 @@ func (d dialDriver) Open(cfg driver.Config) (driver.Conn, error) {
 	return c, nil
 }
 
-// lossy dials real connections that, while armed, lose the reply to an
-// EVALSHA: the command reaches the server and runs, then the connection
-// reads EOF, as when the server or the network drops it.
+// lossy dials real connections that, while armed, lose the reply to a
+// script call (FCALL or EVALSHA): the command reaches the server and runs,
+// then the connection reads EOF, as when the server or the network drops
+// it.
 type lossy struct {
 	armed atomic.Int32 // replies still to lose
 	lost  atomic.Int32 // replies lost
-	batch int          // lose only the reply to a write of at least this many EVALSHA (0: one)
+	batch int          // lose only the reply to a write of at least this many script calls (0: one)
+}
+
+// scriptCalls counts the FCALL and EVALSHA commands in b, as go-redis
+// writes them (RESP, the command name in lower case).
+func scriptCalls(b []byte) int {
+	return bytes.Count(b, []byte("\r\nfcall\r\n")) + bytes.Count(b, []byte("\r\nevalsha\r\n"))
 }
 
 func (l *lossy) dial(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -77,7 +84,7 @@ func (c *lossyConn) Write(b []byte) (int, error) {
 		return 0, io.EOF
 	}
 	n, err := c.Conn.Write(b)
-	if err == nil && bytes.Count(bytes.ToLower(b), []byte("evalsha")) >= max(c.l.batch, 1) && c.l.armed.Add(-1) >= 0 {
+	if err == nil && scriptCalls(b) >= max(c.l.batch, 1) && c.l.armed.Add(-1) >= 0 {
 		time.Sleep(100 * time.Millisecond) // the script runs
 		c.dead.Store(true)
 		c.Conn.Close()
@@ -102,24 +109,25 @@ func TestNoRetryOfLostReply(t *testing.T) {
 	t.Run("server", func(t *testing.T) {
 		t.Parallel()
 		srv := testserver.StartRedis(t)
-		testNoRetry(t, "redis", srv.URL())
+		testNoRetry(t, "redis", srv.URL(), srv)
 	})
 	t.Run("cluster", func(t *testing.T) {
 		t.Parallel()
 		cl := testserver.StartCluster(t)
-		testNoRetry(t, "redis+cluster", cl.URL())
+		testNoRetry(t, "redis+cluster", cl.URL(), cl.Nodes...)
 	})
 }
 
-func testNoRetry(t *testing.T, scheme, raw string) {
+func testNoRetry(t *testing.T, scheme, raw string, nodes ...*testserver.Redis) {
 	l := &lossy{}
 	scheme = dialerScheme(scheme, l.dial)
 	_, rest, _ := cutScheme(raw)
 	st, _ := openStore(t, scheme+"://"+rest)
 	c := fleetstore.Charge{Kind: "hooks", Tenant: "t-" + randHex(4), Increment: time.Hour, Capacity: 3 * time.Hour}
-	if _, err := st.Hit(ctx(t), []fleetstore.Charge{c}, nil); err != nil { // connect, load the script
+	if _, err := st.Hit(ctx(t), []fleetstore.Charge{c}, nil); err != nil { // connect, load the library
 		t.Fatalf("first hit: %v", err)
 	}
+	waitLibrary(t, nodes...)
 	l.armed.Store(1)
 	_, err := st.Hit(ctx(t), []fleetstore.Charge{c}, nil)
 	if l.lost.Load() != 1 {

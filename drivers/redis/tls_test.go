@@ -27,15 +27,12 @@ func TestConformanceTLS(t *testing.T) {
 	admin := adminClient(t, "", srv.Addr) // the plain port
 	q := tlsQuery(certs.CAFile, certs.ClientCertFile, certs.ClientKeyFile)
 	conformance.Run(t, conformance.Config{
-		URL:     "rediss://" + srv.TLSAddr + "/0?" + q,
-		AddrURL: func(addr string) string { return "rediss://" + addr + "/0?" + q },
-		Records: records(admin),
-		Restart: srv.Restart,
-		FlushScripts: func() error {
-			_, err := srv.Do("SCRIPT", "FLUSH")
-			return err
-		},
-		Serial: true, // TLS handshakes by the dozen under -race: see TestConformanceClusterTLS
+		URL:          "rediss://" + srv.TLSAddr + "/0?" + q,
+		AddrURL:      func(addr string) string { return "rediss://" + addr + "/0?" + q },
+		Records:      records(admin),
+		Restart:      srv.Restart,
+		FlushScripts: srv.FlushScripts,
+		Serial:       true, // TLS handshakes by the dozen under -race: see TestConformanceClusterTLS
 	})
 }
 
@@ -169,7 +166,7 @@ func TestConformanceClusterTLS(t *testing.T) {
 		AddrURL:      func(addr string) string { return "rediss://" + addr + "?addr=" + addr + "&" + q },
 		Records:      records(admin),
 		Restart:      cl.Restart,
-		FlushScripts: func() error { return cl.DoAll("SCRIPT", "FLUSH") },
+		FlushScripts: cl.FlushScripts,
 		// One clause at a time: each Store opens TLS to three nodes, and
 		// two dozen clauses doing so at once under -race delayed calls
 		// past the intervals G8, C9 and V4 measure.

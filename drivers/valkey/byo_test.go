@@ -56,7 +56,7 @@ func TestConformanceFromOption(t *testing.T) {
 		URL:          addrURL(r.Addr),
 		Records:      recordsOn([]*testserver.Redis{r}),
 		Restart:      r.Restart,
-		FlushScripts: func() error { _, err := r.Do("SCRIPT", "FLUSH"); return err },
+		FlushScripts: r.FlushScripts,
 	})
 }
 

@@ -23,7 +23,7 @@ var _ rediscore.Client = (*client)(nil)
 
 // Eval implements rediscore.Client.
 func (c *client) Eval(
-	ctx context.Context, s *scripts.Script, eval bool, keys, args []string,
+	ctx context.Context, s *scripts.Script, how rediscore.Send, keys, args []string,
 ) (any, error) {
 	cl, err := c.lazy.get(ctx)
 	if err != nil {
@@ -32,13 +32,13 @@ func (c *client) Eval(
 	if cl.Mode() == valkey.ClientModeCluster && !oneTag(keys) {
 		return nil, errCrossSlot
 	}
-	return replyOf(cl.Do(ctx, evalCmd(cl, s, eval, keys, args)))
+	return replyOf(cl.Do(ctx, evalCmd(cl, s, how, keys, args)))
 }
 
 // EvalMulti implements rediscore.Client: one DoMulti, pipelined, one round
 // trip per node (one call alone: Do).
 func (c *client) EvalMulti(
-	ctx context.Context, s *scripts.Script, eval bool, calls []*rediscore.Call,
+	ctx context.Context, s *scripts.Script, how rediscore.Send, calls []*rediscore.Call,
 ) {
 	cl, err := c.lazy.get(ctx)
 	if err != nil {
@@ -56,7 +56,7 @@ func (c *client) EvalMulti(
 			continue
 		}
 		sent = append(sent, call)
-		cmds = append(cmds, evalCmd(cl, s, eval, call.Keys, call.Args))
+		cmds = append(cmds, evalCmd(cl, s, how, call.Keys, call.Args))
 	}
 	switch len(cmds) {
 	case 0:
@@ -124,6 +124,38 @@ func (*client) IsNoScript(err error) bool {
 	return ok && e.IsNoScript()
 }
 
+// ErrorText implements rediscore.Client.
+func (*client) ErrorText(err error) string {
+	if e, ok := valkey.IsValkeyErr(err); ok {
+		return e.Error()
+	}
+	return ""
+}
+
+// LoadLibrary implements rediscore.Client: FUNCTION LOAD on every node
+// valkey-go knows; a replica's refusal (READONLY) is no error.
+func (c *client) LoadLibrary(ctx context.Context, source string) error {
+	cl, err := c.lazy.get(ctx)
+	if err != nil {
+		return err
+	}
+	for _, node := range cl.Nodes() {
+		err := node.Do(ctx, node.B().FunctionLoad().FunctionCode(source).Build()).Error()
+		// valkey-go gives an ERR reply's text without its "ERR ".
+		if e, ok := valkey.IsValkeyErr(err); ok {
+			text := strings.TrimPrefix(e.Error(), "ERR ")
+			if strings.HasPrefix(text, "READONLY") ||
+				strings.HasPrefix(text, "Library '") && strings.HasSuffix(text, "' already exists") {
+				continue
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // SplitByTenant implements rediscore.Client: on a cluster (valkey-go's
 // cluster client, which it also builds for one address that is a cluster
 // node), and while the client is not built, when that is not known yet;
@@ -148,14 +180,18 @@ func (c *client) Close() error {
 // panics on such a call.
 var errCrossSlot = errors.New("keys of one script call do not share one hash tag")
 
-// evalCmd builds EVALSHA (or EVAL) of s over keys and args. The command is
-// not marked retryable or read-only: valkey-go never re-sends it (T5).
+// evalCmd builds FCALL, EVALSHA or EVAL of s (as how says) over keys and
+// args. The command is not marked retryable or read-only: valkey-go never
+// re-sends it (T5).
 func evalCmd(
-	cl valkey.Client, s *scripts.Script, eval bool, keys, args []string,
+	cl valkey.Client, s *scripts.Script, how rediscore.Send, keys, args []string,
 ) valkey.Completed {
-	name, body := "EVALSHA", s.SHA1
-	if eval {
-		name, body = "EVAL", s.Source
+	name, body := "EVAL", s.Source
+	switch how {
+	case rediscore.SendFunction:
+		name, body = "FCALL", s.Function
+	case rediscore.SendSHA:
+		name, body = "EVALSHA", s.SHA1
 	}
 	return cl.B().Arbitrary(name, body, strconv.Itoa(len(keys))).Keys(keys...).Args(args...).Build()
 }

@@ -54,7 +54,7 @@ func TestConformanceSingle(t *testing.T) {
 		URL:          addrURL(r.Addr),
 		Records:      recordsOn(nodes),
 		Restart:      r.Restart,
-		FlushScripts: func() error { _, err := r.Do("SCRIPT", "FLUSH"); return err },
+		FlushScripts: r.FlushScripts,
 	})
 }
 
@@ -66,7 +66,7 @@ func TestConformanceCluster(t *testing.T) {
 		AddrURL:      addrURL,
 		Records:      recordsOn(c.Nodes),
 		Restart:      c.Restart,
-		FlushScripts: func() error { return c.DoAll("SCRIPT", "FLUSH") },
+		FlushScripts: c.FlushScripts,
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/internal/rediscore"
+	"github.com/fleetstore/fleetstore/internal/scripts"
 	"github.com/fleetstore/fleetstore/internal/testserver"
 	"github.com/fleetstore/fleetstore/nettest"
 )
@@ -179,5 +180,15 @@ func each(t *testing.T) func(errs []error, err error) []error {
 			t.Fatalf("batch settle failed as a whole: %v", err)
 		}
 		return errs
+	}
+}
+
+// waitLibrary waits until each of nodes holds the scripts' function
+// library, which the driver loads in the background once a call finds it
+// missing (that call runs with EVAL).
+func waitLibrary(t testing.TB, nodes ...*testserver.Redis) {
+	t.Helper()
+	if err := testserver.WaitLibrary(scripts.Library.Name, 10*time.Second, nodes...); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -78,7 +78,7 @@ func TestConformanceSentinel(t *testing.T) {
 		URL:          sentinelURL(s),
 		AddrURL:      func(addr string) string { return "valkey://" + addr + "?master_set=" + s.MasterName },
 		Records:      recordsOn([]*testserver.Redis{master}),
-		FlushScripts: func() error { _, err := master.Do("SCRIPT", "FLUSH"); return err },
+		FlushScripts: master.FlushScripts,
 	})
 }
 

@@ -181,27 +181,28 @@ func TestCallDeadline(t *testing.T) {
 	}
 }
 
-// TestNoScript: after SCRIPT FLUSH, a Hit and a batch settle over several
-// tenants (several script calls in one pipeline) run the scripts again
-// with EVAL and succeed (T5).
+// TestNoScript: after SCRIPT FLUSH and FUNCTION FLUSH, a Hit and a batch
+// settle over several tenants (several script calls in one pipeline) run
+// the scripts with EVAL, their functions missing, and succeed (T5).
 func TestNoScript(t *testing.T) {
 	t.Parallel()
 	r := startServer(t)
 	c := testConn(t, "valkey://"+r.Addr, 5*time.Second, nil)
 	claims := manyClaims(6, 3)
 	for round := range 2 {
-		if _, err := r.Do("SCRIPT", "FLUSH"); err != nil {
+		if err := r.FlushScripts(); err != nil {
 			t.Fatal(err)
 		}
 		if res, err := c.Hit(budget(t, 5*time.Second), hooks(claims[0].Tenant, time.Millisecond, time.Hour), nil); err != nil || res.Outcome != driver.OK {
-			t.Fatalf("round %d: hit after SCRIPT FLUSH: %v %v", round, res, err)
+			t.Fatalf("round %d: hit after the flush: %v %v", round, res, err)
 		}
-		if _, err := r.Do("SCRIPT", "FLUSH"); err != nil {
+		waitLibrary(t, r) // loaded after the Hit's EVAL: flushed again before the settle
+		if err := r.FlushScripts(); err != nil {
 			t.Fatal(err)
 		}
 		for i, err := range each(t)(c.Commit(budget(t, 5*time.Second), claims)) {
 			if err != nil {
-				t.Fatalf("round %d: commit %d after SCRIPT FLUSH: %v", round, i, err)
+				t.Fatalf("round %d: commit %d after the flush: %v", round, i, err)
 			}
 		}
 	}
@@ -277,7 +278,7 @@ func TestCrossSlotRefused(t *testing.T) {
 	}
 	a1, zz2 := scripts.ClaimKey("p", "a", "s", "1"), scripts.ClaimKey("p", "zz", "s", "2")
 	calls := []*rediscore.Call{{Keys: []string{a1, zz2}, Args: []string{"r", "h", "1000", "h", "1000"}}, {Keys: []string{a1}, Args: []string{"r", "h", "1000"}}}
-	c.core.Client().EvalMulti(budget(t, time.Second), scripts.Settle, true, calls)
+	c.core.Client().EvalMulti(budget(t, time.Second), scripts.Settle, rediscore.SendSource, calls)
 	if !errors.Is(calls[0].Err, errCrossSlot) {
 		t.Errorf("cross-slot call: got %v, want errCrossSlot", calls[0].Err)
 	}

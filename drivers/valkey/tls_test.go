@@ -24,7 +24,7 @@ func TestConformanceTLS(t *testing.T) {
 		AddrURL:      func(addr string) string { return "valkeys://" + addr + "?" + q },
 		Records:      recordsOn([]*testserver.Redis{r}), // over the plain port
 		Restart:      r.Restart,
-		FlushScripts: func() error { _, err := r.Do("SCRIPT", "FLUSH"); return err },
+		FlushScripts: r.FlushScripts,
 		Serial:       true, // TLS handshakes by the dozen under -race: see TestConformanceClusterTLS
 	})
 }
@@ -96,7 +96,7 @@ func TestConformanceClusterTLS(t *testing.T) {
 		AddrURL:      func(addr string) string { return "valkeys://" + addr + "?" + q },
 		Records:      recordsOn(c.Nodes), // over the plain ports
 		Restart:      c.Restart,
-		FlushScripts: func() error { return c.DoAll("SCRIPT", "FLUSH") },
+		FlushScripts: c.FlushScripts,
 		// One clause at a time: each Store opens TLS to three nodes, and
 		// two dozen clauses doing so at once under -race delayed calls
 		// past the intervals G8, C9 and V4 measure.

@@ -106,9 +106,12 @@
 // servers refuse); retries off (T5: a script whose reply was lost is never
 // re-sent; a refused call fails at once, T2); the call's deadline reaches
 // every command (T1); dial, handshake and stalled-connection timeouts no
-// longer than the budget (T1, T4). A script is run with EVALSHA, and once
-// more with EVAL only when the server answers NOSCRIPT (after a restart or
-// SCRIPT FLUSH): that reply proves it did not run.
+// longer than the budget (T1, T4). A script is run as a function of the
+// scripts' library (FCALL), and once more with EVAL only when the server's
+// reply proves it did not run: the function missing (after a restart or
+// FUNCTION FLUSH; the library is then loaded on every node, in the
+// background), or FCALL refused (then every later call is EVALSHA, and
+// EVAL on NOSCRIPT).
 //
 // # Your own client
 //

@@ -7,13 +7,14 @@
 // mode and cluster slot, pipelined; a Peek is one call of the read-only
 // peek script; Reset is one DEL. The adapter only sends commands and says
 // which errors were the server's reply; everything else — building the
-// script calls, EVALSHA then EVAL once on NOSCRIPT, group commit,
-// grouping by tenant, decoding, the eviction policy check — is here, once.
+// script calls, FCALL of the scripts' function library then EVAL once
+// when the server lacks it (functions.go), group commit, grouping by
+// tenant, decoding, the eviction policy check — is here, once.
 //
 // The path of a Redis Hit: fleetstore.Store.Hit (checks, budget, error
 // classification) → driver.Conn.Hit, which is [Conn.Hit] here →
-// scripts.HitCall (keys and arguments) → [Client.Eval] (EVALSHA, EVAL on
-// NOSCRIPT) → scripts.DecodeHit.
+// scripts.HitCall (keys and arguments) → [Client.Eval] (FCALL, EVAL when
+// the function is missing) → scripts.DecodeHit.
 package rediscore
 
 import (
@@ -33,16 +34,20 @@ import (
 // driver.ErrTimeout or driver.ErrUnavailable itself only where it alone
 // can tell (a pool timeout, a cached connect failure).
 type Client interface {
-	// Eval runs one script call: EVALSHA of s (eval false) or EVAL of its
-	// source, over keys and args, never re-sent by the client (T5). The
+	// Eval runs one script call of s, sent as how says (FCALL, EVALSHA or
+	// EVAL), over keys and args, never re-sent by the client (T5). The
 	// reply is decoded into int64, string, nil and []any of those.
-	Eval(ctx context.Context, s *scripts.Script, eval bool, keys, args []string) (any, error)
+	Eval(ctx context.Context, s *scripts.Script, how Send, keys, args []string) (any, error)
 	// EvalMulti runs every call in one pipeline (one round trip per
 	// node; one call alone may go as a plain command), setting each
 	// call's Reply and Err. The calls are written at once: never queued
 	// behind a batch of other calls in flight (a settle round would wait
 	// a round trip more for nothing).
-	EvalMulti(ctx context.Context, s *scripts.Script, eval bool, calls []*Call)
+	EvalMulti(ctx context.Context, s *scripts.Script, how Send, calls []*Call)
+	// LoadLibrary loads the function library source (FUNCTION LOAD) on
+	// every master (one server: it); a library of that name already there
+	// is no error, nor is a replica's refusal.
+	LoadLibrary(ctx context.Context, source string) error
 	// Del deletes key.
 	Del(ctx context.Context, key string) error
 	// Ping pings one node.
@@ -56,6 +61,9 @@ type Client interface {
 	// IsNoScript reports whether err is the server's NOSCRIPT reply: the
 	// script did not run.
 	IsNoScript(err error) bool
+	// ErrorText is the text of the server's error reply err ("ERR Function
+	// not found", or without its "ERR "), "" when err is not one.
+	ErrorText(err error) string
 	// SplitByTenant reports whether a settle batch must be one script call
 	// per tenant (a cluster, or a server that may turn out to be one).
 	SplitByTenant() bool
@@ -81,9 +89,10 @@ type Conn struct {
 
 	checked  atomic.Bool // maxmemory-policy known (or not knowable)
 	checking atomic.Bool // a check is running
+	fn       functions   // the scripts' function library on the server
 
-	// bg is cancelled by Close; the eviction check runs under it and Close
-	// waits for it (T4).
+	// bg is cancelled by Close; the eviction check and the library's load
+	// run under it and Close waits for them (T4).
 	bg     context.Context
 	stopBG context.CancelFunc
 	wg     sync.WaitGroup
@@ -177,29 +186,32 @@ func (c *Conn) Close() error {
 	return c.cl.Close()
 }
 
-// run calls s with EVALSHA, and with EVAL once when the server does not
-// know the script (NOSCRIPT: it did not run, so running it cannot charge
-// twice). EVAL also caches it for the next EVALSHA.
+// run calls s with FCALL (EVALSHA once the server refused functions), and
+// with EVAL once when the server's reply proves it did not run (its
+// function or script missing, after a restart or a flush: c.again), so
+// that running it cannot charge twice.
 func (c *Conn) run(ctx context.Context, s *scripts.Script, keys, args []string) (any, error) {
-	reply, err := c.cl.Eval(ctx, s, false, keys, args)
-	if c.cl.IsNoScript(err) {
-		reply, err = c.cl.Eval(ctx, s, true, keys, args)
+	how := c.first()
+	reply, err := c.cl.Eval(ctx, s, how, keys, args)
+	if c.again(how, err) {
+		reply, err = c.cl.Eval(ctx, s, SendSource, keys, args)
 	}
 	return reply, err
 }
 
-// runAll runs every call of s in one pipeline (EvalMulti), then those the
-// server answered NOSCRIPT once more with EVAL in a second one.
+// runAll runs every call of s in one pipeline (EvalMulti), then those
+// that did not run (c.again) once more with EVAL in a second one.
 func (c *Conn) runAll(ctx context.Context, s *scripts.Script, calls []*Call) {
-	c.cl.EvalMulti(ctx, s, false, calls)
+	how := c.first()
+	c.cl.EvalMulti(ctx, s, how, calls)
 	var again []*Call
 	for _, call := range calls {
-		if c.cl.IsNoScript(call.Err) {
+		if c.again(how, call.Err) {
 			again = append(again, call)
 		}
 	}
 	if len(again) > 0 {
-		c.cl.EvalMulti(ctx, s, true, again)
+		c.cl.EvalMulti(ctx, s, SendSource, again)
 	}
 }
 

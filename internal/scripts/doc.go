@@ -1,19 +1,21 @@
 // Package scripts holds the Lua scripts of the Redis-like drivers (Redis,
 // Valkey) and the key layout they share, so that every such driver decides
 // a Hit with the same code over the same keys. It depends on no client
-// library: callers run the scripts with their own client (EVALSHA, then
-// EVAL once on NOSCRIPT) and hand the reply, decoded into Go values
-// (int64, string, []any), back to DecodeHit or DecodeSettle. The driver
-// logic around the scripts (EVALSHA then EVAL, batches, errors) is
-// package internal/rediscore.
+// library: callers run the scripts with their own client (FCALL of their
+// functions in [Library], EVAL of a script when its function is missing)
+// and hand the reply, decoded into Go values (int64, string, []any), back
+// to DecodeHit or DecodeSettle. The driver logic around the scripts
+// (FCALL then EVAL, the library's load, batches, errors) is package
+// internal/rediscore.
 //
 // The scripts are hit.lua (a Hit), settle.lua (a batch Commit or Release)
 // and present.lua (which claims have a live record, for tests and tools),
 // each loaded after claim.lua, the code of the claim layout below (a script
 // cannot call another), and peek.lua (a Peek: the buckets' reset-after),
 // which stands alone: its first line declares it no-writes, so the server
-// refuses any write it makes. CAP, PACKED and SLACK are claim.lua's
-// constants.
+// refuses any write it makes. In the library, claim.lua comes once and
+// each script is a function (peek's with the no-writes flag). CAP, PACKED
+// and SLACK are claim.lua's constants.
 //
 // # Keys
 //

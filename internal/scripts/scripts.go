@@ -4,14 +4,16 @@ import (
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
+	"strings"
 )
 
 // Script is one Lua script: its source and the SHA1 that EVALSHA names it
-// by.
+// by, and the function that FCALL names it by in [Library].
 type Script struct {
-	Name   string // "hit", "settle", "present" or "peek"
-	Source string
-	SHA1   string // lower-case hex, as SCRIPT LOAD returns it
+	Name     string // "hit", "settle", "present" or "peek"
+	Source   string
+	SHA1     string // lower-case hex, as SCRIPT LOAD returns it
+	Function string // fleetstore_<version>_<name>, the version Library's
 }
 
 var (
@@ -48,4 +50,47 @@ var Peek = newScript("peek", peekLua)
 func newScript(name, src string) *Script {
 	sum := sha1.Sum([]byte(src))
 	return &Script{Name: name, Source: src, SHA1: hex.EncodeToString(sum[:])}
+}
+
+// Library is the function library of the scripts, for FUNCTION LOAD
+// (Redis 7.0 or later, Valkey): claim.lua once, then each script's source
+// as the body of its function, registered as Script.Function (peek with
+// the no-writes flag). A library's code runs once, when it loads, where a
+// script called with EVALSHA runs claim.lua's definitions at every call.
+// Its name and its functions' names hold the version, the first 64 bits
+// of the SHA1 of the sources (lower-case hex): a server may hold the
+// libraries of several versions of this package, each calling its own
+// code, and a library of one name is always the same code.
+var Library = newLibrary([]*Script{Hit, Settle, Present, Peek})
+
+// Lib is a function library: its name and its source.
+type Lib struct {
+	Name   string // fleetstore_<version>
+	Source string // "#!lua name=fleetstore_<version>", then the code
+}
+
+func newLibrary(all []*Script) *Lib {
+	// peek stands alone as a script; in the library, claim.lua's locals
+	// hide the globals of their names (unpack), which C.init fills.
+	bodies := map[string]string{"hit": hitLua, "settle": settleLua, "present": presentLua,
+		"peek": "C.init()\n" + strings.TrimPrefix(peekLua, "#!lua flags=no-writes\n")}
+	var code strings.Builder
+	code.WriteString(claimLua)
+	for _, s := range all {
+		// KEYS and ARGV, globals in a script, are the function's arguments.
+		code.WriteString("\nlocal function " + s.Name + "(KEYS, ARGV)\n" + bodies[s.Name] + "\nend\n")
+	}
+	sum := sha1.Sum([]byte(code.String()))
+	lib := &Lib{Name: "fleetstore_" + hex.EncodeToString(sum[:8])}
+	for _, s := range all {
+		s.Function = lib.Name + "_" + s.Name
+		flags := ""
+		if s == Peek {
+			flags = ", flags = {'no-writes'}"
+		}
+		code.WriteString("redis.register_function{function_name = '" + s.Function +
+			"', callback = " + s.Name + flags + "}\n")
+	}
+	lib.Source = "#!lua name=" + lib.Name + "\n" + code.String()
+	return lib
 }

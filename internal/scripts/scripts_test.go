@@ -245,3 +245,35 @@ func TestDecodePeek(t *testing.T) {
 		}
 	}
 }
+
+// TestLibrary: the library names itself and each function after the
+// version of the code, holds claim.lua once and every script as a function
+// (none with a shebang of its own), and registers peek alone as no-writes.
+func TestLibrary(t *testing.T) {
+	t.Parallel()
+	src := Library.Source
+	if !strings.HasPrefix(src, "#!lua name="+Library.Name+"\n") || strings.Count(src, "#!") != 1 {
+		t.Fatalf("library source does not start with its one shebang: %.60q", src)
+	}
+	if len(Library.Name) != len("fleetstore_")+16 || !strings.HasPrefix(Library.Name, "fleetstore_") {
+		t.Errorf("library name %q, want fleetstore_ and 16 hex digits", Library.Name)
+	}
+	if n := strings.Count(src, "local C = {}"); n != 1 {
+		t.Errorf("claim.lua %d times in the library, want once", n)
+	}
+	for _, s := range []*Script{Hit, Settle, Present, Peek} {
+		if s.Function != Library.Name+"_"+s.Name {
+			t.Errorf("%s: function %q", s.Name, s.Function)
+		}
+		reg := "redis.register_function{function_name = '" + s.Function + "', callback = " + s.Name
+		if n := strings.Count(src, reg); n != 1 {
+			t.Errorf("%s registered %d times", s.Name, n)
+		}
+		if s == Peek != strings.Contains(src, reg+", flags = {'no-writes'}}") {
+			t.Errorf("%s: no-writes flag wrong", s.Name)
+		}
+		if n := strings.Count(src, "\nlocal function "+s.Name+"(KEYS, ARGV)\n"); n != 1 {
+			t.Errorf("%s defined %d times", s.Name, n)
+		}
+	}
+}

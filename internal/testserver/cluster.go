@@ -259,6 +259,18 @@ func (c *Cluster) DoAll(args ...string) error {
 	return errors.Join(errs...)
 }
 
+// FlushScripts empties every master's script cache and removes its
+// function libraries (Redis.FlushScripts).
+func (c *Cluster) FlushScripts() error {
+	var errs []error
+	for _, n := range c.Nodes {
+		if err := n.FlushScripts(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", n.Addr, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Restart restarts every node on its port (their slots survive in
 // nodes.conf) and waits until the cluster is ok again.
 func (c *Cluster) Restart() error {

@@ -234,6 +234,36 @@ func (r *Redis) Do(args ...string) (any, error) {
 	return Do(r.Addr, r.Password, args...)
 }
 
+// FlushScripts empties the server's script cache and removes its function
+// libraries (SCRIPT FLUSH, FUNCTION FLUSH), as a restart without
+// persistence does.
+func (r *Redis) FlushScripts() error {
+	if _, err := r.Do("SCRIPT", "FLUSH"); err != nil {
+		return err
+	}
+	_, err := r.Do("FUNCTION", "FLUSH")
+	return err
+}
+
+// WaitLibrary waits up to d until each of nodes holds the function library
+// name (FUNCTION LIST).
+func WaitLibrary(name string, d time.Duration, nodes ...*Redis) error {
+	deadline := time.Now().Add(d)
+	for _, n := range nodes {
+		for {
+			v, err := n.Do("FUNCTION", "LIST", "LIBRARYNAME", name)
+			if a, ok := v.([]any); err == nil && ok && len(a) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s: no library %s after %v (%v)", n.Addr, name, d, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
 // Info returns INFO section's text.
 func (r *Redis) Info(section string) (string, error) {
 	v, err := r.Do("INFO", section)
