@@ -52,7 +52,9 @@
 // the one run: Hit ops/s at c=64 ÷ redis_rate's (≥ 1.3), Hit p50 at c=1 ÷
 // script-floor's (≤ 1.4), server CPU per Hit at c=64 ÷ redis_rate's
 // (≤ 1.2), bytes per committed and per live claim (≤ 100), with the Hit's
-// p99 at c=64 beside them.
+// p99 at c=64 beside them; and issue 22's for a Hit alone: p50 at c=1 ÷
+// redis_rate's (≤ 1.25), server CPU per Hit at c=1 ÷ script-floor's
+// (≤ 1.4).
 //
 // With -json every row is one object on its own line: system,
 // concurrency, ops_per_sec, p50_us, p99_us, and more (see row); the

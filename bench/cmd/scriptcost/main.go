@@ -1,7 +1,8 @@
 // Command scriptcost measures the server time of the Redis driver's
 // scripts: it runs Hits (or commits) through fleetstore's redis driver
 // against a running server and prints INFO commandstats' usec_per_call of
-// EVALSHA, and of every command the script called, per round.
+// the script calls (FCALL, or EVALSHA), and of every command the script
+// called, per round.
 //
 //	scriptcost -addr 127.0.0.1:6379 -n 3000 -rounds 5 -mode hit
 //
@@ -122,7 +123,7 @@ func run(addr string, n, rounds int, mode string) error {
 	default:
 		return fmt.Errorf("unknown -mode %q", mode)
 	}
-	// Warm up: the script cached, the connection open.
+	// Warm up: the library loaded, the connection open.
 	next := 1 << 20
 	for range 100 {
 		if err := op(next); err != nil {
@@ -149,19 +150,20 @@ func run(addr string, n, rounds int, mode string) error {
 	return nil
 }
 
-// stats lists EVALSHA's usec_per_call first, then every other command's
-// but INFO's and CONFIG's (the ones this program sends).
+// stats lists the script calls' usec_per_call first (FCALL; EVALSHA and
+// EVAL when the server ran any), then every other command's but INFO's
+// and CONFIG's (the ones this program sends).
 func stats(info string) string {
-	var first string
-	var rest []string
+	var first, rest []string
 	for _, c := range cmdstat.Parse(info) {
-		if c.Name == "evalsha" {
-			first = "evalsha_usec_per_call=" + c.UsecPerCall + " calls=" + c.Calls
-		} else {
+		switch c.Name {
+		case "fcall", "evalsha", "eval":
+			first = append(first, c.Name+"_usec_per_call="+c.UsecPerCall+" calls="+c.Calls)
+		default:
 			rest = append(rest, c.Name+" "+c.UsecPerCall+"us×"+c.Calls)
 		}
 	}
-	return first + " | " + strings.Join(rest, " ")
+	return strings.Join(first, " ") + " | " + strings.Join(rest, " ")
 }
 
 // memory commits n claims in batches of 100 (the compare rows' shape: a
