@@ -122,14 +122,14 @@ function C.decode_claim(v, now)
 end
 
 -- shard_key is the key of shard i of the tenant whose tag is tag
--- (PREFIX:{T} → PREFIX:{T}:s<i>; i is a small integer, written in full
--- digits by %d: Lua's own number-to-string conversion is a %.14g, a
--- floating-point print several times its cost).
+-- (PREFIX:{T} → PREFIX:{T}:s<i>; i is an integer below 2^34, written in
+-- full digits by C.int: Lua's own number-to-string conversion is a %.14g,
+-- a floating-point print several times its cost).
 function C.shard_key(tag, i)
   if i == 0 then
     return tag .. ':s0'
   end
-  return tag .. ':s' .. format('%d', i)
+  return tag .. ':s' .. C.int(i)
 end
 
 -- shard_index is the bucket of digest d at level l and split pointer p.

@@ -47,7 +47,9 @@ func main() {
 	b := flag.String("b", "", "version B: FILE, eval:FILE or fcall:FILE")
 	n := flag.Int("n", 1000, "Hits per round per version")
 	rounds := flag.Int("rounds", 10, "rounds")
-	tenants := flag.Int("tenants", 150, "tenants per round and version (n/tenants Hits each: 6.7 by default, as a make compare row at c=1)")
+	tenants := flag.Int("tenants", 150,
+		"tenants per round and version: n/tenants Hits each "+
+			"(6.7 by default, as a make compare row at c=1)")
 	dump := flag.Bool("dump-library", false, "print this checkout's function library and exit")
 	flag.Parse()
 	if *dump {
@@ -159,13 +161,15 @@ func run(addr string, specs [2]string, n, rounds, tenants int) error {
 				}
 			}
 		}
-		fmt.Printf("round %d: A median %.0f µs, mean %.1f (%d calls)  B median %.0f µs, mean %.1f (%d calls)\n",
+		fmt.Printf("round %d: A median %.0f µs, mean %.1f (%d calls)  "+
+			"B median %.0f µs, mean %.1f (%d calls)\n",
 			r, quantile(us[0], 0.5), trimmedMean(us[0]), len(us[0]),
 			quantile(us[1], 0.5), trimmedMean(us[1]), len(us[1]))
 		all[0], all[1] = append(all[0], us[0]...), append(all[1], us[1]...)
 	}
 	for w, name := range []string{"A", "B"} {
-		fmt.Printf("%s (%s): µs per call median %.0f, 10–90%% mean %.1f, p25 %.0f, p75 %.0f, %d calls\n",
+		fmt.Printf("%s (%s): µs per call median %.0f, 10–90%% mean %.1f, p25 %.0f, p75 %.0f, "+
+			"%d calls\n",
 			name, specs[w], quantile(all[w], 0.5), trimmedMean(all[w]), quantile(all[w], 0.25),
 			quantile(all[w], 0.75), len(all[w]))
 	}
