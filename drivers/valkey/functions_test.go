@@ -1,6 +1,7 @@
 package valkey
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -31,4 +32,30 @@ func TestLibraryOnEveryNode(t *testing.T) {
 		hit("t-" + randName() + string(rune('a'+i)))
 	}
 	waitLibrary(t, cl.Nodes...)
+}
+
+// TestFunctionsRefused: a server user allowed EVALSHA but not FCALL still
+// gets every decision, the first call by EVAL, every later one by EVALSHA.
+func TestFunctionsRefused(t *testing.T) {
+	t.Parallel()
+	r := startServer(t)
+	if _, err := r.Do("ACL", "SETUSER", "edge", "on", ">pw", "~*", "+@all", "-fcall"); err != nil {
+		t.Fatal(err)
+	}
+	c := testConn(t, "valkey://edge:pw@"+r.Addr, 5*time.Second, nil)
+	for i := range 3 {
+		res, err := c.Hit(budget(t, 5*time.Second), hooks("t-"+randName(), time.Millisecond, time.Hour), nil)
+		if err != nil || res.Outcome != driver.OK {
+			t.Fatalf("hit %d: %v %v", i, res, err)
+		}
+	}
+	info, err := r.Info("commandstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cmd, want := range map[string]string{"evalsha": "calls=2,", "eval": "calls=1,"} {
+		if !strings.Contains(info, "cmdstat_"+cmd+":"+want) {
+			t.Errorf("%s: want %s in INFO commandstats:\n%s", cmd, want, info)
+		}
+	}
 }

@@ -76,10 +76,10 @@ func (c *Conn) again(how Send, err error) bool {
 // loadLibrary loads scripts.Library on every master, in the background,
 // one load at a time: calls that find it missing meanwhile go with EVAL.
 // A library of the same name already there is the same code. When the
-// server answers the load with an error, functions are off (a server that
-// cannot load it would otherwise cost every call two round trips); when it
-// does not answer, the next call that finds the library missing tries
-// again.
+// server refuses the load (refused), functions are off: a server that
+// cannot load it would otherwise cost every call two round trips. After
+// any other failure (no answer, a busy or loading server), the next call
+// that finds the library missing tries again.
 func (c *Conn) loadLibrary() {
 	if c.fn.off.Load() || !c.fn.loading.CompareAndSwap(false, true) {
 		return
@@ -90,11 +90,24 @@ func (c *Conn) loadLibrary() {
 		defer c.fn.loading.Store(false)
 		ctx, cancel := context.WithTimeout(c.bg, c.timeout)
 		defer cancel()
-		err := c.cl.LoadLibrary(ctx, scripts.Library.Source)
-		if err != nil && c.cl.IsReply(err) {
+		if err := c.cl.LoadLibrary(ctx, scripts.Library.Source); c.refused(err) {
 			c.functionsOff(err)
 		}
 	}()
+}
+
+// refused reports whether err is the server's refusal of FUNCTION LOAD
+// itself: an unknown command or subcommand, an ACL that forbids it, code
+// it cannot compile or register.
+func (c *Conn) refused(err error) bool {
+	text := strings.TrimPrefix(c.cl.ErrorText(err), "ERR ")
+	for _, p := range []string{"NOPERM", "unknown command", "unknown subcommand",
+		"Error compiling", "Error registering"} {
+		if strings.HasPrefix(text, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // functionsOff turns functions off for good, logging it once.
