@@ -106,9 +106,10 @@ func TestPingRefused(t *testing.T) {
 
 // A bench run whose calls all fail says so and exits 3; its throughput
 // is 0, not the rate at which calls failed. The server answers Ping but
-// has no EVAL or EVALSHA, so every Hit fails.
+// has no FCALL, FUNCTION, EVAL or EVALSHA, so every Hit fails.
 func TestBenchEveryCallFails(t *testing.T) {
-	srv := testserver.StartRedis(t, testserver.ConfigLines(`rename-command EVALSHA ""`, `rename-command EVAL ""`))
+	srv := testserver.StartRedis(t, testserver.ConfigLines(`rename-command EVALSHA ""`,
+		`rename-command EVAL ""`, `rename-command FCALL ""`, `rename-command FUNCTION ""`))
 	code, stdout, stderr := runArgs(t, "bench", "-d", "200ms", "-c", "2", "-ping", "10ms", srv.URL())
 	if code != exitUnreachable {
 		t.Errorf("exit status %d, want %d", code, exitUnreachable)
