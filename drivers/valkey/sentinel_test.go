@@ -108,7 +108,10 @@ func TestSentinelFailover(t *testing.T) {
 	t.Run("plain", func(t *testing.T) {
 		t.Parallel()
 		s := startSentinel(t)
-		const timeout = 100 * time.Millisecond
+		// 250ms, as over TLS: every call before the failover must
+		// succeed, and the first ones also load the function library on
+		// a loaded 2-core machine.
+		const timeout = 250 * time.Millisecond
 		prefix := "vt" + randName()
 		c := testConnPrefixed(t, sentinelURL(s), prefix, timeout, nil)
 		failover.Run(t, c.Store, prefix, s, timeout, 110*time.Millisecond)
