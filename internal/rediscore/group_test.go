@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/internal/scripts"
 	"github.com/fleetstore/fleetstore/internal/testserver"
 	"github.com/fleetstore/fleetstore/nettest"
 )
@@ -69,6 +70,18 @@ func newClaim(tenant, hook string) fleetstore.Claim {
 
 // scriptCalls is the script calls (EVALSHA, EVAL, FCALL) the servers have
 // run, from INFO commandstats.
+// waitLibrary waits until each of nodes holds the scripts' function
+// library, which the driver loads in the background once a call finds it
+// missing (that call, and any before the load is done, run with EVAL
+// after a failed FCALL: two script calls). Tests that count script calls
+// wait for it first.
+func waitLibrary(t *testing.T, nodes ...*testserver.Redis) {
+	t.Helper()
+	if err := testserver.WaitLibrary(scripts.Library.Name, 10*time.Second, nodes...); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func scriptCalls(t *testing.T, servers ...*testserver.Redis) int {
 	t.Helper()
 	n := 0
@@ -201,6 +214,7 @@ func testGroupCommitShares(t *testing.T, raw string, servers ...*testserver.Redi
 	if err := st.Commit(gctx(t, 10*time.Second), all...); err != nil { // also loads the script
 		t.Fatalf("commit of the held claims: %v", err)
 	}
+	waitLibrary(t, servers...)
 	before := scriptCalls(t, servers...)
 	var wg sync.WaitGroup
 	mine := make([][]fleetstore.Claim, callers)
@@ -384,6 +398,7 @@ func TestGroupCommitLostReply(t *testing.T) {
 			// go-redis closes the connection of a call that timed out: the
 			// round goes on another, whose handshake's reply would be lost.
 			warmConns(t, st, srv)
+			waitLibrary(t, srv)
 
 			before := scriptCalls(t, srv)
 			p.DropReplies(true)
@@ -459,11 +474,12 @@ func testSettleCalls(t *testing.T, raw string, want int, servers ...*testserver.
 	for i := range 6 {
 		batch = append(batch, newClaim(tenants[i%3], "h"))
 	}
-	// The client built, the script loaded on every server the tenants are on.
+	// The client built, the library loaded on every server the tenants are on.
 	if err := st.Commit(gctx(t, 5*time.Second), batch[:3]...); err != nil {
 		t.Fatal(err)
 	}
 	batch = batch[3:]
+	waitLibrary(t, servers...)
 	before := scriptCalls(t, servers...)
 	if err := st.Commit(gctx(t, 5*time.Second), batch...); err != nil {
 		t.Fatal(err)
