@@ -121,6 +121,9 @@ type (
 // server's memory rows) against a bound.
 type goal struct {
 	figure string
+	// hook: the figure is of each driver's hook row (Hit + Commit), not
+	// its Hit row.
+	hook bool
 	// label, when not nil, is the figure's name given the peers' rows.
 	label  func(peer peerRow) string
 	bound  string
@@ -132,7 +135,7 @@ type goal struct {
 // goals are issue 13's table: throughput, latency and server CPU of each
 // driver's Hit against its peers at the same concurrency, in one run;
 // p99 at c=64 beside them (tail latency is not traded away silently);
-// then issue 22's for a Hit alone (c=1).
+// then issue 22's for a whole hook at c=64 and a Hit alone (c=1).
 var goals = []goal{
 	{figure: "Hit ops/s at c=64 ÷ redis_rate Allow (1 bucket)", bound: "≥ 1.3×", format: ratio,
 		met: func(v float64) bool { return v >= 1.3 },
@@ -156,6 +159,21 @@ var goals = []goal{
 		}},
 	{figure: "Hit p99 at c=64 ÷ redis_rate's p99", format: ratio,
 		of: ratioTo("redis_rate", 64, func(r row) float64 { return r.P99us })},
+	{figure: "hooks/s at c=64 ÷ redis_rate Allow/s", bound: "≥ 1.0×", format: ratio, hook: true,
+		met: func(v float64) bool { return v >= 1.0 },
+		of:  ratioTo("redis_rate", 64, func(r row) float64 { return r.OpsPerSec })},
+	{figure: "script calls per hook at c=64 (EVALSHA + EVAL + FCALL)", bound: "≤ 1.25",
+		format: func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }, hook: true,
+		met: func(v float64) bool { return v <= 1.25 },
+		of: func(hook hitRow, _ peerRow) (float64, bool) {
+			h, ok := hook(64)
+			return h.ScriptCalls, ok && h.Ops > 0
+		}},
+	{figure: "hook p99 at c=64, µs", format: num, hook: true,
+		of: func(hook hitRow, _ peerRow) (float64, bool) {
+			h, ok := hook(64)
+			return h.HookP99us, ok && h.HookP99us > 0
+		}},
 	{figure: "Hit p50 at c=1 ÷ redis_rate p50", bound: "≤ 1.25×", format: ratio,
 		met: func(v float64) bool { return v <= 1.25 },
 		of:  ratioTo("redis_rate", 1, func(r row) float64 { return r.P50us })},
@@ -200,6 +218,9 @@ func printGoals(w io.Writer, rows, mem []row, markdown bool) {
 		}
 		any := false
 		for _, d := range drivers {
+			if g.hook {
+				d = strings.Replace(d, "-hit", "-hook", 1)
+			}
 			v, ok := g.of(func(c int) (row, bool) { return clean(d, c) }, clean)
 			if !ok {
 				line = append(line, "")

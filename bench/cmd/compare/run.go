@@ -60,6 +60,7 @@ type row struct {
 	HookP50us   float64 `json:"hook_p50_us,omitempty"` // hook rows: Hit + Commit
 	HookP99us   float64 `json:"hook_p99_us,omitempty"` // hook rows: Hit + Commit
 	ServerCPUus float64 `json:"server_cpu_us_per_op"`  // redis-server user+sys CPU per op
+	ScriptCalls float64 `json:"script_calls_per_op"`   // EVALSHA + EVAL + FCALL per op (commandstats)
 	ClientCPUus float64 `json:"client_cpu_us_per_op"`  // this process's user+sys CPU per op
 	Allocs      float64 `json:"client_allocs_per_op"`  // this process's heap allocations per op
 	Ops         uint64  `json:"ops"`                   // ops in the measured window
@@ -147,6 +148,7 @@ func measure(ctx context.Context, admin *goredis.Client, addr string, sys system
 		_ = admin.ConfigResetStat(ctx).Err()
 	}
 	srv0, _ := serverCPU(ctx, admin)
+	calls0, _ := scriptCalls(ctx, admin)
 	cli0 := clientCPU()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -160,6 +162,7 @@ func measure(ctx context.Context, admin *goredis.Client, addr string, sys system
 	runtime.ReadMemStats(&ms)
 	mallocs1 := ms.Mallocs
 	srv1, _ := serverCPU(ctx, admin)
+	calls1, _ := scriptCalls(ctx, admin)
 	var cmdstats string
 	if cfg.serverStats {
 		cmdstats, _ = commandStats(ctx, admin)
@@ -172,7 +175,8 @@ func measure(ctx context.Context, admin *goredis.Client, addr string, sys system
 
 	sm := &sample{system: sys.name, concurrency: conc, hook: sys.hook, run: run, elapsed: elapsed,
 		serverCPU: srv1 - srv0, clientCPU: cli1 - cli0, mallocs: mallocs1 - mallocs0, cmdstats: cmdstats,
-		hit: newHist(), whole: newHist()}
+		scripts: calls1 - calls0,
+		hit:     newHist(), whole: newHist()}
 	for _, w := range workers {
 		sm.ops += w.ops
 		sm.notOK += w.notOK
@@ -200,6 +204,7 @@ type sample struct {
 	serverCPU   time.Duration
 	clientCPU   time.Duration
 	mallocs     uint64
+	scripts     int64 // script calls the server counted in the window
 	cmdstats    string
 }
 
@@ -212,6 +217,7 @@ func summarize(samples []*sample) row {
 	hit, whole := newHist(), newHist()
 	var elapsed, srv, cli time.Duration
 	var mallocs uint64
+	var scripts int64
 	var stats []string
 	for _, sm := range samples {
 		r.Ops += sm.ops
@@ -226,6 +232,7 @@ func summarize(samples []*sample) row {
 		srv += sm.serverCPU
 		cli += sm.clientCPU
 		mallocs += sm.mallocs
+		scripts += sm.scripts
 		if sm.cmdstats != "" {
 			stats = append(stats, sm.cmdstats)
 		}
@@ -243,6 +250,7 @@ func summarize(samples []*sample) row {
 		r.ServerCPUus = round1(srv.Seconds() * 1e6 / float64(r.Ops))
 		r.ClientCPUus = round1(cli.Seconds() * 1e6 / float64(r.Ops))
 		r.Allocs = round1(float64(mallocs) / float64(r.Ops))
+		r.ScriptCalls = float64(scripts) / float64(r.Ops)
 	}
 	return r
 }
@@ -284,6 +292,26 @@ func infoField(info, field string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("INFO has no %s", field)
+}
+
+// scriptCalls is how many script calls (EVALSHA, EVAL, FCALL) the server
+// has counted since its stats were last reset.
+func scriptCalls(ctx context.Context, admin *goredis.Client) (int64, error) {
+	info, err := admin.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, c := range cmdstat.Parse(info) {
+		if c.Name == "evalsha" || c.Name == "eval" || c.Name == "fcall" {
+			v, err := strconv.ParseInt(c.Calls, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("commandstats %s calls=%q: %w", c.Name, c.Calls, err)
+			}
+			n += v
+		}
+	}
+	return n, nil
 }
 
 // commandStats summarises INFO commandstats: each command's calls and
