@@ -25,7 +25,7 @@ const stallBudget = 250 * time.Millisecond
 
 func init() {
 	registerAlone("T1", "every call returns within its budget + 10ms with ErrTimeout, also when "+
-		"the server never answers", testT1)
+		"the server never answers; one its caller cancels in flight, with context.Canceled", testT1)
 	registerAlone("T2", "connection refused returns ErrUnavailable within the budget", testT2)
 	registerAlone("T3", "Open does no network I/O; calls succeed once the server appears, "+
 		"without reopening", testT3)
@@ -146,6 +146,38 @@ func testT1(t *clauseT) {
 		if !errors.Is(err, fleetstore.ErrTimeout) || errors.As(err, &ce) {
 			t.Errorf("%s: batch commit of %d claims against a server that never answers: %v, want one "+
 				"ErrTimeout for the whole call", tc.name, len(batch), err)
+		}
+	}
+
+	// A call in flight that its caller cancels ends by its deadline at the
+	// latest (a driver may go on to it: the Redis family's clients heed the
+	// deadline, not the cancellation), and is context.Canceled with no
+	// sentinel. Every method at once, each cancelled 20ms in.
+	st = t.openURL(raw, fleetstore.WithTimeout(budget))
+	ops := t.ops(t.tenant())
+	errs := make([]error, len(ops))
+	took := make([]time.Duration, len(ops))
+	var wg sync.WaitGroup
+	for i, o := range ops {
+		wg.Go(func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			time.AfterFunc(20*time.Millisecond, cancel)
+			start := time.Now()
+			errs[i] = o.call(ctx, st)
+			took[i] = time.Since(start)
+		})
+	}
+	wg.Wait()
+	for i, o := range ops {
+		err := errs[i]
+		if !errors.Is(err, context.Canceled) || errors.Is(err, fleetstore.ErrTimeout) ||
+			errors.Is(err, fleetstore.ErrUnavailable) {
+			t.Errorf("%s cancelled in flight against a server that never answers: got %v, want "+
+				"context.Canceled and no sentinel", o.name, err)
+		}
+		if took[i] > budget+10*time.Millisecond+schedSlack {
+			t.Errorf("%s cancelled in flight took %v, budget %v (+10ms allowed)", o.name, took[i], budget)
 		}
 	}
 }
