@@ -85,7 +85,9 @@
 //	ErrInvalid: hook id, Node      500 Internal Server Error
 //	store out, closed, cancelled   503 Service Unavailable       Config.RetryAfter
 //
-// "handshake" is a verified request that is the sender's check of the
+// A stored or deferred delivery is answered 202, or the provider's
+// AcceptStatus (Accepter: 200 for Paddle and Linear, which retry any
+// other). "handshake" is a verified request that is the sender's check of the
 // endpoint, answered as the provider asks (Handshaker: Slack's
 // url_verification, Discord's PING), nothing charged or claimed.
 // "unknown tenant" is Config.Tenant failing or Config.Secrets saying

@@ -135,8 +135,9 @@ type Config struct {
 // Handler is an http.Handler for one webhook endpoint of one provider. It
 // is safe for concurrent use.
 type Handler struct {
-	cfg Config
-	log *zap.Logger
+	cfg      Config
+	log      *zap.Logger
+	accepted int // the status of a stored or deferred delivery (Accepter)
 
 	verifying, secrets                    senderState // a sender can start them
 	claiming, sinking, settling, planning state
@@ -225,7 +226,8 @@ func New(cfg Config) (*Handler, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Handler{cfg: cfg, log: log.With(zap.String("provider", cfg.Provider.Name()))}, nil
+	return &Handler{cfg: cfg, log: log.With(zap.String("provider", cfg.Provider.Name())),
+		accepted: acceptStatus(cfg.Provider)}, nil
 }
 
 // bodyKey is the claim key of a body under Config.ClaimBody: "sha256:"
@@ -251,7 +253,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d := &Delivery{Provider: h.cfg.Provider.Name(), Received: h.cfg.Now()}
 	h.serve(w, r, d)
 	if h.cfg.OnDelivery != nil {
-		d.Status = replies[d.Outcome].status
 		h.cfg.OnDelivery(d)
 	}
 }

@@ -52,3 +52,28 @@ func (discord) Handshake(_ http.Header, body []byte) ([]byte, string, bool) {
 	}
 	return []byte(`{"type":1}`), "application/json", true
 }
+
+// Accepter is a Provider whose sender counts one status alone as
+// delivered and retries any other: Paddle and Linear, whose docs ask for
+// 200. The handler answers a stored or deferred delivery (202 in the
+// package doc's table) with AcceptStatus; one outside 200–299 is not
+// used (202 is).
+type Accepter interface {
+	Provider
+	AcceptStatus() int
+}
+
+// acceptStatus is the status p's stored and deferred deliveries are
+// answered with: its AcceptStatus when it is an Accepter of a 2xx, else
+// 202.
+func acceptStatus(p Provider) int {
+	if d, ok := p.(deferring); ok {
+		p = d.Provider
+	}
+	if a, ok := p.(Accepter); ok {
+		if s := a.AcceptStatus(); s >= 200 && s <= 299 {
+			return s
+		}
+	}
+	return http.StatusAccepted
+}

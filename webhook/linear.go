@@ -31,6 +31,8 @@ const linearTolerance = time.Minute
 // Linear retries a delivery not answered 200 within 5 seconds, 3 times:
 // after a minute, an hour and 6 hours. Retries is true, so a delivery over
 // the tenant's limit is answered 429 with Retry-After.
+//
+// A stored delivery is therefore answered 200, not 202 (AcceptStatus).
 func Linear(tolerance time.Duration) Provider {
 	if tolerance <= 0 {
 		tolerance = linearTolerance
@@ -42,6 +44,10 @@ type linear struct{ tolerance time.Duration }
 
 func (linear) Name() string  { return "linear" }
 func (linear) Retries() bool { return true }
+
+// AcceptStatus implements Accepter: Linear retries a delivery answered with
+// anything but 200.
+func (linear) AcceptStatus() int { return http.StatusOK }
 
 func (p linear) Verify(h http.Header, body []byte, secrets []string, now time.Time) error {
 	v := h.Get("Linear-Signature")

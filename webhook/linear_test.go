@@ -91,6 +91,6 @@ func ExampleLinear() {
 	}, linearBody)
 	// Output:
 	// stored linear event 5b2f0a8e-3c1d-4e7f-9a6b-0c8d2e4f6a1b of acme (550 bytes)
-	// delivery: 202, RateLimit: "hooks";r=199;t=36
+	// delivery: 200, RateLimit: "hooks";r=199;t=36
 	// redelivery: 200, RateLimit: "hooks";r=199;t=36
 }

@@ -32,6 +32,9 @@ const paddleTolerance = 5 * time.Second
 // account's up to 60 times over 3 days, a sandbox's 3 times in 15
 // minutes: Retries is true, so a delivery over the tenant's limit is
 // answered 429 with Retry-After.
+//
+// A stored delivery is answered 200, not 202: Paddle's docs ("Handle
+// webhook delivery") ask for 200 within five seconds.
 func Paddle(tolerance time.Duration) Provider {
 	if tolerance <= 0 {
 		tolerance = paddleTolerance
@@ -43,6 +46,10 @@ type paddle struct{ tolerance time.Duration }
 
 func (paddle) Name() string  { return "paddle" }
 func (paddle) Retries() bool { return true }
+
+// AcceptStatus implements Accepter: Paddle retries a delivery answered with
+// anything but 200.
+func (paddle) AcceptStatus() int { return http.StatusOK }
 
 func (p paddle) Verify(h http.Header, body []byte, secrets []string, now time.Time) error {
 	v := h.Get("Paddle-Signature")

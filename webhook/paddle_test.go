@@ -111,6 +111,6 @@ func ExamplePaddle() {
 	deliver(h, http.Header{"Paddle-Signature": {paddleSignature}}, paddleBody)
 	// Output:
 	// stored paddle event evt_01hsdn97563968dy0szkmgjwh3 of acme (575 bytes)
-	// delivery: 202, RateLimit: "hooks";r=199;t=36
+	// delivery: 200, RateLimit: "hooks";r=199;t=36
 	// redelivery: 200, RateLimit: "hooks";r=199;t=36
 }

@@ -107,10 +107,12 @@ var replies = [...]struct {
 // reply writes r: its status and body, with Retry-After when it is
 // Config.RetryAfter's (a 503), Allow for a 405, and the size for a 413
 // over MaxBody. The fields of package headers, when due, are set before.
-// A Handshake's reply is shake: its content type and body.
+// A Handshake's reply is shake: its content type and body. A stored or
+// deferred delivery is answered the provider's accept status (Accepter).
 func (h *Handler) reply(w http.ResponseWriter, d *Delivery, r Outcome, shake ...string) {
 	d.Outcome = r
 	if r == Handshake && len(shake) == 2 {
+		d.Status = http.StatusOK
 		w.Header().Set("Content-Type", shake[0])
 		w.WriteHeader(http.StatusOK)
 		io.WriteString(w, shake[1])
@@ -118,6 +120,10 @@ func (h *Handler) reply(w http.ResponseWriter, d *Delivery, r Outcome, shake ...
 	}
 	a := &replies[r]
 	body := a.body
+	d.Status = a.status
+	if r == Stored || r == Deferred {
+		d.Status = h.accepted
+	}
 	switch {
 	case a.retry == retryConfig:
 		w.Header().Set("Retry-After", strconv.FormatInt(headers.RetryAfterSeconds(h.cfg.RetryAfter), 10))
@@ -126,10 +132,10 @@ func (h *Handler) reply(w http.ResponseWriter, d *Delivery, r Outcome, shake ...
 	case r == TooLarge:
 		body += " " + strconv.FormatInt(h.cfg.MaxBody, 10) + " bytes"
 	}
-	if a.status >= 400 {
-		http.Error(w, body, a.status)
+	if d.Status >= 400 {
+		http.Error(w, body, d.Status)
 		return
 	}
-	w.WriteHeader(a.status)
+	w.WriteHeader(d.Status)
 	io.WriteString(w, body+"\n")
 }

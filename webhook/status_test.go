@@ -1,16 +1,21 @@
 package webhook
 
 import (
+	"context"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fleetstore/fleetstore"
 )
 
 // docStatuses parses the table of doc.go's "# Statuses": outcome, status
@@ -119,4 +124,92 @@ func TestRepliesOnly(t *testing.T) {
 func isIdent(e ast.Expr, name string) bool {
 	id, ok := e.(*ast.Ident)
 	return ok && id.Name == name
+}
+
+// acceptProvider verifies anything and names the event by the body; it is
+// an Accepter of status (0: no Accepter), retrying or not.
+type acceptProvider struct {
+	retries bool
+	status  int
+}
+
+func (acceptProvider) Name() string                                          { return "accept" }
+func (p acceptProvider) Retries() bool                                       { return p.retries }
+func (acceptProvider) Verify(http.Header, []byte, []string, time.Time) error { return nil }
+func (acceptProvider) EventID(_ http.Header, body []byte) (string, error)    { return string(body), nil }
+
+type accepter struct{ acceptProvider }
+
+func (a accepter) AcceptStatus() int { return a.status }
+
+// TestAcceptStatus: a stored delivery, and a deferred one (a provider
+// that does not retry, over its limit), are answered 202, or the
+// provider's AcceptStatus when it is an Accepter of a 2xx (also through
+// Deferring); OnDelivery is told the status sent. Paddle and Linear are
+// Accepters of 200. Fails with a handler that answers 202 whatever the
+// provider, or that takes a 500 for a success.
+func TestAcceptStatus(t *testing.T) {
+	t.Parallel()
+	if s := acceptStatus(Paddle(0)); s != http.StatusOK {
+		t.Errorf("Paddle: %d, want 200", s)
+	}
+	if s := acceptStatus(Linear(0)); s != http.StatusOK {
+		t.Errorf("Linear: %d, want 200", s)
+	}
+	for _, tt := range []struct {
+		name string
+		p    Provider
+		want int
+	}{
+		{"no Accepter", acceptProvider{}, http.StatusAccepted},
+		{"Accepter of 200", accepter{acceptProvider{status: 200}}, http.StatusOK},
+		{"Accepter of 204", accepter{acceptProvider{status: 204}}, http.StatusNoContent},
+		{"Accepter of 500", accepter{acceptProvider{status: 500}}, http.StatusAccepted},
+		{"Deferring an Accepter of 200", Deferring(accepter{acceptProvider{retries: true, status: 200}}),
+			http.StatusOK},
+	} {
+		store, err := fleetstore.Open("memory://")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		one := fleetstore.MustLimit(fleetstore.NewLimit(fleetstore.Hooks, 1, time.Hour, 1))
+		var got []*Delivery
+		h, err := New(Config{
+			Store: store, Provider: tt.p, Limits: []fleetstore.Limit{one},
+			Secrets:    func(string) ([]string, error) { return []string{"s"}, nil },
+			Tenant:     func(*http.Request, []byte) (string, error) { return "acme", nil },
+			Sink:       SinkFunc(func(context.Context, *Hook) error { return nil }),
+			OnDelivery: func(d *Delivery) { got = append(got, d) },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []int
+		for i, ev := range []string{"evt-1", "evt-1", "evt-2"} {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(ev)))
+			switch {
+			case i == 0: // stored
+				want = append(want, tt.want)
+			case i == 1: // a redelivery
+				want = append(want, http.StatusOK)
+			case tt.p.Retries(): // over the limit
+				want = append(want, http.StatusTooManyRequests)
+			default: // deferred
+				want = append(want, tt.want)
+			}
+			told := -1
+			if len(got) == i+1 {
+				told = got[i].Status
+			}
+			if w.Code != want[i] || told != w.Code {
+				t.Errorf("%s: delivery %d (%s) answered %d, OnDelivery told %d; want %d", tt.name, i, ev,
+					w.Code, told, want[i])
+			}
+		}
+		if o := got[2].Outcome; tt.p.Retries() && o != RateLimited || !tt.p.Retries() && o != Deferred {
+			t.Errorf("%s: the delivery over the limit was %v", tt.name, o)
+		}
+	}
 }
