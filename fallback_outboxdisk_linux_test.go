@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -47,7 +48,7 @@ func TestFallbackOutboxDirDiskFails(t *testing.T) {
 	}
 
 	seg := segmentFD(t, dir)
-	saved, err := unix.Dup(seg)
+	saved, err := unix.FcntlInt(uintptr(seg), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,9 @@ func segmentFD(t *testing.T, dir string) int {
 		if fd >= 0 {
 			t.Fatalf("two open segments in %s", dir)
 		}
-		fmt.Sscanf(e.Name(), "%d", &fd)
+		if fd, err = strconv.Atoi(e.Name()); err != nil {
+			t.Fatalf("/proc/self/fd/%s: %v", e.Name(), err)
+		}
 	}
 	if fd < 0 {
 		t.Fatalf("no open segment in %s", dir)

@@ -42,12 +42,13 @@
 //     a provider that does not retry) costs a second round trip, the
 //     claim alone (see "Statuses").
 //  6. OK: the Sink stores the hook, within Config.SinkTimeout, on a
-//     context detached from the request; then Commit (stored: 202) or
-//     Release (not stored: 503, so that the provider's retry is taken),
-//     within Config.SettleTimeout, detached too. A hook answered 202 is
-//     stored; its claim is committed unless the Commit fails, which is
-//     logged once: with a fallback an outage does not fail it (the commit
-//     is queued in the outbox, to be replayed) but a full outbox does;
+//     context detached from the request; then Commit (stored: 202, or
+//     the provider's AcceptStatus) or Release (not stored: 503, so that
+//     the provider's retry is taken), within Config.SettleTimeout,
+//     detached too. A hook answered as stored is stored; its claim is
+//     committed unless the Commit fails, which is logged once: with a
+//     fallback an outage does not fail it (the commit is queued in the
+//     outbox, to be replayed) but a full outbox does;
 //     without one, an outage or ErrClosed leaves the claim pending until
 //     Config.PendingTTL, and a redelivery after that is stored again (the
 //     Sink sees the event twice: give it the hook's event id to dedupe

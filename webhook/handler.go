@@ -175,6 +175,10 @@ func New(cfg Config) (*Handler, error) {
 		return nil, invalid("node",
 			fmt.Sprintf("must be at most %d bytes, got %d", maxNode, len(cfg.Node)))
 	}
+	accepted, err := acceptStatus(cfg.Provider)
+	if err != nil {
+		return nil, invalid("provider", err.Error())
+	}
 	if err := cfg.Limits.Check(); err != nil {
 		var inv *fleetstore.InvalidError
 		errors.As(err, &inv)
@@ -227,7 +231,7 @@ func New(cfg Config) (*Handler, error) {
 		log = zap.NewNop()
 	}
 	return &Handler{cfg: cfg, log: log.With(zap.String("provider", cfg.Provider.Name())),
-		accepted: acceptStatus(cfg.Provider)}, nil
+		accepted: accepted}, nil
 }
 
 // bodyKey is the claim key of a body under Config.ClaimBody: "sha256:"
@@ -357,7 +361,7 @@ func (h *Handler) nearLimit(d *Delivery, charges []fleetstore.Charge, res *fleet
 }
 
 // answer answers a Hit's decision res: Duplicate 200, Pending 409, OK the
-// Sink then 202 (or 503), each with the fields of package headers.
+// Sink then stored (or 503), each with the fields of package headers.
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request, d *Delivery, plan fleetstore.Plan,
 	res fleetstore.Result, hook *Hook, claim fleetstore.Claim) {
 	h.claiming.clear(h.log, "webhook: deliveries are claimed again")
@@ -468,7 +472,7 @@ const (
 		" the handler's configuration (logged once until one is claimed)"
 	msgSink = "webhook: the sink fails; deliveries are answered 503" +
 		" (logged once until it stores again)"
-	msgCommit = "webhook: a commit failed after the hook was stored: answered 202;" +
+	msgCommit = "webhook: a commit failed after the hook was stored: answered as stored;" +
 		" without a commit the claim frees after pending_ttl and a redelivery is stored" +
 		" again (logged once until a settle succeeds)"
 	msgRelease = "webhook: a release failed; its claim frees after pending_ttl" +
@@ -504,11 +508,11 @@ func ours(err error) bool {
 	return errors.As(err, &inv) && (inv.Field == "claim.hook_id" || inv.Field == "claim.node")
 }
 
-// store hands hook to the Sink, then commits its claim (202) or releases
+// store hands hook to the Sink, then commits its claim (stored) or releases
 // it (503), both on contexts detached from the request with their own
 // budgets: a sender that hangs up cancels neither.
 //
-// A commit that fails after the Sink stored the hook is still 202 (the
+// A commit that fails after the Sink stored the hook is still stored (the
 // hook is durable) and is logged once: with a fallback an outage cannot
 // fail it (the commit is queued in the outbox) but a full outbox can;
 // without one, an outage or ErrClosed leaves the claim pending, to free

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 )
 
@@ -18,10 +19,7 @@ type Handshaker interface {
 
 // handshake is p's answer to a verified request that is a handshake.
 func handshake(p Provider, h http.Header, body []byte) ([]byte, string, bool) {
-	if d, ok := p.(deferring); ok {
-		p = d.Provider
-	}
-	if hs, ok := p.(Handshaker); ok {
+	if hs, ok := inner(p).(Handshaker); ok {
 		return hs.Handshake(h, body)
 	}
 	return nil, "", false
@@ -56,24 +54,25 @@ func (discord) Handshake(_ http.Header, body []byte) ([]byte, string, bool) {
 // Accepter is a Provider whose sender counts one status alone as
 // delivered and retries any other: Paddle and Linear, whose docs ask for
 // 200. The handler answers a stored or deferred delivery (202 in the
-// package doc's table) with AcceptStatus; one outside 200–299 is not
-// used (202 is).
+// package doc's table) with AcceptStatus, read once by New, which refuses
+// one outside 200–299 (ErrInvalid, config.provider). Deferring keeps it;
+// a wrapper of one's own must implement it too, or the handler answers
+// 202.
 type Accepter interface {
 	Provider
 	AcceptStatus() int
 }
 
 // acceptStatus is the status p's stored and deferred deliveries are
-// answered with: its AcceptStatus when it is an Accepter of a 2xx, else
-// 202.
-func acceptStatus(p Provider) int {
-	if d, ok := p.(deferring); ok {
-		p = d.Provider
+// answered with: its AcceptStatus when it is an Accepter, else 202; an
+// error when that is no 2xx.
+func acceptStatus(p Provider) (int, error) {
+	a, ok := inner(p).(Accepter)
+	if !ok {
+		return http.StatusAccepted, nil
 	}
-	if a, ok := p.(Accepter); ok {
-		if s := a.AcceptStatus(); s >= 200 && s <= 299 {
-			return s
-		}
+	if s := a.AcceptStatus(); s >= 200 && s <= 299 {
+		return s, nil
 	}
-	return http.StatusAccepted
+	return 0, fmt.Errorf("its AcceptStatus must be 200–299, got %d", a.AcceptStatus())
 }

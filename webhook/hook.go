@@ -34,8 +34,9 @@ type Sink interface {
 	// Store stores h durably, within ctx (the handler's SinkTimeout,
 	// detached from the request: a sender that hangs up does not cancel
 	// it). nil means durable: the handler commits the claim and answers
-	// 202. An error (or a panic) means not stored: the handler releases
-	// the claim, so that the provider's retry is taken, and answers 503.
+	// it as stored (202, or the provider's AcceptStatus). An error (or a
+	// panic) means not stored: the handler releases the claim, so that
+	// the provider's retry is taken, and answers 503.
 	// The error is logged as it is (once, when the Sink starts failing):
 	// it must not quote the body.
 	// h.Body is not retained by the handler: the Sink may keep it.

@@ -151,6 +151,18 @@ type deferring struct{ Provider }
 
 func (deferring) Retries() bool { return false }
 
+// inner is p without its Deferring wrappers: the provider whose optional
+// interfaces (Handshaker, RequestVerifier, Accepter) the handler uses.
+func inner(p Provider) Provider {
+	for {
+		d, ok := p.(deferring)
+		if !ok {
+			return p
+		}
+		p = d.Provider
+	}
+}
+
 // signedBy reports whether one of sigs is the HMAC-SHA256 under key of
 // parts, concatenated: every provider's scheme, compared in constant time
 // (hmac.Equal).

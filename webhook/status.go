@@ -27,12 +27,12 @@ const (
 	Handshake                      // 200: a sender's check of the endpoint (Handshaker)
 	NoEvent                        // 400: the provider names no event id
 	PlanInvalid                    // 500: Config.Plan returned a plan Plan.Check refuses
-	Stored                         // 202: OK, stored, the claim committed
+	Stored                         // 202 (or AcceptStatus): OK, stored, the claim committed
 	SinkFailed                     // 503: OK, but the Sink failed: the claim released
 	Duplicate                      // 200: already stored
 	Pending                        // 409: another delivery is being stored
 	RateLimited                    // 429: denied, new, a provider that retries: released
-	Deferred                       // 202: denied, new, a provider that does not retry
+	Deferred                       // 202 (or AcceptStatus): denied, new, not Retries
 	OverBurst                      // 413: ErrOverCapacity, a provider that retries
 	Invalid                        // 400: ErrInvalid for the tenant or the event id
 	Unclaimable                    // 500: ErrInvalid for the hook id or Node

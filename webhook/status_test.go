@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -147,14 +148,13 @@ func (a accepter) AcceptStatus() int { return a.status }
 // provider's AcceptStatus when it is an Accepter of a 2xx (also through
 // Deferring); OnDelivery is told the status sent. Paddle and Linear are
 // Accepters of 200. Fails with a handler that answers 202 whatever the
-// provider, or that takes a 500 for a success.
+// provider, or that takes a 500 for a success (New refuses it).
 func TestAcceptStatus(t *testing.T) {
 	t.Parallel()
-	if s := acceptStatus(Paddle(0)); s != http.StatusOK {
-		t.Errorf("Paddle: %d, want 200", s)
-	}
-	if s := acceptStatus(Linear(0)); s != http.StatusOK {
-		t.Errorf("Linear: %d, want 200", s)
+	for _, p := range []Provider{Paddle(0), Linear(0), Deferring(Deferring(Linear(0)))} {
+		if s, err := acceptStatus(p); s != http.StatusOK || err != nil {
+			t.Errorf("%s: %d %v, want 200", p.Name(), s, err)
+		}
 	}
 	for _, tt := range []struct {
 		name string
@@ -164,7 +164,6 @@ func TestAcceptStatus(t *testing.T) {
 		{"no Accepter", acceptProvider{}, http.StatusAccepted},
 		{"Accepter of 200", accepter{acceptProvider{status: 200}}, http.StatusOK},
 		{"Accepter of 204", accepter{acceptProvider{status: 204}}, http.StatusNoContent},
-		{"Accepter of 500", accepter{acceptProvider{status: 500}}, http.StatusAccepted},
 		{"Deferring an Accepter of 200", Deferring(accepter{acceptProvider{retries: true, status: 200}}),
 			http.StatusOK},
 	} {
@@ -208,8 +207,35 @@ func TestAcceptStatus(t *testing.T) {
 					w.Code, told, want[i])
 			}
 		}
+		if len(got) != 3 {
+			continue
+		}
 		if o := got[2].Outcome; tt.p.Retries() && o != RateLimited || !tt.p.Retries() && o != Deferred {
 			t.Errorf("%s: the delivery over the limit was %v", tt.name, o)
 		}
 	}
+	// An AcceptStatus that is no success is the configuration's error.
+	for _, status := range []int{0, 199, 300, 500} {
+		_, err := New(Config{
+			Store: nopStore(t), Provider: Deferring(accepter{acceptProvider{status: status}}),
+			Secrets: func(string) ([]string, error) { return nil, nil },
+			Tenant:  func(*http.Request, []byte) (string, error) { return "", nil },
+			Sink:    SinkFunc(func(context.Context, *Hook) error { return nil }),
+		})
+		var inv *fleetstore.InvalidError
+		if !errors.As(err, &inv) || inv.Field != "config.provider" ||
+			!strings.Contains(inv.Reason, strconv.Itoa(status)) {
+			t.Errorf("New with AcceptStatus %d: %v, want ErrInvalid naming config.provider", status, err)
+		}
+	}
+}
+
+func nopStore(t *testing.T) *fleetstore.Store {
+	t.Helper()
+	st, err := fleetstore.Open("memory://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }

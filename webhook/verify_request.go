@@ -20,10 +20,7 @@ type RequestVerifier interface {
 // RequestVerifier (Deferring's too), else Verify.
 func verifyDelivery(p Provider, r *http.Request, body []byte, secrets []string,
 	now time.Time) error {
-	if d, ok := p.(deferring); ok {
-		p = d.Provider
-	}
-	if rv, ok := p.(RequestVerifier); ok {
+	if rv, ok := inner(p).(RequestVerifier); ok {
 		return rv.VerifyRequest(r, body, secrets, now)
 	}
 	return p.Verify(r.Header, body, secrets, now)

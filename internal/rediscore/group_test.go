@@ -68,8 +68,6 @@ func newClaim(tenant, hook string) fleetstore.Claim {
 		Node: "edge-1", TTL: time.Hour, PendingTTL: time.Minute}
 }
 
-// scriptCalls is the script calls (EVALSHA, EVAL, FCALL) the servers have
-// run, from INFO commandstats.
 // waitLibrary waits until each of nodes holds the scripts' function
 // library, which the driver loads in the background once a call finds it
 // missing (that call, and any before the load is done, run with EVAL
@@ -82,6 +80,8 @@ func waitLibrary(t *testing.T, nodes ...*testserver.Redis) {
 	}
 }
 
+// scriptCalls is the script calls (EVALSHA, EVAL, FCALL) the servers have
+// run, from INFO commandstats.
 func scriptCalls(t *testing.T, servers ...*testserver.Redis) int {
 	t.Helper()
 	n := 0

@@ -167,7 +167,10 @@ var goals = []goal{
 		met: func(v float64) bool { return v <= 1.25 },
 		of: func(hook hitRow, _ peerRow) (float64, bool) {
 			h, ok := hook(64)
-			return h.ScriptCalls, ok && h.Ops > 0
+			if !ok || h.ScriptCalls == nil {
+				return 0, false
+			}
+			return *h.ScriptCalls, true
 		}},
 	{figure: "hook p99 at c=64, µs", format: num, hook: true,
 		of: func(hook hitRow, _ peerRow) (float64, bool) {

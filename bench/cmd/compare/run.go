@@ -60,17 +60,18 @@ type row struct {
 	HookP50us   float64 `json:"hook_p50_us,omitempty"` // hook rows: Hit + Commit
 	HookP99us   float64 `json:"hook_p99_us,omitempty"` // hook rows: Hit + Commit
 	ServerCPUus float64 `json:"server_cpu_us_per_op"`  // redis-server user+sys CPU per op
-	ScriptCalls float64 `json:"script_calls_per_op"`   // EVALSHA + EVAL + FCALL per op (commandstats)
-	ClientCPUus float64 `json:"client_cpu_us_per_op"`  // this process's user+sys CPU per op
-	Allocs      float64 `json:"client_allocs_per_op"`  // this process's heap allocations per op
-	Ops         uint64  `json:"ops"`                   // ops in the measured window
-	NotOK       uint64  `json:"not_ok"`                // answers other than allowed/OK
-	Errors      uint64  `json:"errors"`                // error values
-	Server      string  `json:"server,omitempty"`      // memory rows: the server they ran on
-	Bytes       float64 `json:"bytes,omitempty"`       // memory rows: bytes per item
-	Items       int     `json:"items,omitempty"`       // memory rows: items written
-	Seconds     float64 `json:"seconds,omitempty"`     // measured window, s
-	Error       string  `json:"first_error,omitempty"` // the first error seen
+	// EVALSHA + EVAL + FCALL per op (commandstats); nil when a read failed
+	ScriptCalls *float64 `json:"script_calls_per_op,omitempty"`
+	ClientCPUus float64  `json:"client_cpu_us_per_op"`  // this process's user+sys CPU per op
+	Allocs      float64  `json:"client_allocs_per_op"`  // this process's heap allocations per op
+	Ops         uint64   `json:"ops"`                   // ops in the measured window
+	NotOK       uint64   `json:"not_ok"`                // answers other than allowed/OK
+	Errors      uint64   `json:"errors"`                // error values
+	Server      string   `json:"server,omitempty"`      // memory rows: the server they ran on
+	Bytes       float64  `json:"bytes,omitempty"`       // memory rows: bytes per item
+	Items       int      `json:"items,omitempty"`       // memory rows: items written
+	Seconds     float64  `json:"seconds,omitempty"`     // measured window, s
+	Error       string   `json:"first_error,omitempty"` // the first error seen
 	// -server-stats: commandstats of each round
 	Scripts string `json:"server_commands,omitempty"`
 }
@@ -148,7 +149,7 @@ func measure(ctx context.Context, admin *goredis.Client, addr string, sys system
 		_ = admin.ConfigResetStat(ctx).Err()
 	}
 	srv0, _ := serverCPU(ctx, admin)
-	calls0, _ := scriptCalls(ctx, admin)
+	calls0, err0 := scriptCalls(ctx, admin)
 	cli0 := clientCPU()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -162,7 +163,7 @@ func measure(ctx context.Context, admin *goredis.Client, addr string, sys system
 	runtime.ReadMemStats(&ms)
 	mallocs1 := ms.Mallocs
 	srv1, _ := serverCPU(ctx, admin)
-	calls1, _ := scriptCalls(ctx, admin)
+	calls1, err1 := scriptCalls(ctx, admin)
 	var cmdstats string
 	if cfg.serverStats {
 		cmdstats, _ = commandStats(ctx, admin)
@@ -175,8 +176,8 @@ func measure(ctx context.Context, admin *goredis.Client, addr string, sys system
 
 	sm := &sample{system: sys.name, concurrency: conc, hook: sys.hook, run: run, elapsed: elapsed,
 		serverCPU: srv1 - srv0, clientCPU: cli1 - cli0, mallocs: mallocs1 - mallocs0, cmdstats: cmdstats,
-		scripts: calls1 - calls0,
-		hit:     newHist(), whole: newHist()}
+		scripts: calls1 - calls0, scriptsKnown: err0 == nil && err1 == nil,
+		hit: newHist(), whole: newHist()}
 	for _, w := range workers {
 		sm.ops += w.ops
 		sm.notOK += w.notOK
@@ -192,20 +193,21 @@ func measure(ctx context.Context, admin *goredis.Client, addr string, sys system
 
 // sample is one measured run of one row.
 type sample struct {
-	system      string
-	concurrency int
-	hook        bool
-	run         string // the run id in every key the run wrote
-	elapsed     time.Duration
-	ops         uint64
-	notOK, errs uint64
-	firstErr    error
-	hit, whole  *hdrhistogram.Histogram
-	serverCPU   time.Duration
-	clientCPU   time.Duration
-	mallocs     uint64
-	scripts     int64 // script calls the server counted in the window
-	cmdstats    string
+	system       string
+	concurrency  int
+	hook         bool
+	run          string // the run id in every key the run wrote
+	elapsed      time.Duration
+	ops          uint64
+	notOK, errs  uint64
+	firstErr     error
+	hit, whole   *hdrhistogram.Histogram
+	serverCPU    time.Duration
+	clientCPU    time.Duration
+	mallocs      uint64
+	scripts      int64 // script calls the server counted in the window
+	scriptsKnown bool  // both counts were read
+	cmdstats     string
 }
 
 // summarize pools a row's samples (its rounds): ops and time add up,
@@ -218,6 +220,7 @@ func summarize(samples []*sample) row {
 	var elapsed, srv, cli time.Duration
 	var mallocs uint64
 	var scripts int64
+	scriptsKnown := true
 	var stats []string
 	for _, sm := range samples {
 		r.Ops += sm.ops
@@ -233,6 +236,7 @@ func summarize(samples []*sample) row {
 		cli += sm.clientCPU
 		mallocs += sm.mallocs
 		scripts += sm.scripts
+		scriptsKnown = scriptsKnown && sm.scriptsKnown
 		if sm.cmdstats != "" {
 			stats = append(stats, sm.cmdstats)
 		}
@@ -250,7 +254,10 @@ func summarize(samples []*sample) row {
 		r.ServerCPUus = round1(srv.Seconds() * 1e6 / float64(r.Ops))
 		r.ClientCPUus = round1(cli.Seconds() * 1e6 / float64(r.Ops))
 		r.Allocs = round1(float64(mallocs) / float64(r.Ops))
-		r.ScriptCalls = float64(scripts) / float64(r.Ops)
+		if scriptsKnown {
+			v := float64(scripts) / float64(r.Ops)
+			r.ScriptCalls = &v
+		}
 	}
 	return r
 }
