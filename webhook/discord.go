@@ -25,10 +25,13 @@ import (
 // Discord does not redeliver an interaction: Retries is false. A PING
 // (type 1), which Discord sends when the endpoint URL is saved and without
 // whose {"type":1} it refuses the URL, is answered so (Handshaker),
-// charging and claiming nothing. Any other interaction is answered as
-// every delivery is (202), not with an interaction response, which Discord
-// wants within 3 seconds or the user sees the command fail: serve
-// commands whose answer the user waits for in front of the handler.
+// charging and claiming nothing. Any other interaction, once stored, is
+// answered 200 with a deferred interaction response (Accepter, Acker:
+// {"type":5} for a command), within the 3 seconds Discord allows: the
+// application answers the user later with the interaction's token (valid
+// 15 minutes), from the stored hook. An interaction not stored (the Sink
+// failed, the store is out) gets the table's answer, and the user sees
+// the interaction fail.
 func Discord(tolerance time.Duration) Provider { return discord{tolerance: orDefault(tolerance)} }
 
 type discord struct{ tolerance time.Duration }

@@ -99,9 +99,39 @@ func TestDiscord(t *testing.T) {
 	}
 }
 
+// TestDiscordAck: a stored interaction is answered 200 with a deferred
+// interaction response of its type (Discord's "Interaction Response
+// Object": 5 for a command or a modal submit, 6 for a component, 8 with
+// no choices for an autocomplete); a PING is the handshake's; another type
+// or no JSON gets the table's text.
+func TestDiscordAck(t *testing.T) {
+	t.Parallel()
+	p := webhook.Discord(0)
+	if a, ok := p.(webhook.Accepter); !ok || a.AcceptStatus() != http.StatusOK {
+		t.Fatal("Discord is no Accepter of 200")
+	}
+	acker, ok := p.(webhook.Acker)
+	if !ok {
+		t.Fatal("Discord is no Acker")
+	}
+	for body, want := range map[string]string{
+		discordCommand:                    `{"type":5}`,
+		`{"id":"1","token":"t","type":3}`: `{"type":6}`,
+		`{"id":"1","token":"t","type":4}`: `{"type":8,"data":{"choices":[]}}`,
+		`{"id":"1","token":"t","type":5}`: `{"type":5}`,
+		`{"id":"1","token":"t","type":9}`: "",
+		`not json`:                        "",
+	} {
+		reply, ct := acker.Ack(nil, []byte(body))
+		if string(reply) != want || want != "" && ct != "application/json" {
+			t.Errorf("Ack of %s: %q %q, want %q as application/json", body, reply, ct, want)
+		}
+	}
+}
+
 // An application command signed with RFC 8032's TEST 1 key (the public
-// key is the Secrets' entry), checked by the provider itself: the handler
-// does not give the interaction response Discord expects (see Discord).
+// key is the Secrets' entry), checked by the provider itself, and the
+// interaction response the handler answers it with once it is stored.
 func ExampleDiscord() {
 	p := webhook.Discord(0)
 	h := http.Header{
@@ -114,7 +144,10 @@ func ExampleDiscord() {
 	fmt.Printf("verified: %v, interaction %s\n", err == nil, id)
 	err = p.Verify(h, []byte(discordPing), []string{discordPublicKey}, received)
 	fmt.Println(err)
+	reply, ct := p.(webhook.Acker).Ack(h, []byte(discordCommand))
+	fmt.Printf("once stored: %d %s %s\n", p.(webhook.Accepter).AcceptStatus(), ct, reply)
 	// Output:
 	// verified: true, interaction 787053080478613556
 	// webhook: signature verification failed: discord: X-Signature-Ed25519 matches no public key
+	// once stored: 200 application/json {"type":5}
 }

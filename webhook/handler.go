@@ -540,10 +540,10 @@ func (h *Handler) store(w http.ResponseWriter, r *http.Request, d *Delivery, hoo
 	d.Settle = time.Since(start)
 	h.settled(err, msgCommit)
 	if hook.Deferred {
-		h.reply(w, d, Deferred)
+		h.reply(w, d, Deferred, ack(h.cfg.Provider, hook)...)
 		return
 	}
-	h.reply(w, d, Stored)
+	h.reply(w, d, Stored, ack(h.cfg.Provider, hook)...)
 }
 
 // release releases claim within SettleTimeout, on detached: a failure

@@ -51,6 +51,35 @@ func (discord) Handshake(_ http.Header, body []byte) ([]byte, string, bool) {
 	return []byte(`{"type":1}`), "application/json", true
 }
 
+// AcceptStatus implements Accepter: an interaction response is a 200.
+func (discord) AcceptStatus() int { return http.StatusOK }
+
+// Ack implements Acker: a stored interaction is answered with a deferred
+// interaction response (discord.com/developers/docs, "Interaction
+// Response Object"), as application/json: an application command or a
+// modal submit {"type":5} (the user sees a loading state until the
+// application edits the response), a message component {"type":6} (the
+// message is edited later, no loading state), an autocomplete {"type":8}
+// with no choices (it cannot be deferred). Another type gets the table's
+// text.
+func (discord) Ack(_ http.Header, body []byte) ([]byte, string) {
+	var req struct {
+		Type int `json:"type"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return nil, ""
+	}
+	switch req.Type {
+	case 2, 5: // APPLICATION_COMMAND, MODAL_SUBMIT
+		return []byte(`{"type":5}`), "application/json"
+	case 3: // MESSAGE_COMPONENT
+		return []byte(`{"type":6}`), "application/json"
+	case 4: // APPLICATION_COMMAND_AUTOCOMPLETE
+		return []byte(`{"type":8,"data":{"choices":[]}}`), "application/json"
+	}
+	return nil, ""
+}
+
 // Accepter is a Provider whose sender counts one status alone as
 // delivered and retries any other: Paddle and Linear, whose docs ask for
 // 200. The handler answers a stored or deferred delivery (202 in the
@@ -61,6 +90,32 @@ func (discord) Handshake(_ http.Header, body []byte) ([]byte, string, bool) {
 type Accepter interface {
 	Provider
 	AcceptStatus() int
+}
+
+// Acker is a Provider whose sender wants a body in the answer to a stored
+// or deferred delivery: Discord, whose interactions must be answered with
+// an interaction response (a deferred one: the application follows up
+// with the interaction's token). Once the hook is stored, the handler
+// answers with Ack's reply as contentType (and the status of Accepter, or
+// 202); a nil reply is the table's text. Deferring keeps it; a wrapper of
+// one's own must implement it too.
+type Acker interface {
+	Provider
+	Ack(h http.Header, body []byte) (reply []byte, contentType string)
+}
+
+// ack is the answer's content type and body for a stored or deferred hook
+// when the provider is an Acker with a reply for it, else nothing.
+func ack(p Provider, hook *Hook) []string {
+	a, ok := inner(p).(Acker)
+	if !ok {
+		return nil
+	}
+	reply, ct := a.Ack(hook.Header, hook.Body)
+	if reply == nil {
+		return nil
+	}
+	return []string{ct, string(reply)}
 }
 
 // acceptStatus is the status p's stored and deferred deliveries are

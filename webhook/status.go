@@ -107,22 +107,22 @@ var replies = [...]struct {
 // reply writes r: its status and body, with Retry-After when it is
 // Config.RetryAfter's (a 503), Allow for a 405, and the size for a 413
 // over MaxBody. The fields of package headers, when due, are set before.
-// A Handshake's reply is shake: its content type and body. A stored or
-// deferred delivery is answered the provider's accept status (Accepter).
-func (h *Handler) reply(w http.ResponseWriter, d *Delivery, r Outcome, shake ...string) {
+// A stored or deferred delivery is answered the provider's accept status
+// (Accepter). A reply of the provider's own (a Handshake's, an Ack's) is
+// own: its content type and body.
+func (h *Handler) reply(w http.ResponseWriter, d *Delivery, r Outcome, own ...string) {
 	d.Outcome = r
-	if r == Handshake && len(shake) == 2 {
-		d.Status = http.StatusOK
-		w.Header().Set("Content-Type", shake[0])
-		w.WriteHeader(http.StatusOK)
-		io.WriteString(w, shake[1])
-		return
-	}
 	a := &replies[r]
 	body := a.body
 	d.Status = a.status
 	if r == Stored || r == Deferred {
 		d.Status = h.accepted
+	}
+	if len(own) == 2 {
+		w.Header().Set("Content-Type", own[0])
+		w.WriteHeader(d.Status)
+		io.WriteString(w, own[1])
+		return
 	}
 	switch {
 	case a.retry == retryConfig:
