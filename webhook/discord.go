@@ -27,11 +27,16 @@ import (
 // whose {"type":1} it refuses the URL, is answered so (Handshaker),
 // charging and claiming nothing. Any other interaction, once stored, is
 // answered 200 with a deferred interaction response (Accepter, Acker:
-// {"type":5} for a command), within the 3 seconds Discord allows: the
-// application answers the user later with the interaction's token (valid
-// 15 minutes), from the stored hook. An interaction not stored (the Sink
-// failed, the store is out) gets the table's answer, and the user sees
-// the interaction fail.
+// {"type":5} for a command): the application answers the user later with
+// the interaction's token (valid 15 minutes), from the stored hook; one
+// over the tenant's limit is stored Deferred and answered so too, so
+// serve it within the token's life. Discord fails an interaction not
+// answered within 3 seconds: give the handler a Config.SinkTimeout +
+// SettleTimeout well below that (the defaults are 10s and 2s). An
+// interaction not stored (the Sink failed, the store is out) gets the
+// table's answer, and the user sees it fail. An autocomplete cannot be
+// deferred: it is answered with no choices; serve autocompletes in front
+// of the handler.
 func Discord(tolerance time.Duration) Provider { return discord{tolerance: orDefault(tolerance)} }
 
 type discord struct{ tolerance time.Duration }

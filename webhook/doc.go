@@ -87,9 +87,9 @@
 //	store out, closed, cancelled   503 Service Unavailable       Config.RetryAfter
 //
 // A stored or deferred delivery is answered 202, or the provider's
-// AcceptStatus (Accepter: 200 for Paddle and Linear, which retry any
-// other, and Discord), with the provider's own body for an Acker
-// (Discord's deferred interaction response). "handshake" is a verified
+// AcceptStatus (Accepter: 200 for Paddle, Linear and Discord), with the
+// provider's own body for an Acker (Discord's deferred interaction
+// response). "handshake" is a verified
 // request that is the sender's check of the endpoint, answered as the
 // provider asks (Handshaker: Slack's url_verification, Discord's PING),
 // nothing charged or claimed.

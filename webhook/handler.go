@@ -522,6 +522,8 @@ func ours(err error) bool {
 func (h *Handler) store(w http.ResponseWriter, r *http.Request, d *Delivery, hook *Hook,
 	claim fleetstore.Claim) {
 	detached := context.WithoutCancel(r.Context())
+	// The Acker's answer, from the request: the Sink may keep the body.
+	own := ack(h.cfg.Provider, hook)
 	start := time.Now()
 	err := h.sink(detached, hook)
 	d.Sink = time.Since(start)
@@ -540,10 +542,10 @@ func (h *Handler) store(w http.ResponseWriter, r *http.Request, d *Delivery, hoo
 	d.Settle = time.Since(start)
 	h.settled(err, msgCommit)
 	if hook.Deferred {
-		h.reply(w, d, Deferred, ack(h.cfg.Provider, hook)...)
+		h.reply(w, d, Deferred, own...)
 		return
 	}
-	h.reply(w, d, Stored, ack(h.cfg.Provider, hook)...)
+	h.reply(w, d, Stored, own...)
 }
 
 // release releases claim within SettleTimeout, on detached: a failure

@@ -80,9 +80,10 @@ func (discord) Ack(_ http.Header, body []byte) ([]byte, string) {
 	return nil, ""
 }
 
-// Accepter is a Provider whose sender counts one status alone as
-// delivered and retries any other: Paddle and Linear, whose docs ask for
-// 200. The handler answers a stored or deferred delivery (202 in the
+// Accepter is a Provider whose sender wants another status than 202 for
+// a stored delivery: Paddle and Linear, which count 200 alone as
+// delivered and retry any other, and Discord (an interaction response is
+// a 200). The handler answers a stored or deferred delivery (202 in the
 // package doc's table) with AcceptStatus, read once by New, which refuses
 // one outside 200–299 (ErrInvalid, config.provider). Deferring keeps it;
 // a wrapper of one's own must implement it too, or the handler answers
@@ -95,10 +96,11 @@ type Accepter interface {
 // Acker is a Provider whose sender wants a body in the answer to a stored
 // or deferred delivery: Discord, whose interactions must be answered with
 // an interaction response (a deferred one: the application follows up
-// with the interaction's token). Once the hook is stored, the handler
-// answers with Ack's reply as contentType (and the status of Accepter, or
-// 202); a nil reply is the table's text. Deferring keeps it; a wrapper of
-// one's own must implement it too.
+// with the interaction's token). The handler asks Ack before the Sink has
+// the hook (it may keep the body) and, once the hook is stored, answers
+// with reply as contentType, at the status of Accepter (or 202: a 204
+// sends no body); a nil reply is the table's text. Deferring keeps it; a
+// wrapper of one's own must implement it too.
 type Acker interface {
 	Provider
 	Ack(h http.Header, body []byte) (reply []byte, contentType string)

@@ -109,3 +109,34 @@ func TestHandshake(t *testing.T) {
 		})
 	}
 }
+
+// TestDiscordAckBeforeSink: a stored interaction's answer is the deferred
+// interaction response as application/json even when the Sink overwrites
+// the body it was handed (it may keep and reuse it): the handler reads
+// the interaction's type before the Sink has it.
+func TestDiscordAckBeforeSink(t *testing.T) {
+	t.Parallel()
+	h, err := webhook.New(webhook.Config{
+		Store: openMemory(t), Provider: webhook.Discord(0),
+		Secrets: func(string) ([]string, error) { return []string{discordPublicKey}, nil },
+		Tenant:  func(*http.Request, []byte) (string, error) { return "acme", nil },
+		Sink: webhook.SinkFunc(func(_ context.Context, h *webhook.Hook) error {
+			clear(h.Body)
+			return nil
+		}),
+		Now: func() time.Time { return time.Unix(1700000000, 0).Add(2 * time.Second) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(discordCommand))
+	r.Header = http.Header{"X-Signature-Timestamp": {discordTimestamp},
+		"X-Signature-Ed25519": {discordCommandSig}}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusOK || w.Header().Get("Content-Type") != "application/json" ||
+		w.Body.String() != `{"type":5}` {
+		t.Errorf("a stored command: %d %q %q, want 200 application/json {\"type\":5}", w.Code,
+			w.Header().Get("Content-Type"), w.Body.String())
+	}
+}

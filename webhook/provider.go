@@ -152,7 +152,8 @@ type deferring struct{ Provider }
 func (deferring) Retries() bool { return false }
 
 // inner is p without its Deferring wrappers: the provider whose optional
-// interfaces (Handshaker, RequestVerifier, Accepter) the handler uses.
+// interfaces (Handshaker, RequestVerifier, Accepter, Acker) the handler
+// uses.
 func inner(p Provider) Provider {
 	for {
 		d, ok := p.(deferring)

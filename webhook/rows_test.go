@@ -169,6 +169,9 @@ func TestEveryStatusRow(t *testing.T) {
 			t.Errorf("%s: answered %d, OnDelivery told %v %d; want %v %d", what, w.Code, d.Outcome,
 				d.Status, o, a.status)
 		}
+		if o != Handshake && !strings.HasPrefix(w.Body.String(), a.body) {
+			t.Errorf("%s: body %q, the table's %q", what, w.Body.String(), a.body)
+		}
 		if got := w.Header().Get("Retry-After") != ""; got != (a.retry != retryNone) {
 			t.Errorf("%s: Retry-After %q, the table says %q", what, w.Header().Get("Retry-After"), a.retry)
 		}
@@ -220,16 +223,26 @@ func TestEveryStatusRow(t *testing.T) {
 	check("a closed Store", StoreOut, w, d)
 
 	// Pending: a delivery of an event another delivery is storing.
+	first := httptest.NewRecorder()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		e.send(t, "acme", "slow")
+		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("slow"))
+		r.Header.Set("X-Tenant", "acme")
+		e.h.ServeHTTP(first, r)
 	}()
-	<-e.entered
+	select {
+	case <-e.entered:
+	case <-done:
+		t.Fatalf("the first slow delivery never reached the Sink: %d %q", first.Code, first.Body)
+	}
 	w, d = e.send(t, "acme", "slow")
 	check("a delivery of an event being stored", Pending, w, d)
 	close(e.release)
 	<-done
+	if first.Code != replies[Stored].status {
+		t.Errorf("the first slow delivery: %d %q, want stored", first.Code, first.Body)
+	}
 
 	for o := range replies {
 		if Outcome(o) != noOutcome && !reached[Outcome(o)] {

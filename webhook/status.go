@@ -119,7 +119,9 @@ func (h *Handler) reply(w http.ResponseWriter, d *Delivery, r Outcome, own ...st
 		d.Status = h.accepted
 	}
 	if len(own) == 2 {
-		w.Header().Set("Content-Type", own[0])
+		if own[0] != "" {
+			w.Header().Set("Content-Type", own[0])
+		}
 		w.WriteHeader(d.Status)
 		io.WriteString(w, own[1])
 		return
