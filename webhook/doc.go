@@ -87,12 +87,12 @@
 //	store out, closed, cancelled   503 Service Unavailable       Config.RetryAfter
 //
 // A stored or deferred delivery is answered 202, or the provider's
-// AcceptStatus (Accepter: 200 for Paddle, Linear and Discord), with the
-// provider's own body for an Acker (Discord's deferred interaction
-// response). "handshake" is a verified
-// request that is the sender's check of the endpoint, answered as the
-// provider asks (Handshaker: Slack's url_verification, Discord's PING),
-// nothing charged or claimed.
+// AcceptStatus (Accepter: 200 for Paddle, Linear, Discord and Twilio);
+// it and a Duplicate carry the provider's own body for an Acker
+// (Discord's deferred interaction response, Twilio's empty TwiML).
+// "handshake" is a verified request that is the sender's check of the
+// endpoint, answered as the provider asks (Handshaker: Slack's
+// url_verification, Discord's PING), nothing charged or claimed.
 // "unknown tenant" is Config.Tenant failing or Config.Secrets saying
 // ErrUnknownTenant; "secrets unusable" is any other error of Secrets, or
 // an empty secret. After the Sink fails, and on a 429, the claim is

@@ -368,7 +368,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, d *Delivery, pl
 	headers.Write(w.Header(), &res, plan, headers.Options{Legacy: h.cfg.LegacyHeaders})
 	switch res.Outcome {
 	case fleetstore.Duplicate:
-		h.reply(w, d, Duplicate)
+		h.reply(w, d, Duplicate, ack(h.cfg.Provider, hook)...)
 	case fleetstore.Pending:
 		h.reply(w, d, Pending)
 	case fleetstore.RateLimited:

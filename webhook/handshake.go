@@ -93,14 +93,15 @@ type Accepter interface {
 	AcceptStatus() int
 }
 
-// Acker is a Provider whose sender wants a body in the answer to a stored
-// or deferred delivery: Discord, whose interactions must be answered with
-// an interaction response (a deferred one: the application follows up
-// with the interaction's token). The handler asks Ack before the Sink has
-// the hook (it may keep the body) and, once the hook is stored, answers
-// with reply as contentType, at the status of Accepter (or 202: a 204
-// sends no body); a nil reply is the table's text. Deferring keeps it; a
-// wrapper of one's own must implement it too.
+// Acker is a Provider whose sender wants a body of its own in the answer
+// to a delivery stored (or deferred) or already stored (Duplicate):
+// Discord, whose interactions must be answered with an interaction
+// response (a deferred one: the application follows up with the
+// interaction's token), and Twilio, which reads the answer as TwiML. The
+// handler asks Ack before the Sink has the hook (it may keep the body) and
+// answers with reply as contentType, at the row's status (a stored one's:
+// Accepter's, or 202; a 204 sends no body); a nil reply is the table's
+// text. Deferring keeps it; a wrapper of one's own must implement it too.
 type Acker interface {
 	Provider
 	Ack(h http.Header, body []byte) (reply []byte, contentType string)

@@ -42,8 +42,14 @@ import (
 // Twilio redelivers a request answered with an error only when the URL's
 // connection overrides ask it (#rc=…&rp=…); by default it retries once, a
 // connection that failed: Retries is false, so a delivery over the
-// tenant's limit is accepted, deferred. The handler's answers are not
-// TwiML: this is for webhooks that expect none, such as status callbacks.
+// tenant's limit is accepted, deferred. A stored (or deferred, or already
+// stored) request is answered 200 with an empty TwiML document,
+// <Response></Response> as text/xml (Accepter, Acker): Twilio reads the
+// answer to an incoming message or call as TwiML (text/plain would be
+// sent back to the sender as a message), and the empty one does nothing;
+// status callbacks ignore it. So the handler suits webhooks whose answer
+// needs no TwiML of the application's: status callbacks, and incoming
+// messages answered later through the API.
 //
 // The signature binds neither the idempotency token nor a time: a captured
 // delivery verifies again under another token (the package doc's
@@ -70,6 +76,15 @@ var _ RequestVerifier = twilio{}
 
 func (twilio) Name() string  { return "twilio" }
 func (twilio) Retries() bool { return false }
+
+// AcceptStatus implements Accepter: TwiML is answered 200.
+func (twilio) AcceptStatus() int { return http.StatusOK }
+
+// Ack implements Acker: the empty TwiML document, which tells Twilio to do
+// nothing (twilio.com/docs/messaging/twiml: a <Response> with no verb).
+func (twilio) Ack(http.Header, []byte) ([]byte, string) {
+	return []byte(`<?xml version="1.0" encoding="UTF-8"?><Response></Response>`), "text/xml"
+}
 
 func (twilio) Verify(http.Header, []byte, []string, time.Time) error {
 	return sigErr("twilio", "the signature covers the URL: only VerifyRequest can check it")

@@ -113,8 +113,10 @@ func TestTwilioURLs(t *testing.T) {
 }
 
 // TestTwilioHandler: the handler verifies Twilio through VerifyRequest,
-// also when Deferring wraps it; a wrapper that hides VerifyRequest is
-// refused (its Verify has no URL).
+// also when Deferring wraps it, and answers the request, and its
+// redelivery, 200 with the empty TwiML document as text/xml (text/plain
+// would be texted back to the sender); a wrapper that hides
+// VerifyRequest is refused (its Verify has no URL).
 func TestTwilioHandler(t *testing.T) {
 	t.Parallel()
 	type hidden struct{ webhook.Provider }
@@ -126,21 +128,28 @@ func TestTwilioHandler(t *testing.T) {
 		p    webhook.Provider
 		want int
 	}{
-		{"Twilio", p, http.StatusAccepted},
-		{"Deferring(Twilio)", webhook.Deferring(p), http.StatusAccepted},
+		{"Twilio", p, http.StatusOK},
+		{"Deferring(Twilio)", webhook.Deferring(p), http.StatusOK},
 		{"hidden", hidden{p}, http.StatusUnauthorized},
 	} {
 		h, done := exampleHandler(tt.p, twilioToken, time.Time{})
-		r := httptest.NewRequest(http.MethodPost, "/hooks/acme?foo=1&bar=2",
-			strings.NewReader(twilioForm))
-		r.Header = hdr("X-Twilio-Signature", twilioSignature,
-			"I-Twilio-Idempotency-Token", twilioEventID)
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		done()
-		if w.Code != tt.want {
-			t.Errorf("%s: %d, want %d", tt.name, w.Code, tt.want)
+		for _, what := range []string{"delivery", "redelivery"} {
+			r := httptest.NewRequest(http.MethodPost, "/hooks/acme?foo=1&bar=2",
+				strings.NewReader(twilioForm))
+			r.Header = hdr("X-Twilio-Signature", twilioSignature,
+				"I-Twilio-Idempotency-Token", twilioEventID)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != tt.want {
+				t.Errorf("%s %s: %d, want %d", tt.name, what, w.Code, tt.want)
+			}
+			if tt.want == http.StatusOK && (w.Header().Get("Content-Type") != "text/xml" ||
+				w.Body.String() != `<?xml version="1.0" encoding="UTF-8"?><Response></Response>`) {
+				t.Errorf("%s %s: %q %q, want the empty TwiML document as text/xml", tt.name, what,
+					w.Header().Get("Content-Type"), w.Body.String())
+			}
 		}
+		done()
 	}
 }
 
@@ -166,6 +175,6 @@ func ExampleTwilio() {
 	}
 	// Output:
 	// stored twilio event fd0a6f5e-2a57-4e4d-9a8a-2c0d3e0f8b61 of acme (97 bytes)
-	// delivery: 202, RateLimit: "hooks";r=199;t=36
+	// delivery: 200, RateLimit: "hooks";r=199;t=36
 	// redelivery: 200, RateLimit: "hooks";r=199;t=36
 }
