@@ -45,9 +45,10 @@ import (
 // tenant's limit is accepted, deferred. A stored (or deferred, or already
 // stored) request is answered 200 with an empty TwiML document,
 // <Response></Response> as text/xml (Accepter, Acker): Twilio reads the
-// answer to an incoming message or call as TwiML (text/plain would be
-// sent back to the sender as a message), and the empty one does nothing;
-// status callbacks ignore it. So the handler suits webhooks whose answer
+// answer to an incoming message or call as TwiML — a text/plain answer is
+// texted back to the sender ("TwiML Message: Your Response") or logged as
+// error 12300 — and the empty document does nothing; status callbacks
+// ignore it. So the handler suits webhooks whose answer
 // needs no TwiML of the application's: status callbacks, and incoming
 // messages answered later through the API.
 //
