@@ -32,7 +32,7 @@ func ExampleOpen() {
 	// Output:
 	// ping: <nil>
 	// unknown scheme: true
-	// fleetstore: open: invalid url: foo: unknown parameter (accepted: timeout, key_prefix, fallback_nodes, fallback_share, fallback_outbox, fallback_claims)
+	// fleetstore: open: invalid url: foo: unknown parameter (accepted: timeout, key_prefix, fallback_nodes, fallback_share, fallback_outbox, fallback_claims, fallback_recent, fallback_outbox_dir)
 }
 
 // A webhook edge handles a delivery: Hit charges the tenant's hooks and

@@ -124,8 +124,11 @@ func limitErr(field, why string) error {
 // Bucket.Denied when it would have denied), but never denying, never in
 // the Hit's retry-after, never ErrOverCapacity, and left out of package
 // headers' fields: a new or smaller limit rolled out to be watched before
-// it refuses anyone. It charges the buckets of its own kind, so give it a
-// kind no other limit of the Hit has (e.g. "hooks_next").
+// it refuses anyone. It is charged also when it would have denied, so it
+// counts the traffic over the limit: after a burst its bucket is in debt
+// and reports Denied until the debt is paid, a little longer than the
+// limit enforced would refuse. It charges the buckets of its own kind, so
+// give it a kind no other limit of the Hit has (e.g. "hooks_next").
 func (l Limit) Shadow() Limit {
 	l.shadow = true
 	return l

@@ -56,8 +56,9 @@ func CheckParams(q url.Values, accepted ...string) error {
 		return nil
 	}
 	slices.Sort(keys)
+	// The Store's own: TestCommonParamsListed keeps this list its.
 	all := append([]string{"timeout", "key_prefix", "fallback_nodes", "fallback_share",
-		"fallback_outbox", "fallback_claims"}, accepted...)
+		"fallback_outbox", "fallback_claims", "fallback_recent", "fallback_outbox_dir"}, accepted...)
 	return Invalid("url: "+keys[0], "unknown parameter (accepted: "+strings.Join(all, ", ")+")")
 }
 

@@ -96,7 +96,9 @@
 // "unknown tenant" is Config.Tenant failing or Config.Secrets saying
 // ErrUnknownTenant; "secrets unusable" is any other error of Secrets, or
 // an empty secret. After the Sink fails, and on a 429, the claim is
-// released, so that the provider's retry is taken. "denied" is a Hit
+// released, so that the provider's retry is taken; a Sink failure keeps
+// the delivery's charges (the retry is charged again, and over the
+// tenant's limit is a 429 or deferred). "denied" is a Hit
 // that returned RateLimited, or ErrOverCapacity (a body over the byte
 // burst) for a provider that does not retry; "new" is what the claim
 // alone then says (below); "not Retries" stores the hook with

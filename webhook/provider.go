@@ -84,9 +84,10 @@ func within(ts int64, now time.Time, tolerance time.Duration) bool {
 // — an empty one, for every provider (an HMAC under the empty key is
 // anyone's signature), or a Standard Webhooks secret that is not whsec_
 // and base64: the handler's configuration is wrong, and the delivery is
-// answered 500, not 401, whatever its signature — once its signature
-// headers parse: a delivery without them, or with unreadable ones, is
-// refused 401 before any secret is looked at.
+// answered 500, not 401, whatever its signature. The handler refuses an
+// empty secret before it verifies anything; a secret the provider cannot
+// decode is found once a delivery's signature headers parse (a delivery
+// without them, or with unreadable ones, is refused 401 first).
 var ErrSecret = errors.New("webhook: unusable secret")
 
 type secretError struct{ provider, why string }

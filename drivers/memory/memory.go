@@ -8,7 +8,8 @@
 //	                 lives while a Store is open on it and is forgotten
 //	                 when the last one closes.
 //
-// It accepts only the common parameters (timeout, key_prefix). State is
+// It accepts only the common parameters (timeout, key_prefix, fallback_*;
+// no TLS: there is no connection). State is
 // sharded by tenant, each shard under its own lock, so one Hit takes one
 // lock. Expired buckets and claims are swept from a shard as it is written,
 // so memory stays bounded under a stream of new tenants and keys. Each
@@ -34,7 +35,8 @@ type Clock = memstore.Clock
 func Monotonic() int64 { return memstore.Monotonic() }
 
 // Driver is the memory driver. Register one made by New under a scheme of
-// your own to run stores on an injected clock.
+// your own to run stores on an injected clock; its zero value opens
+// nothing (ErrInvalid).
 type Driver struct {
 	d *memstore.Driver
 }
@@ -50,7 +52,12 @@ var _ driver.Driver = (*Driver)(nil)
 // Open implements driver.Driver. The URL's host is the store's NAME; a
 // path, a user or any parameter but the common ones is ErrInvalid
 // (naming the field). No I/O.
-func (d *Driver) Open(cfg driver.Config) (driver.Conn, error) { return d.d.Open(cfg) }
+func (d *Driver) Open(cfg driver.Config) (driver.Conn, error) {
+	if d == nil || d.d == nil {
+		return nil, driver.Invalid("driver", "a memory.Driver made by memory.New, not its zero value")
+	}
+	return d.d.Open(cfg)
+}
 
 // Records returns the live records of tenant, "bucket" and
 // "claim/SOURCE/KEY" with their remaining time to live, in every named
@@ -59,5 +66,8 @@ func (d *Driver) Open(cfg driver.Config) (driver.Conn, error) { return d.d.Open(
 // names one store (G7, C9). Records of private stores (memory://) are not
 // reachable. It never fails.
 func (d *Driver) Records(ctx context.Context, keyPrefix, tenant string) ([]driver.Record, error) {
+	if d == nil || d.d == nil {
+		return nil, nil // no store was ever opened
+	}
 	return d.d.Records(ctx, keyPrefix, tenant)
 }

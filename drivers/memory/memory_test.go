@@ -476,3 +476,19 @@ func TestQuota(t *testing.T) {
 		t.Errorf("Quota of a store not open: %+v", r)
 	}
 }
+
+// TestZeroDriver: the zero memory.Driver opens nothing, with ErrInvalid
+// naming it, and panics on nothing (Open, OpenDriver, Records).
+func TestZeroDriver(t *testing.T) {
+	t.Parallel()
+	var d memory.Driver
+	if _, err := d.Open(driver.Config{KeyPrefix: "p", Timeout: time.Second}); !errors.Is(err, driver.ErrInvalid) {
+		t.Errorf("Open of the zero Driver: %v, want ErrInvalid", err)
+	}
+	if st, err := fleetstore.OpenDriver(&d, "memory://"); !errors.Is(err, fleetstore.ErrInvalid) {
+		t.Errorf("OpenDriver of the zero Driver: %v %v, want ErrInvalid", st, err)
+	}
+	if recs, err := d.Records(context.Background(), "p", "t"); recs != nil || err != nil {
+		t.Errorf("Records of the zero Driver: %v %v, want none", recs, err)
+	}
+}
