@@ -46,8 +46,14 @@ func NewLimit(kind Kind, n int64, period time.Duration, burst int64) (Limit, err
 	}
 	unit, capacity, err := gcra.Rate(n, period, burst)
 	if err != nil {
-		return Limit{}, limitErr("burst",
-			fmt.Sprintf("%d × %v / %d is over 366 days", burst, period, n))
+		us := period.Microseconds()
+		interval := us / n // rounded up, at least 1µs
+		if interval == 0 || us%n != 0 {
+			interval++
+		}
+		return Limit{}, limitErr("burst", fmt.Sprintf("%d × the emission interval %v (%v / %d, "+
+			"rounded up to the µs) is over 366 days", burst, time.Duration(interval)*time.Microsecond,
+			period, n))
 	}
 	return Limit{kind: kind, n: n, period: period.Truncate(time.Microsecond), burst: burst,
 		unit: unit, capacity: capacity}, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +169,13 @@ func TestLimitErrors(t *testing.T) {
 	}
 	if _, err := fleetstore.NewLimit("hooks", 1, day, 366); err != nil {
 		t.Errorf("366 days of capacity: %v", err)
+	}
+	// The capacity is burst × the interval rounded up: the message says so
+	// (burst × period / n would be 1s here, well under 366 days).
+	const maxInt = int64(^uint64(0) >> 1)
+	_, err := fleetstore.PerSecond("hooks", maxInt, maxInt)
+	if err == nil || !strings.Contains(err.Error(), "the emission interval 1µs (1s / "+strconv.FormatInt(maxInt, 10)) {
+		t.Errorf("%d a second, burst %d: %v, want the rounded-up interval named", maxInt, maxInt, err)
 	}
 	defer func() {
 		if recover() == nil {
