@@ -127,9 +127,8 @@ func (c *Conn) Hit(
 	keys, args := scripts.HitCall(c.prefix, charges, claim)
 	reply, err := c.run(ctx, scripts.Hit, keys, args)
 	if err != nil {
-		return driver.Result{}, c.mark(err)
+		return driver.Result{}, err
 	}
-	c.answered()
 	res, err := scripts.DecodeHit(reply, len(charges))
 	return res, driver.ErrorReply(err)
 }
@@ -141,9 +140,8 @@ func (c *Conn) Peek(ctx context.Context, charges []driver.Charge) (driver.Result
 	keys, args := scripts.PeekCall(c.prefix, charges)
 	reply, err := c.run(ctx, scripts.Peek, keys, args)
 	if err != nil {
-		return driver.Result{}, c.mark(err)
+		return driver.Result{}, err
 	}
-	c.answered()
 	res, err := scripts.DecodePeek(reply, len(charges))
 	return res, driver.ErrorReply(err)
 }
@@ -189,14 +187,19 @@ func (c *Conn) Close() error {
 // run calls s with FCALL (EVALSHA once the server refused functions), and
 // with EVAL once when the server's reply proves it did not run (its
 // function or script missing, after a restart or a flush: c.again), so
-// that running it cannot charge twice.
+// that running it cannot charge twice. A reply marks the server reached;
+// an error reply is returned marked as one (mark).
 func (c *Conn) run(ctx context.Context, s *scripts.Script, keys, args []string) (any, error) {
 	how := c.first()
 	reply, err := c.cl.Eval(ctx, s, how, keys, args)
 	if c.again(how, err) {
 		reply, err = c.cl.Eval(ctx, s, SendSource, keys, args)
 	}
-	return reply, err
+	if err != nil {
+		return nil, c.mark(err)
+	}
+	c.answered()
+	return reply, nil
 }
 
 // runAll runs every call of s in one pipeline (EvalMulti), then those
