@@ -2,7 +2,6 @@ package valkey
 
 import (
 	"context"
-	"errors"
 	"net/url"
 	"sync/atomic"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/batcherr"
 	"github.com/fleetstore/fleetstore/internal/rediscore"
 	"github.com/fleetstore/fleetstore/internal/scripts"
 	"github.com/fleetstore/fleetstore/internal/testserver"
@@ -77,33 +77,12 @@ type tconn struct {
 
 // Commit is Store.Commit with one result per claim, as the driver's.
 func (c *tconn) Commit(ctx context.Context, claims []driver.Claim) ([]error, error) {
-	return perClaim(c.Store.Commit(ctx, claims...), len(claims))
+	return batcherr.Split(c.Store.Commit(ctx, claims...), len(claims))
 }
 
 // Release is Store.Release with one result per claim, as the driver's.
 func (c *tconn) Release(ctx context.Context, claims []driver.Claim) ([]error, error) {
-	return perClaim(c.Store.Release(ctx, claims...), len(claims))
-}
-
-// perClaim splits a batch settle's error into one per claim; an error that
-// is not one *ClaimError per failed claim is the whole call's.
-func perClaim(err error, n int) ([]error, error) {
-	errs := make([]error, n)
-	if err == nil {
-		return errs, nil
-	}
-	joined, ok := err.(interface{ Unwrap() []error })
-	if !ok {
-		return nil, err
-	}
-	for _, e := range joined.Unwrap() {
-		var ce *fleetstore.ClaimError
-		if !errors.As(e, &ce) {
-			return nil, err
-		}
-		errs[ce.Index] = ce.Err
-	}
-	return errs, nil
+	return batcherr.Split(c.Store.Release(ctx, claims...), len(claims))
 }
 
 func randName() string {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/internal/batcherr"
 	"github.com/fleetstore/fleetstore/internal/scripts"
 	"github.com/fleetstore/fleetstore/internal/testserver"
 	"github.com/fleetstore/fleetstore/nettest"
@@ -44,6 +45,19 @@ func openGroup(t *testing.T, raw string, opts ...fleetstore.Option) (*fleetstore
 	}
 	t.Cleanup(func() { st.Close() })
 	return st, prefix
+}
+
+// openWarm is openGroup with a fresh tenant (returned) and one Commit of
+// it made: the client built, the script run once on the server.
+func openWarm(t *testing.T, raw string, opts ...fleetstore.Option) (st *fleetstore.Store,
+	prefix, tenant string) {
+	t.Helper()
+	st, prefix = openGroup(t, raw, opts...)
+	tenant = "t-" + randHex(3)
+	if err := st.Commit(gctx(t, 5*time.Second), newClaim(tenant, "warm")); err != nil {
+		t.Fatal(err)
+	}
+	return st, prefix, tenant
 }
 
 // reopen is a second Store on raw under prefix: the same claims.
@@ -152,28 +166,6 @@ func free(t *testing.T, st *fleetstore.Store, c fleetstore.Claim) {
 	}
 }
 
-// claimErrs splits a settle's error into one per claim of n (nil: none);
-// an error that is not one *ClaimError per failed claim is the whole
-// call's, returned as whole.
-func claimErrs(err error, n int) (errs []error, whole error) {
-	errs = make([]error, n)
-	if err == nil {
-		return errs, nil
-	}
-	joined, ok := err.(interface{ Unwrap() []error })
-	if !ok {
-		return nil, err
-	}
-	for _, e := range joined.Unwrap() {
-		var ce *fleetstore.ClaimError
-		if !errors.As(e, &ce) {
-			return nil, err
-		}
-		errs[ce.Index] = ce.Err
-	}
-	return errs, nil
-}
-
 // TestGroupCommitShares: 64 callers Commit and Release concurrently, 5
 // times each: batches of three claims over two tenants, one of them held
 // by another hook, then a Release of one committed. Every claim gets its
@@ -224,7 +216,7 @@ func testGroupCommitShares(t *testing.T, raw string, servers ...*testserver.Redi
 			for r := range rounds {
 				batch := []fleetstore.Claim{newClaim(tenants[0], hook), held[g][r], newClaim(tenants[1], hook)}
 				batch[1].HookID = hook
-				errs, whole := claimErrs(st.Commit(gctx(t, 10*time.Second), batch...), 3)
+				errs, whole := batcherr.Split(st.Commit(gctx(t, 10*time.Second), batch...), 3)
 				if whole != nil {
 					t.Errorf("caller %d: commit failed as a whole: %v", g, whole)
 					return
@@ -279,11 +271,7 @@ func TestGroupCommitOwnBudget(t *testing.T) {
 			t.Parallel()
 			srv := testserver.StartRedis(t, testserver.Binary(d.bin))
 			raw := d.scheme + "://" + srv.Addr
-			st, prefix := openGroup(t, raw)
-			tenant := "t-" + randHex(3)
-			if err := st.Commit(gctx(t, 5*time.Second), newClaim(tenant, "warm")); err != nil {
-				t.Fatal(err)
-			}
+			st, prefix, tenant := openWarm(t, raw)
 			if err := srv.Freeze(); err != nil {
 				t.Fatal(err)
 			}
@@ -390,11 +378,7 @@ func TestGroupCommitLostReply(t *testing.T) {
 			// A budget above the calls' deadlines, and short: the driver's
 			// background check of the server's settings may be waiting for
 			// a lost reply too, and Close waits for it.
-			st, prefix := openGroup(t, d.scheme+"://"+p.Addr(), fleetstore.WithTimeout(4*time.Second))
-			tenant := "t-" + randHex(3)
-			if err := st.Commit(gctx(t, 5*time.Second), newClaim(tenant, "warm")); err != nil {
-				t.Fatal(err)
-			}
+			st, prefix, tenant := openWarm(t, d.scheme+"://"+p.Addr(), fleetstore.WithTimeout(4*time.Second))
 			// go-redis closes the connection of a call that timed out: the
 			// round goes on another, whose handshake's reply would be lost.
 			warmConns(t, st, srv)
@@ -506,11 +490,7 @@ func TestLargeSettleNotQueued(t *testing.T) {
 			t.Parallel()
 			srv := testserver.StartRedis(t, testserver.Binary(d.bin))
 			raw := d.scheme + "://" + srv.Addr
-			st, prefix := openGroup(t, raw)
-			tenant := "t-" + randHex(3)
-			if err := st.Commit(gctx(t, 5*time.Second), newClaim(tenant, "warm")); err != nil {
-				t.Fatal(err)
-			}
+			st, prefix, tenant := openWarm(t, raw)
 			warmConns(t, st, srv)
 			if err := srv.Freeze(); err != nil {
 				t.Fatal(err)
