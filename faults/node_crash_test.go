@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/internal/testchild"
 	"github.com/fleetstore/fleetstore/nettest"
 )
 
@@ -100,28 +101,9 @@ func TestNodeProcess(t *testing.T) {
 // Store is open, with its stdout.
 func node(t *testing.T, mode, rawURL, tenant string) (*exec.Cmd, *bufio.Scanner) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestNodeProcess$")
-	cmd.Env = append(os.Environ(), nodeEnv+"="+mode, nodeURL+"="+rawURL, nodeTenant+"="+tenant)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	lines := bufio.NewScanner(out)
-	for lines.Scan() { // TestMain's banner first
-		if lines.Text() == "open" {
-			return cmd, lines
-		}
-		if strings.HasPrefix(lines.Text(), "open:") {
-			t.Fatalf("node: %s", lines.Text())
-		}
-	}
-	t.Fatalf("node ended before its Store opened: %v", lines.Err())
-	return nil, nil
+	cmd, lines, _ := testchild.Start(t, "TestNodeProcess",
+		nodeEnv+"="+mode, nodeURL+"="+rawURL, nodeTenant+"="+tenant)
+	return cmd, lines
 }
 
 // TestNodeKilledMidOutage: a node process whose path to the shared store

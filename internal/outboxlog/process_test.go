@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fleetstore/fleetstore/internal/testchild"
 )
 
 // The child process: this test binary run again with helperEnv set to a
@@ -77,29 +79,10 @@ func TestHelperProcess(t *testing.T) {
 }
 
 // child starts the helper in mode on dir and returns it once it has the
-// log open, with its stdout.
+// log open, with its stdout and stdin.
 func child(t *testing.T, mode, dir string) (*exec.Cmd, *bufio.Scanner, io.WriteCloser) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+mode, helperDir+"="+dir)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	lines := bufio.NewScanner(out)
-	if !lines.Scan() || lines.Text() != "open" {
-		t.Fatalf("child: %q, %v", lines.Text(), lines.Err())
-	}
-	return cmd, lines, stdin
+	return testchild.Start(t, "TestHelperProcess", helperEnv+"="+mode, helperDir+"="+dir)
 }
 
 func TestLockOtherProcess(t *testing.T) {
