@@ -17,6 +17,7 @@ import (
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/drivers/memory"
+	"github.com/fleetstore/fleetstore/internal/degradedtest"
 )
 
 // The failure modes of a flaky shared store.
@@ -206,18 +207,8 @@ func openOnFlaky(t *testing.T, d *flakyDriver, name string, fb fleetstore.Fallba
 	return &flakyStore{Store: st, d: d, shared: shared, name: name, logs: logs}
 }
 
-// waitFor polls cond every ms for up to d (a wide bound for a loaded
-// machine) and reports whether it came true.
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return true
-}
+// waitFor polls cond every ms for up to d and reports whether it came true.
+var waitFor = degradedtest.WaitFor
 
 // logCount counts log lines whose message contains substr.
 func logCount(logs *observer.ObservedLogs, substr string) int {

@@ -16,6 +16,19 @@ import (
 	"github.com/fleetstore/fleetstore/internal/outboxlog"
 )
 
+// outageOnDisk opens a Store with its outbox in a directory of its own
+// (returned) on a flaky driver (returned, with the memory store's name),
+// whose shared store then refuses every call.
+func outageOnDisk(t *testing.T) (a *flakyStore, d *flakyDriver, name, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	d = newFlaky()
+	name = fmt.Sprintf("flaky-%d", flakySeq.Add(1))
+	a = openOnFlaky(t, d, name, fleetstore.Fallback{OutboxDir: dir})
+	d.set(refused)
+	return a, d, name, dir
+}
+
 // TestFallbackOutboxDirReopen: commits queued in Fallback.OutboxDir survive
 // Close (its last replay refused) and are replayed at the next Open of a
 // Store on the directory before that Store decides shared (CONTRACT §8):
@@ -26,11 +39,7 @@ import (
 func TestFallbackOutboxDirReopen(t *testing.T) {
 	t.Parallel()
 	const n = 100
-	dir := t.TempDir()
-	d := newFlaky()
-	name := fmt.Sprintf("flaky-%d", flakySeq.Add(1))
-	a := openOnFlaky(t, d, name, fleetstore.Fallback{OutboxDir: dir})
-	d.set(refused)
+	a, d, name, dir := outageOnDisk(t)
 	ctx := context.Background()
 	for i := range n {
 		c := hookClaim(fmt.Sprintf("k-%d", i), fmt.Sprintf("h-%d", i))
@@ -175,11 +184,7 @@ func TestFallbackOutboxDirLocked(t *testing.T) {
 // records before it are replayed.
 func TestFallbackOutboxDirTornTail(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	d := newFlaky()
-	name := fmt.Sprintf("flaky-%d", flakySeq.Add(1))
-	a := openOnFlaky(t, d, name, fleetstore.Fallback{OutboxDir: dir})
-	d.set(refused)
+	a, d, name, dir := outageOnDisk(t)
 	ctx := context.Background()
 	for i := range 3 {
 		if err := a.Commit(ctx, hookClaim(fmt.Sprintf("t-%d", i), fmt.Sprintf("h-%d", i))); err != nil {

@@ -27,11 +27,7 @@ import (
 // queues again once the disk works, or that loses the earlier commits.
 func TestFallbackOutboxDirDiskFails(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	d := newFlaky()
-	name := fmt.Sprintf("flaky-%d", flakySeq.Add(1))
-	a := openOnFlaky(t, d, name, fleetstore.Fallback{OutboxDir: dir})
-	d.set(refused)
+	a, d, name, dir := outageOnDisk(t)
 	ctx := context.Background()
 	commit := func(i int) error {
 		t.Helper()

@@ -99,7 +99,7 @@ func ReplayMeetsPending(t *testing.T, f *Fleet, end string) {
 
 	f.Back()
 	var s observe.Stats
-	if !waitFor(10*time.Second, func() bool { s = f.A.Stats(); return !s.Degraded }) {
+	if !WaitFor(10*time.Second, func() bool { s = f.A.Stats(); return !s.Degraded }) {
 		t.Fatalf("A still degraded 10s after its path came back: %+v", s)
 	}
 	if s.Conflicts != 0 {
@@ -129,7 +129,7 @@ func ReplayMeetsPending(t *testing.T, f *Fleet, end string) {
 	default:
 		t.Fatalf("no end %q", end)
 	}
-	if !waitFor(10*time.Second, func() bool { s = f.A.Stats(); return s.Outbox == 0 }) {
+	if !WaitFor(10*time.Second, func() bool { s = f.A.Stats(); return s.Outbox == 0 }) {
 		t.Errorf("A's outbox not empty 10s after hook-b's claim was %s: %+v", end, s)
 	}
 	want, got := "hook-a", f.Conflicts.All()
@@ -157,9 +157,9 @@ func ReplayMeetsPending(t *testing.T, f *Fleet, end string) {
 	}
 }
 
-// waitFor polls cond every ms for up to d (a wide bound for a loaded
+// WaitFor polls cond every ms for up to d (a wide bound for a loaded
 // machine) and reports whether it came true.
-func waitFor(d time.Duration, cond func() bool) bool {
+func WaitFor(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
