@@ -248,6 +248,11 @@ func TestInvalidResult(t *testing.T) {
 		{give: drained(driver.Result{Outcome: driver.RateLimited, RetryAfter: 999 * time.Microsecond}), wantErr: true},
 		{give: drained(driver.Result{Outcome: driver.RateLimited, RetryAfter: time.Second + time.Nanosecond}), wantErr: true},
 		{give: charged(driver.Result{Outcome: driver.Duplicate}), wantErr: true},
+		// OK and Duplicate carry no retry-after; only the Store marks a
+		// result local (§1.2).
+		{give: charged(driver.Result{Outcome: driver.OK, RetryAfter: time.Second}), wantErr: true},
+		{give: charged(driver.Result{Outcome: driver.Duplicate, HookID: "h-0", RetryAfter: time.Second}), wantErr: true},
+		{give: charged(driver.Result{Outcome: driver.OK, Local: true}), wantErr: true},
 		// G10: one bucket state per charge, whole µs, 0 to 2 × 366 days,
 		// and a denial that the states bear out.
 		{give: driver.Result{Outcome: driver.OK}, wantErr: true},

@@ -110,18 +110,21 @@ func ResultCount(got, n int) error {
 
 // CheckResult refuses a driver's Result that is no decision: one marked
 // Local (only the Store's degraded mode decides locally, CONTRACT §1.2),
-// an invalid outcome, a Duplicate without its committer, a Pending or
-// RateLimited whose retry-after is not whole ms ≥ 1ms.
+// an invalid outcome, an OK or Duplicate with a retry-after, a Duplicate
+// without its committer, a Pending or RateLimited whose retry-after is not
+// whole ms ≥ 1ms.
 func CheckResult(r *driver.Result) error {
 	if r.Local {
 		return errors.New("driver returned a result marked local " +
 			"(only the Store's fallback decides locally)")
 	}
 	switch r.Outcome {
-	case driver.OK:
-		return nil
-	case driver.Duplicate:
-		if r.HookID == "" {
+	case driver.OK, driver.Duplicate:
+		if r.RetryAfter != 0 {
+			return fmt.Errorf("driver returned %v with retry-after %v (want none)", r.Outcome,
+				r.RetryAfter)
+		}
+		if r.Outcome == driver.Duplicate && r.HookID == "" {
 			return errors.New("driver returned duplicate without the committer's hook_id")
 		}
 		return nil

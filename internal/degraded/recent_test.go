@@ -90,3 +90,28 @@ func benchRecent(b *testing.B, add func([]driver.Claim)) {
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(b.N), "bytes/commit")
 }
+
+// TestCommitDigestInjective: the recent-commits index names a claim by
+// its tenant, source and key, length-prefixed (CONTRACT §7): parts that
+// concatenate to the same bytes are different claims, and a Hit of one
+// is never answered as the other's Duplicate.
+func TestCommitDigestInjective(t *testing.T) {
+	for _, pair := range [][2][3]string{
+		{{"ab", "c", "k"}, {"a", "bc", "k"}},
+		{{"t", "s", "ab"}, {"t", "sa", "b"}},
+		{{"t", "", "sk"}, {"t", "s", "k"}},
+		{{"a:b", "c", "k"}, {"a", "b:c", "k"}},
+	} {
+		a := driver.Claim{Tenant: pair[0][0], SourceID: pair[0][1], Key: pair[0][2]}
+		b := driver.Claim{Tenant: pair[1][0], SourceID: pair[1][1], Key: pair[1][2]}
+		if commitDigest(&a) == commitDigest(&b) {
+			t.Errorf("%q and %q share a digest", pair[0], pair[1])
+		}
+	}
+	a := driver.Claim{Tenant: "t", SourceID: "s", Key: "k", HookID: "h1"}
+	b := a
+	b.HookID = "h2"
+	if commitDigest(&a) != commitDigest(&b) {
+		t.Error("the hook id is part of the digest: a retry by another hook would not be found")
+	}
+}
