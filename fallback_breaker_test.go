@@ -364,3 +364,35 @@ func TestFallbackSwitchBackKeepsLocalPending(t *testing.T) {
 		t.Errorf("stats %+v: no conflict happened", s)
 	}
 }
+
+// TestFallbackPingAndReset: while the breaker is open, Ping still asks
+// the shared store (a refused store is ErrUnavailable, never the local
+// store's nil), and Reset is ErrUnavailable but forgets the tenant's local
+// buckets: a local bucket drained before it is full after it (CONTRACT
+// §8, "The breaker").
+func TestFallbackPingAndReset(t *testing.T) {
+	t.Parallel()
+	d := newFlaky()
+	st := openOnFlaky(t, d, fmt.Sprintf("flaky-%d", flakySeq.Add(1)), fleetstore.Fallback{})
+	d.set(refused)
+	ctx := context.Background()
+	// Burst 1: this node's share (1/2) takes one local charge, then denies.
+	one := fleetstore.Charge{Kind: fleetstore.Hooks, Tenant: "reset-me", Increment: time.Hour,
+		Capacity: time.Hour}
+	for i, want := range []fleetstore.Outcome{fleetstore.OK, fleetstore.RateLimited} {
+		if res, err := st.Hit(ctx, []fleetstore.Charge{one}, nil); err != nil || !res.Local ||
+			res.Outcome != want {
+			t.Fatalf("local hit %d: %+v %v, want local %v", i+1, res, err, want)
+		}
+	}
+	if err := st.Ping(ctx); !errors.Is(err, fleetstore.ErrUnavailable) {
+		t.Errorf("Ping while degraded, the store refusing: %v, want ErrUnavailable", err)
+	}
+	if err := st.Reset(ctx, "reset-me"); !errors.Is(err, fleetstore.ErrUnavailable) {
+		t.Errorf("Reset while degraded: %v, want ErrUnavailable", err)
+	}
+	if res, err := st.Hit(ctx, []fleetstore.Charge{one}, nil); err != nil || !res.Local ||
+		res.Outcome != fleetstore.OK {
+		t.Errorf("local hit after Reset: %+v %v, want local OK (the local bucket forgotten)", res, err)
+	}
+}
