@@ -19,13 +19,13 @@ local C = {}
 -- 8.0), so C.init, the first line of every script, fills them at the first
 -- call; call, redis.call, at every call. wide is whether Lua's %d writes
 -- an integer below 2^53 in full (a C long of 64 bits).
-local call, byte, sub, char, format, find, floor, max, unpack, wide
+local call, byte, sub, char, format, find, floor, max, unpack, select, wide
 
 function C.init()
   call = redis.call
   if not byte then
     byte, sub, char, format, find = string.byte, string.sub, string.char, string.format, string.find
-    floor, max, unpack = math.floor, math.max, _G.unpack
+    floor, max, unpack, select = math.floor, math.max, _G.unpack, _G.select
     wide = format('%d', 2 ^ 53) == '9007199254740992'
   end
 end
@@ -46,24 +46,29 @@ C.SLACK = 1000
 -- DIGEST is the length of a record's field (the state's has one byte).
 C.DIGEST = 16
 
+-- bytes returns n, an integer from 0 to 2^53, as its last k bytes
+-- big-endian (k up to 7; n below 256^k): the claim record's expiry and
+-- the shard state's integers.
+function C.bytes(n, k)
+  local g = n % 256
+  n = (n - g) / 256
+  local f = n % 256
+  n = (n - f) / 256
+  local e = n % 256
+  n = (n - e) / 256
+  local d = n % 256
+  n = (n - d) / 256
+  local c = n % 256
+  n = (n - c) / 256
+  local b = n % 256
+  return char(select(8 - k, (n - b) / 256, b, c, d, e, f, g))
+end
+
 -- encode_claim builds the record of a claim in state st ('D' committed,
 -- 'P' pending) for hook until expires (µs, an integer below 2^53: every
--- step below is exact in a double).
+-- step of C.bytes is exact in a double).
 function C.encode_claim(st, hook, expires)
-  local x = expires
-  local g = x % 256
-  x = (x - g) / 256
-  local f = x % 256
-  x = (x - f) / 256
-  local e = x % 256
-  x = (x - e) / 256
-  local d = x % 256
-  x = (x - d) / 256
-  local c = x % 256
-  x = (x - c) / 256
-  local b = x % 256
-  local a = (x - b) / 256
-  return st .. char(a, b, c, d, e, f, g) .. hook
+  return st .. C.bytes(expires, 7) .. hook
 end
 
 -- int returns x, an integer from 0 to 2^53, as an argument of redis.call:
@@ -253,24 +258,6 @@ function C.rare()
   if C.split then
     return
   end
-  -- bytes returns n as k bytes, big-endian (k 4 or 6, n an integer below
-  -- 256^k).
-  function C.bytes(n, k)
-    local f = n % 256
-    n = (n - f) / 256
-    local e = n % 256
-    n = (n - e) / 256
-    local d = n % 256
-    n = (n - d) / 256
-    local c = n % 256
-    if k == 4 then
-      return char(c, d, e, f)
-    end
-    n = (n - c) / 256
-    local b = n % 256
-    return char((n - b) / 256, b, c, d, e, f)
-  end
-
   -- state is the value of a shard's state field: "S", then in shard 0 l (1
   -- byte) and p (4), then e and x (6 bytes each: ms below 2^48).
   function C.state(e, x, l, p)
