@@ -98,15 +98,17 @@ func peekCharges(buf []Charge, tenant string, limits []Limit) ([]Charge, error) 
 		return nil, driver.Invalid("limits", "at most "+strconv.Itoa(MaxCharges)+
 			" limits per Peek, got "+strconv.Itoa(len(limits)))
 	}
+	// Field names are built only on failure: a valid Peek allocates
+	// nothing here.
+	field := func(i int) string { return "limits[" + strconv.Itoa(i) + "]" }
 	for i, l := range limits {
-		field := "limits[" + strconv.Itoa(i) + "]"
 		if l.capacity <= 0 { // every constructor sets one of at least 1µs
-			return nil, driver.Invalid(field,
+			return nil, driver.Invalid(field(i),
 				"the zero Limit: make limits with NewLimit, PerSecond or NewByteLimit")
 		}
 		for j := range i {
 			if limits[j].kind == l.kind {
-				return nil, driver.Invalid(field+".kind",
+				return nil, driver.Invalid(field(i)+".kind",
 					fmt.Sprintf("kind %q peeked twice in one Peek", string(l.kind)))
 			}
 		}

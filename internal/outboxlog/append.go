@@ -141,7 +141,7 @@ func (l *Log) writeLocked(buf []byte, adds []loc) error {
 		l.place(a.seg, cur, a.n)
 	}
 	var moved []byte
-	if len(l.segs) > 1 && l.bytes > 2*l.liveB+2*l.segBytes {
+	if len(l.segs) > 1 && l.diskBytes() > 2*l.liveB+2*l.segBytes {
 		var err error
 		if moved, err = l.compactLocked(cur); err != nil {
 			return err
@@ -165,7 +165,6 @@ func (l *Log) writeLocked(buf []byte, adds []loc) error {
 	}
 	written := int64(len(moved) + len(buf))
 	cur.size += written
-	l.bytes += written
 	l.syncs++
 	return l.dropDeadLocked()
 }
@@ -205,7 +204,6 @@ func (l *Log) dropDeadLocked() error {
 	var dead []uint64
 	for len(l.segs) > 1 && l.segs[0].live == 0 {
 		dead = append(dead, l.segs[0].id)
-		l.bytes -= l.segs[0].size
 		l.segs = l.segs[1:]
 	}
 	if len(dead) == 0 {
@@ -227,7 +225,6 @@ func (l *Log) restart() error {
 	cur := l.segs[len(l.segs)-1]
 	old := l.segs[:len(l.segs)-1]
 	l.segs = []*segment{cur}
-	l.bytes = cur.size
 	f := l.f
 	l.mu.Unlock()
 	var err error
@@ -250,7 +247,6 @@ func (l *Log) restart() error {
 		return err
 	}
 	cur.size = int64(len(magic))
-	l.bytes = cur.size
 	l.syncs++
 	return nil
 }

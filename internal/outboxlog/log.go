@@ -73,7 +73,6 @@ type Log struct {
 	f       *os.File   // the current segment, the last of segs: only the leader writes it
 	segs    []*segment // oldest first
 	live    map[uint64]loc
-	bytes   int64 // of every segment
 	liveB   int64 // of every live frame
 	next    uint64
 	buf     []byte // frames queued for the next batch
@@ -182,7 +181,6 @@ func (l *Log) load(logger *zap.Logger) ([]Record, error) {
 			cut.add(path, valid, len(data)-valid)
 		}
 		seg.size = int64(valid)
-		l.bytes += seg.size
 	}
 	cut.log(logger, l.dir)
 	if err := l.openCurrent(); err != nil {
@@ -210,7 +208,7 @@ func (l *Log) openCurrent() error {
 				return fmt.Errorf("outboxlog: %w", err)
 			}
 		}
-		l.segs, l.bytes = nil, 0
+		l.segs = nil
 	} else if last.size >= int64(len(magic)) && last.size < l.segBytes {
 		f, err := os.OpenFile(segPath(l.dir, last.id), os.O_WRONLY|os.O_APPEND, 0)
 		if err != nil {
@@ -237,7 +235,6 @@ func (l *Log) addSegment(id uint64) error {
 	}
 	l.f = f
 	l.segs = append(l.segs, &segment{id: id, size: int64(len(magic))})
-	l.bytes += int64(len(magic))
 	return nil
 }
 
@@ -299,7 +296,6 @@ func (l *Log) segment(id uint64) *segment {
 func (l *Log) place(seq uint64, seg *segment, n int64) {
 	l.live[seq] = loc{seg: seg.id, n: n}
 	seg.live++
-	seg.liveBytes += n
 	l.liveB += n
 }
 
@@ -308,7 +304,6 @@ func (l *Log) place(seq uint64, seg *segment, n int64) {
 func (l *Log) forget(at loc) {
 	if s := l.segment(at.seg); s != nil {
 		s.live--
-		s.liveBytes -= at.n
 	}
 	l.liveB -= at.n
 }
@@ -317,6 +312,15 @@ func (l *Log) forget(at loc) {
 func (l *Log) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Stats{Live: len(l.live), LiveBytes: l.liveB, Bytes: l.bytes,
+	return Stats{Live: len(l.live), LiveBytes: l.liveB, Bytes: l.diskBytes(),
 		Segments: len(l.segs), Syncs: l.syncs}
+}
+
+// diskBytes is the log's size on disk: its segments' bytes.
+func (l *Log) diskBytes() int64 {
+	var n int64
+	for _, s := range l.segs {
+		n += s.size
+	}
+	return n
 }

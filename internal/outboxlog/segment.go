@@ -16,10 +16,9 @@ const segExt = ".seg"
 // Records live in it until acknowledged; the log deletes a segment once
 // it and every older one hold no live record.
 type segment struct {
-	id        uint64
-	size      int64 // bytes in the file, its header included
-	live      int   // records in it not yet acknowledged
-	liveBytes int64 // their frames' bytes
+	id   uint64
+	size int64 // bytes in the file, its header included
+	live int   // records in it not yet acknowledged
 }
 
 func lockPath(dir string) string { return filepath.Join(dir, "LOCK") }
