@@ -67,7 +67,7 @@ func (s *Store) peek(ctx context.Context, tenant string, limits []Limit) (res Re
 	if err != nil {
 		return Result{}, &opError{op: "peek", err: err}
 	}
-	if s.peeker == nil {
+	if !s.canPeek {
 		return Result{}, &opError{op: "peek", err: fmt.Errorf(
 			"the %s driver cannot read buckets uncharged (no driver.Peeker): %w", s.scheme,
 			errors.ErrUnsupported)}
@@ -79,7 +79,7 @@ func (s *Store) peek(ctx context.Context, tenant string, limits []Limit) (res Re
 		return Result{Outcome: OK}, nil
 	}
 	err = s.call(ctx, "peek", func(ctx context.Context) (err error) {
-		res, err = s.peeker.Peek(ctx, charges)
+		res, err = s.conn.Peek(ctx, charges)
 		return err
 	})
 	if err != nil {

@@ -34,7 +34,7 @@ type Store struct {
 	timeout  time.Duration
 	log      *zap.Logger
 	nonBlock bool
-	peeker   driver.Peeker // conn, when the driver can Peek; nil when not
+	canPeek  bool // the driver is a driver.Peeker: conn's Peek reaches it
 
 	// down is set by the first call of an outage that the server did not
 	// answer, and cleared by the first answer once no call has gone
@@ -84,10 +84,7 @@ func newStore(d driver.Driver, dc driver.Conn, scheme, display string, timeout t
 	_, nb := dc.(driver.NonBlocking)
 	c := checked.New(dc)
 	s := &Store{drv: d, conn: c, scheme: scheme, display: display, timeout: timeout, log: log,
-		nonBlock: nb, drained: make(chan struct{}, 1), now: time.Now}
-	if c.CanPeek() {
-		s.peeker = c
-	}
+		nonBlock: nb, canPeek: c.CanPeek(), drained: make(chan struct{}, 1), now: time.Now}
 	return s
 }
 
@@ -130,9 +127,6 @@ func (s *Store) degrade(f *Fallback, clock memstore.Clock) error {
 		return err
 	}
 	s.fb, s.conn, s.nonBlock = fb, fb, true
-	if s.peeker != nil {
-		s.peeker = fb
-	}
 	return nil
 }
 
