@@ -67,10 +67,10 @@ func (b *outbox) pushReserved(q queued) {
 // push queues q, or reports false when the outbox is full: it never blocks
 // and never grows past its size.
 func (b *outbox) push(q queued) bool {
-	if b.len()+b.reserved >= b.size {
+	if !b.reserve() {
 		return false
 	}
-	b.add(q)
+	b.pushReserved(q)
 	return true
 }
 

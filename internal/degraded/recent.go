@@ -64,19 +64,17 @@ func (r *recent) add(claims []driver.Claim, errs []error) {
 		return
 	}
 	now := r.clock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for i := range claims {
 		if errs != nil && errs[i] != nil {
 			continue
 		}
 		c := &claims[i]
-		d := commitDigest(c)
 		// A copy: the entry must not keep alive the buffer the caller cut
 		// the hook_id from.
-		e := recentEntry{digest: d, expires: now + c.TTL.Microseconds(),
-			hookID: strings.Clone(c.HookID)}
-		r.mu.Lock()
-		r.put(e)
-		r.mu.Unlock()
+		r.put(recentEntry{digest: commitDigest(c), expires: now + c.TTL.Microseconds(),
+			hookID: strings.Clone(c.HookID)})
 	}
 }
 
