@@ -9,14 +9,14 @@ import (
 	"github.com/fleetstore/fleetstore/gcra"
 )
 
-// Limits of CONTRACT §6.
+// Limits of CONTRACT §6: a claim's are package driver's.
 const (
-	maxPartLen   = 1024 // tenant, source_id, key
-	maxHookIDLen = 256
-	maxNodeLen   = 256
+	maxPartLen   = driver.MaxPartLen // tenant, source_id, key
+	maxHookIDLen = driver.MaxHookIDLen
+	maxNodeLen   = driver.MaxNodeLen
 	maxKindLen   = 32
-	minTTL       = time.Millisecond
-	maxTTL       = 366 * 24 * time.Hour
+	minTTL       = driver.MinTTL
+	maxTTL       = driver.MaxTTL
 )
 
 // partReason says why v is not 1–maxLen bytes ("" when it is). Field names

@@ -51,6 +51,16 @@ type Claim struct {
 	PendingTTL time.Duration
 }
 
+// The limits of a Claim's fields (CONTRACT §6), which the Store checks
+// before a driver sees a claim.
+const (
+	MaxPartLen   = 1024                 // Tenant, SourceID, Key: bytes
+	MaxHookIDLen = 256                  // HookID: bytes
+	MaxNodeLen   = 256                  // Node: bytes
+	MinTTL       = time.Millisecond     // TTL, PendingTTL
+	MaxTTL       = 366 * 24 * time.Hour // TTL, PendingTTL
+)
+
 // Outcome is the decision of a Hit. The zero value is not a valid outcome.
 type Outcome int
 

@@ -39,7 +39,7 @@ const (
 
 	// minTTL is the least TTL a commit takes (CONTRACT §6): a queued
 	// commit with less left is not replayed (Stats.Expired).
-	minTTL = time.Millisecond
+	minTTL = driver.MinTTL
 )
 
 // ensureWorker starts the worker unless it runs (or the Store closed).

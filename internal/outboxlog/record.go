@@ -27,12 +27,12 @@ const (
 	kindCommit  = 1
 	kindAck     = 2
 
-	// The limits of driver.Claim (CONTRACT §4), which the decoder holds
+	// The limits of driver.Claim (CONTRACT §6), which the decoder holds
 	// a record to and Append checks.
-	maxIDLen   = 1024 // Tenant, SourceID, Key
-	maxHookLen = 256  // HookID, Node
-	minTTL     = time.Millisecond
-	maxTTL     = 366 * 24 * time.Hour
+	maxIDLen   = driver.MaxPartLen   // Tenant, SourceID, Key
+	maxHookLen = driver.MaxHookIDLen // HookID, Node (driver.MaxNodeLen)
+	minTTL     = driver.MinTTL
+	maxTTL     = driver.MaxTTL
 
 	// maxAckSeqs is the most seqs one ack frame holds: Ack splits longer
 	// lists. maxPayload bounds a frame's length before it is read.
