@@ -321,18 +321,12 @@ func (fb *Conn) localHit(charges []driver.Charge, claim *driver.Claim) (driver.R
 	if len(charges) == 0 && claim == nil {
 		return driver.Result{Outcome: driver.OK, Local: true}, nil
 	}
-	bufp := fb.chargeBufs.Get().(*[]driver.Charge)
-	local := (*bufp)[:0]
-	for _, c := range charges {
-		local = append(local, fb.share.Charge(c))
-	}
+	bufp, local := fb.atShare(charges)
 	res, err := checked.HitShadowed(context.Background(), fb.local, local, claim)
 	if err == nil {
 		err = localQuota(&res, charges, local)
 	}
-	clear(local)
-	*bufp = local[:0]
-	fb.chargeBufs.Put(bufp)
+	fb.putShare(bufp, local)
 	if err != nil { // the memory driver never fails; say so if it did
 		return driver.Result{}, fb.localFailed("hit", err)
 	}
@@ -346,6 +340,25 @@ func (fb *Conn) localHit(charges []driver.Charge, claim *driver.Claim) (driver.R
 	}
 	res.Local = true
 	return res, nil
+}
+
+// atShare returns charges at this node's share (CONTRACT §8) in a
+// pooled buffer, bufp, to give back with putShare.
+func (fb *Conn) atShare(charges []driver.Charge) (bufp *[]driver.Charge, local []driver.Charge) {
+	bufp = fb.chargeBufs.Get().(*[]driver.Charge)
+	local = (*bufp)[:0]
+	for _, c := range charges {
+		local = append(local, fb.share.Charge(c))
+	}
+	return bufp, local
+}
+
+// putShare gives atShare's buffer back, cleared (the charges' tenants
+// are the caller's strings).
+func (fb *Conn) putShare(bufp *[]driver.Charge, local []driver.Charge) {
+	clear(local)
+	*bufp = local[:0]
+	fb.chargeBufs.Put(bufp)
 }
 
 // heldLocally answers a Hit decided shared after an outage when this node
@@ -364,16 +377,10 @@ func (fb *Conn) heldLocally(charges []driver.Charge, claim *driver.Claim) (res d
 		return driver.Result{}, false, nil
 	}
 	res = driver.Result{Outcome: driver.Pending, RetryAfter: gcra.RetryAfter(left), Local: true}
-	bufp := fb.chargeBufs.Get().(*[]driver.Charge)
-	local := (*bufp)[:0]
-	for _, c := range charges {
-		local = append(local, fb.share.Charge(c))
-	}
+	bufp, local := fb.atShare(charges)
 	fb.mem.Quota(localName, localPrefix, local, &res)
 	err = localQuota(&res, charges, local)
-	clear(local)
-	*bufp = local[:0]
-	fb.chargeBufs.Put(bufp)
+	fb.putShare(bufp, local)
 	if err != nil {
 		return driver.Result{}, true, fb.localFailed("hit", err)
 	}

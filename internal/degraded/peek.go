@@ -34,11 +34,8 @@ func (fb *Conn) Peek(ctx context.Context, charges []driver.Charge) (driver.Resul
 // every limit: the buckets that decide this node's next local Hit, as
 // localHit reports them.
 func (fb *Conn) localPeek(charges []driver.Charge) driver.Result {
-	var buf [driver.MaxCharges]driver.Charge
-	local := buf[:0]
-	for _, c := range charges {
-		local = append(local, fb.share.Charge(c))
-	}
+	bufp, local := fb.atShare(charges)
+	defer fb.putShare(bufp, local)
 	var res driver.Result
 	fb.mem.Quota(localName, localPrefix, local, &res)
 	_ = checked.PeekQuota(&res, local) // the local store's states: whole µs, within a capacity
