@@ -267,31 +267,39 @@ func (fb *Conn) replayBatch(ctx context.Context, batch []queued) (back []queued,
 			settled(&q)
 		default:
 			answered, _, e := fb.classify(cctx, "replay", err)
-			if answered {
-				// The store answered: it is reachable, and a refusal is
-				// progress, not a reason to wait for the probe.
-				refused = true
-				if q.tries++; q.tries >= maxReplayTries {
-					fb.dropped.Add(1)
-					if !fb.refusedLogged.Load() && fb.refusedLogged.CompareAndSwap(false, true) {
-						fb.log.Warn("fleetstore: replayed commits refused too often are dropped "+
-							"(the first is named; Stats counts them)",
-							zap.String("scheme", fb.cfg.Scheme), zap.Int("tries", int(q.tries)),
-							zap.Error(err))
-					}
-					settled(&q)
-					continue
-				}
+			switch {
+			case !answered:
 				back = append(back, q)
-				continue
+				if ctx.Err() == nil {
+					cause = e
+				}
+			case fb.refusedTooOften(&q, err):
+				settled(&q)
+			default:
+				back = append(back, q)
 			}
-			back = append(back, q)
-			if ctx.Err() == nil {
-				cause = e
-			}
+			// The store answered: it is reachable, and a refusal is
+			// progress, not a reason to wait for the probe.
+			refused = refused || answered
 		}
 	}
 	return back, parked, acks, len(forget) > 0 || len(parked) > 0 || refused, cause
+}
+
+// refusedTooOften counts a refusal (an error reply) of q's replay and
+// reports whether q is to be dropped: refused maxReplayTries times
+// (Stats.Dropped; the first such is logged, naming the error).
+func (fb *Conn) refusedTooOften(q *queued, err error) bool {
+	if q.tries++; q.tries < maxReplayTries {
+		return false
+	}
+	fb.dropped.Add(1)
+	if !fb.refusedLogged.Load() && fb.refusedLogged.CompareAndSwap(false, true) {
+		fb.log.Warn("fleetstore: replayed commits refused too often are dropped "+
+			"(the first is named; Stats counts them)",
+			zap.String("scheme", fb.cfg.Scheme), zap.Int("tries", int(q.tries)), zap.Error(err))
+	}
+	return true
 }
 
 // settleLost asks the shared store what the claim c (its TTL what is left
