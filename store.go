@@ -74,10 +74,7 @@ type Store struct {
 // degraded mode settled locally marked (degraded.Local). An error it
 // returns that is wrapped already (an *opError: the degraded mode's) is
 // returned as it is.
-type conn interface {
-	driver.Conn
-	driver.Peeker
-}
+type conn = degraded.Shared
 
 func newStore(d driver.Driver, dc driver.Conn, scheme, display string, timeout time.Duration,
 	log *zap.Logger) *Store {
