@@ -400,10 +400,15 @@ func (fb *Conn) conflict(q queued, holder string) {
 	}
 }
 
-// cut keeps the first 64 bytes of s, as ClaimError's message does.
+// cut keeps the first 64 characters of s, as ClaimError's message does
+// (%.64q), never half of one.
 func cut(s string) string {
-	if len(s) > 64 {
-		return s[:64]
+	n := 0
+	for i := range s {
+		if n == 64 {
+			return s[:i]
+		}
+		n++
 	}
 	return s
 }
