@@ -302,3 +302,40 @@ func TestObserverPanicOnReplay(t *testing.T) {
 		t.Errorf("the log line holds the panic value: %v", logged[0].ContextMap())
 	}
 }
+
+// panicOn panics with its own value when told of a call of op.
+type panicOn struct{ op observe.Op }
+
+func (p panicOn) Observe(_ context.Context, e observe.Event) {
+	if e.Op == p.op {
+		panic(p)
+	}
+}
+
+// TestObserverPanicReachesCaller: an observer's panic on a caller's call
+// is not recovered by the Store: it reaches the caller, with its value
+// (CONTRACT §2), with and without the degraded mode.
+func TestObserverPanicReachesCaller(t *testing.T) {
+	t.Parallel()
+	for _, fb := range []bool{false, true} {
+		p := panicOn{op: observe.OpHit}
+		opts := []fleetstore.Option{fleetstore.WithObserver(p)}
+		if fb {
+			opts = append(opts, fleetstore.WithFallback(fleetstore.Fallback{Nodes: 2}))
+		}
+		st, err := fleetstore.Open("memory://", opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		func() {
+			defer func() {
+				if r := recover(); r != p {
+					t.Errorf("fallback %v: recovered %v, want the observer's panic", fb, r)
+				}
+			}()
+			_, _ = st.Hit(context.Background(), []fleetstore.Charge{bigCharge}, nil)
+			t.Errorf("fallback %v: Hit returned past the observer's panic", fb)
+		}()
+		st.Close()
+	}
+}
