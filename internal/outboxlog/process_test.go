@@ -167,3 +167,36 @@ func TestKill9(t *testing.T) {
 	t.Logf("%d synced, %d acknowledged, %d in the log after kill -9",
 		len(synced), len(acked), len(got))
 }
+
+// TestReopenWhileForking: a Log closed and opened again at once, while
+// the process starts child processes, opens: a child lends itself the
+// parent's open files (the LOCK file's too) until its exec closes them,
+// which lockDir waits out. Without the wait one Open in a few hundred
+// fails with ErrLocked.
+func TestReopenWhileForking(t *testing.T) {
+	dir := t.TempDir()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_ = exec.Command("true").Run()
+			}
+		})
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for i := range 300 {
+		l, _, err := Open(dir, Options{})
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
