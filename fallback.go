@@ -32,7 +32,8 @@ type Fallback struct {
 	// 250 000 (CONTRACT §8.4). URL: fallback_outbox.
 	OutboxSize int
 	// OutboxDir is the directory that keeps the outbox on disk across a
-	// crash (CONTRACT §8.5); empty keeps it in memory. URL: fallback_outbox_dir.
+	// crash (CONTRACT §8.5), created 0700 if missing; a relative path is
+	// the working directory's. Empty keeps it in memory. URL: fallback_outbox_dir.
 	OutboxDir string
 	// LocalClaims caps the claims the local store holds, ≥ 0; 0 means
 	// 500 000 (CONTRACT §8.8). URL: fallback_claims.
