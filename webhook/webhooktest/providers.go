@@ -16,14 +16,14 @@ import (
 	"strings"
 )
 
-// StandardWebhooks signs d as the Standard Webhooks specification does
+// StandardWebhooks signs d as the Standard Webhooks specification says
 // (github.com/standard-webhooks/standard-webhooks,
-// spec/standard-webhooks.md): webhook-id is d.ID (else msg_ and random
-// hex), webhook-timestamp d.Time in Unix seconds, webhook-signature
-// "v1,BASE64", the padded base64 HMAC-SHA256 of "ID.TIMESTAMP.BODY" under
-// the key the secret "whsec_BASE64" decodes to (its padding may be left
-// out, as the reference libraries allow). A secret that does not decode
-// is an error.
+// spec/standard-webhooks.md). webhook-id is d.ID, else msg_ and random
+// hex; webhook-timestamp is d.Time in Unix seconds. webhook-signature is
+// "v1,BASE64": the padded base64 HMAC-SHA256 of "ID.TIMESTAMP.BODY".
+// Its key is what the secret "whsec_BASE64" decodes to, padded or not,
+// as the reference libraries read it. A secret that does not decode is an
+// error.
 func StandardWebhooks(d Delivery) (*http.Request, error) { return standard(d, "webhook-") }
 
 // Svix signs d as StandardWebhooks does, under Svix's own header names:
@@ -153,12 +153,12 @@ func sortedParams(form url.Values) string {
 }
 
 // Discord signs d as Discord signs an interaction (discord.com/developers/docs,
-// "Interactions", "Receiving and Responding"): X-Signature-Timestamp is
-// d.Time in Unix seconds, X-Signature-Ed25519 the lower-case hex Ed25519
-// signature of TIMESTAMP followed by the body. d.Secret is the private
-// key, in hex: its 32-byte seed (64 digits) or the whole 64-byte key
-// (128 digits); the handler holds its public key, DiscordPublicKey. The
-// event id is the body's "id".
+// "Interactions", "Receiving and Responding"). X-Signature-Timestamp is
+// d.Time in Unix seconds. X-Signature-Ed25519 is the lower-case hex
+// Ed25519 signature of TIMESTAMP followed by the body. d.Secret is the
+// private key in hex: its 32-byte seed, 64 digits, or the whole 64-byte
+// key, 128 digits. The handler holds its public key, DiscordPublicKey.
+// The event id is the body's "id".
 func Discord(d Delivery) (*http.Request, error) {
 	if err := needSecret(d); err != nil {
 		return nil, err

@@ -1,7 +1,7 @@
-// Package webhooktest builds webhook deliveries signed exactly as each
-// provider built into package webhook signs them, for tests: a test sends
-// the *http.Request to its handler (or to a server) and the provider's
-// Verify accepts it, as stripe-go's webhook.GenerateTestSignedPayload does
+// Package webhooktest builds test deliveries, each signed exactly as a
+// provider built into package webhook signs it. A test sends the
+// *http.Request to its handler or server, and the provider's Verify
+// accepts it. stripe-go's webhook.GenerateTestSignedPayload does the same
 // for Stripe.
 //
 //	req, err := webhooktest.GitHub(webhooktest.Delivery{
