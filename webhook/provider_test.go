@@ -83,6 +83,38 @@ var vectors = []vector{
 		eventID: "msg_p5jXN8AQM9LWM0D4loKWxJek",
 	},
 	{
+		// A secret without its base64 padding, accepted as the official
+		// libraries accept it: the two unpadded secrets of the Standard
+		// Webhooks reference Python library's test
+		// (libraries/python/tests/test_webhooks.py,
+		// test_signature_verification_with_unpadded_secret), that test's
+		// msg id and payload, at TestWebhookSign's timestamp. Its
+		// signatures are computed there at time.Now, so the ones here
+		// were made by the libraries themselves: that library's
+		// Webhook.sign (libraries/python/standardwebhooks/webhooks.py,
+		// which pads the secret with "=="), and npm's standardwebhooks
+		// 1.1.1 and svix 1.99.1, which gave the same.
+		source: "standard-webhooks Python library, a secret one = short",
+		p:      webhook.StandardWebhooks(0),
+		header: hdr("webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek", "webhook-timestamp", "1614265330",
+			"webhook-signature", "v1,LVOXivKoo4FWasi/IaHvzhE/u+7/cu2AME+zS/nXqzk="),
+		body:    `{"test": 2432232314}`,
+		secret:  "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS",
+		now:     time.Unix(1614265330, 0),
+		eventID: "msg_p5jXN8AQM9LWM0D4loKWxJek",
+	},
+	{
+		// The same, two = short, under Svix's header names.
+		source: "standard-webhooks Python library, a secret two = short",
+		p:      webhook.Svix(0),
+		header: hdr("svix-id", "msg_p5jXN8AQM9LWM0D4loKWxJek", "svix-timestamp", "1614265330",
+			"svix-signature", "v1,yK2tMbA6BHPrMEJ1lLv7UlJJbgFoqGenJkiajZ29evg="),
+		body:    `{"test": 2432232314}`,
+		secret:  "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwBr",
+		now:     time.Unix(1614265330, 0),
+		eventID: "msg_p5jXN8AQM9LWM0D4loKWxJek",
+	},
+	{
 		// Stripe's official .NET library's test,
 		// github.com/stripe/stripe-dotnet
 		// src/StripeTests/Services/Events/EventUtilityTest.cs: secret
@@ -380,13 +412,21 @@ func TestEventIDs(t *testing.T) {
 }
 
 // TestUnusableSecret: a Standard Webhooks secret that is not whsec_ and
-// base64 is the handler's configuration error (ErrSecret), not the
-// sender's (ErrSignature).
+// base64, padded or not, is the handler's configuration error
+// (ErrSecret), not the sender's (ErrSignature).
 func TestUnusableSecret(t *testing.T) {
 	t.Parallel()
 	v := vectors[1]
-	if err := v.verify(v.header, v.body, "whsec_***"); !errors.Is(err, webhook.ErrSecret) || errors.Is(err, webhook.ErrSignature) {
-		t.Errorf("got %v, want ErrSecret", err)
+	for _, secret := range []string{
+		"whsec_***",
+		"whsec_MfKQ9", // 5 characters: no length of base64
+		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwBr=", // one = of two
+		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw=",   // a = too many
+		"whsec_Mf KQ",
+	} {
+		if err := v.verify(v.header, v.body, secret); !errors.Is(err, webhook.ErrSecret) || errors.Is(err, webhook.ErrSignature) {
+			t.Errorf("%s: got %v, want ErrSecret", secret, err)
+		}
 	}
 	if webhook.Deferring(webhook.Stripe(0)).Retries() || !webhook.Stripe(0).Retries() || webhook.GitHub().Retries() {
 		t.Error("Retries")

@@ -49,10 +49,11 @@ func standard(d Delivery, prefix string) (*http.Request, error) {
 // whsec_, padded or not.
 func whsec(secret string) ([]byte, error) {
 	b64 := strings.TrimPrefix(secret, "whsec_")
-	key, err := base64.StdEncoding.DecodeString(b64)
-	if err != nil {
-		key, err = base64.RawStdEncoding.DecodeString(b64)
+	enc := base64.StdEncoding
+	if !strings.HasSuffix(b64, "=") {
+		enc = base64.RawStdEncoding
 	}
+	key, err := enc.DecodeString(b64)
 	if err != nil || len(key) == 0 {
 		return nil, errors.New("webhooktest: Delivery.Secret is not whsec_ and base64")
 	}

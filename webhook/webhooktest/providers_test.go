@@ -17,6 +17,7 @@ func TestStandardWebhooks(t *testing.T) {
 	t.Parallel()
 	for _, secret := range []string{
 		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwBr", // unpadded: two = left out
 	} {
 		trip{
 			p:    webhook.StandardWebhooks(0),

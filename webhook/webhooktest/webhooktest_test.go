@@ -201,6 +201,15 @@ func TestPublished(t *testing.T) {
 			"webhook-signature", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=",
 		},
 		{
+			// A secret without its padding, signed by the reference Python
+			// library and npm's standardwebhooks and svix (webhook's
+			// provider_test.go says how).
+			"standard-webhooks unpadded", webhooktest.StandardWebhooks,
+			webhooktest.Delivery{Body: []byte(`{"test": 2432232314}`), Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS",
+				ID: "msg_p5jXN8AQM9LWM0D4loKWxJek", Time: time.Unix(1614265330, 0)},
+			"webhook-signature", "v1,LVOXivKoo4FWasi/IaHvzhE/u+7/cu2AME+zS/nXqzk=",
+		},
+		{
 			// shopify-api-php, tests/Webhooks/RegistryTest.php, testProcessWebhook.
 			"shopify", webhooktest.Shopify,
 			webhooktest.Delivery{Body: []byte(`{"foo":"bar"}`), Secret: "steffi"},
@@ -277,8 +286,10 @@ func TestPublished(t *testing.T) {
 // secretOf is a secret of each provider's form.
 func secretOf(provider string) string {
 	switch provider {
-	case "standard-webhooks", "svix":
+	case "standard-webhooks":
 		return "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	case "svix":
+		return "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwBr" // without its == padding
 	case "discord":
 		return rfc8032Seed
 	}
