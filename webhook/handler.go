@@ -254,8 +254,10 @@ func randomID() string {
 // the body, verify it, find its tenant and event, Hit, store, settle,
 // answer; then hand its Delivery to Config.OnDelivery.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	d := &Delivery{Provider: h.cfg.Provider.Name(), Received: h.cfg.Now()}
 	h.serve(w, r, d)
+	d.Total = time.Since(start)
 	if h.cfg.OnDelivery != nil {
 		h.cfg.OnDelivery(d)
 	}
