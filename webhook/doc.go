@@ -262,4 +262,9 @@
 // the errors of the Sink, of Config.Secrets and of a Provider are logged
 // as they are (their text tells the operator what failed), so they must
 // hold none either. A panic of the Sink is logged by its type only.
+//
+// Every line carries the field provider (Provider.Name), and a line that
+// starts a condition the field error (what failed). Give the handlers of
+// several providers one Logger: a Logger that adds a provider of its own
+// writes the key twice.
 package webhook

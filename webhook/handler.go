@@ -116,6 +116,8 @@ type Config struct {
 	// (the handler's fault, not the sender's) and logged once.
 	NewHookID func() string
 	// Logger logs the handler's state changes, once each (nil: none).
+	// Its lines carry the fields provider and error (the package doc's
+	// "Logging").
 	Logger *zap.Logger
 	// Now is the handler's clock, for the providers' timestamp tolerance
 	// (nil: time.Now).

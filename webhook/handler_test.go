@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"net/http/httptest"
 	"slices"
 	"sort"
@@ -622,10 +623,12 @@ func TestLogging(t *testing.T) {
 	e.send(e.delivery(tenant, "g-ok", body))
 
 	var msgs []string
+	keys := map[string]bool{}
 	for _, l := range e.logs.All() {
 		line := l.Message
 		for _, f := range l.Context {
 			line += fmt.Sprintf(" %s=%v%s", f.Key, f.String, f.Interface)
+			keys[f.Key] = true
 		}
 		msgs = append(msgs, l.Level.String()+" "+line)
 		for _, bad := range []string{secret, "do-not-log-me", strings.Repeat("ab", 32)} {
@@ -641,6 +644,22 @@ func TestLogging(t *testing.T) {
 	for i, w := range want {
 		if !strings.HasPrefix(msgs[i], w) {
 			t.Errorf("line %d: %q, want %q…", i, msgs[i], w)
+		}
+	}
+	// Every field the handler logs is in the package doc's "Logging", so
+	// that a Logger given one of its own knows the key is taken.
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, logging, _ := strings.Cut(string(doc), "// # Logging\n")
+	logging = strings.Join(strings.Fields(strings.ReplaceAll(logging, "//", "")), " ")
+	if !keys["provider"] || !keys["error"] {
+		t.Errorf("fields %v, want provider and error", keys)
+	}
+	for k := range keys {
+		if !strings.Contains(logging, "field "+k+" ") {
+			t.Errorf("the handler logs the field %s, which doc.go's \"Logging\" does not name", k)
 		}
 	}
 }
