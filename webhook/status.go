@@ -93,7 +93,7 @@ var replies = [...]struct {
 	Pending: {"pending", "Pending", 409, "another delivery of this event is being stored: retry",
 		retryClaim},
 	RateLimited: {"rate_limited", "denied, new, Retries", 429, "rate limited: retry", retryDenied},
-	Deferred: {"deferred", "denied, new, not Retries", 202, "accepted", retryNone},
+	Deferred:    {"deferred", "denied, new, not Retries", 202, "accepted", retryNone},
 	OverBurst: {"over_burst", "ErrOverCapacity, Retries", 413, "body over the tenant's byte burst",
 		retryNone},
 	Invalid: {"invalid", "ErrInvalid: tenant, event id", 400,
