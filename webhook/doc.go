@@ -246,6 +246,14 @@
 // Retry-After, which a delivery of GitHub, Twilio or Discord does not
 // survive: give their endpoints the degraded mode.
 //
+// While degraded, RateLimit's r is what this node has left of its share,
+// and RateLimit-Policy's q and w stay the fleet's (package headers). With
+// 4 nodes and a burst of 200, a sender sees r=49 after one delivery,
+// against q=200. A sender that paces itself by r slows down as this node
+// must; one that reads q − r as its use of the fleet's limit over-states
+// it. t counts in the fleet's units, so it can under-state this node's
+// wait; Retry-After does not.
+//
 // # Logging
 //
 // Config.Logger (default none) gets one line when a condition starts and
