@@ -57,14 +57,17 @@ type Delivery struct {
 	// ID is the event id of the providers that carry it in a header —
 	// GitHub's X-GitHub-Delivery, Standard Webhooks' webhook-id, Shopify's
 	// Webhook-Id, Twilio's I-Twilio-Idempotency-Token, Linear-Delivery; ""
-	// means a random one (a new event). The others carry theirs in the
-	// body, which is sent as it is; ID is then ignored.
+	// means a random one (a new event). Standard Webhooks signs it; the
+	// others named here do not, so a test may send one signed delivery
+	// under several ids (webhook's package doc, "Replay"). The other
+	// providers carry their event id in the body, and ID is ignored.
 	ID string
 	// Time is when the delivery is signed, for the providers that sign a
 	// timestamp; the zero Time means time.Now().
 	Time time.Time
 	// Header holds more header fields to send, set after the signature's
-	// (X-GitHub-Event, X-Shopify-Topic, …); nil for none.
+	// (X-GitHub-Event, X-Shopify-Topic, …); nil for none. A field of the
+	// signature's own name replaces it: a forged delivery.
 	Header http.Header
 }
 
