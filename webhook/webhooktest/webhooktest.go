@@ -71,7 +71,11 @@ type Delivery struct {
 	Header http.Header
 }
 
-// Signer builds the signed request of one provider from d.
+// Signer builds the signed request of one provider from d: a POST to
+// d.URL, ready for an http.Client or a handler's ServeHTTP. Its errors
+// name the Delivery field at fault and quote no secret: a URL empty or not
+// absolute, a secret empty or not of the provider's form (Standard
+// Webhooks, Discord), a body Twilio cannot sign.
 type Signer func(d Delivery) (*http.Request, error)
 
 // signers are the providers by webhook.Provider's Name.
@@ -106,8 +110,8 @@ var ErrUnknownProvider = errors.New("webhooktest: unknown provider")
 // Sign builds d signed as the built-in provider named provider
 // (webhook.Provider's Name: "github", "stripe", "standard-webhooks",
 // "svix", "shopify", "slack", "twilio", "discord", "paddle", "linear")
-// signs it. An unknown name is ErrUnknownProvider; other errors are those
-// of the provider's function.
+// signs it; "shopify" is Shopify's X-Shopify-* form. An unknown name is
+// ErrUnknownProvider; other errors are those of the provider's function.
 func Sign(provider string, d Delivery) (*http.Request, error) {
 	s, ok := signers[provider]
 	if !ok {
