@@ -75,7 +75,7 @@ func TestStoreOutage(t *testing.T) {
 	var a429 answer
 	for range 3 {
 		ev := randomEvent("evt_")
-		a429 = e.send(e.delivery("acme", ev, stripeEvent(ev)))
+		a429 = e.send(e.delivery("slow", ev, stripeEvent(ev)))
 	}
 	a429.want(t, "the third over this node's share of a burst of 8", http.StatusTooManyRequests)
 	if a429.header.Get("Retry-After") != "4" || a429.header.Get("RateLimit") != `"hooks";r=0;t=1` ||
