@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/internal/degraded"
+	"github.com/fleetstore/fleetstore/internal/memstore"
 	"github.com/fleetstore/fleetstore/observe"
 )
 
@@ -388,4 +389,41 @@ func (f *Fallback) share() degraded.Share {
 func validShare(f float64) bool {
 	_, ok := degraded.OfFraction(f)
 	return ok
+}
+
+// fallback is the degraded mode's decorator of the Store's conn
+// (internal/degraded), as the Store holds it: it settles claims locally
+// too, and counts (Store.FallbackStats).
+type fallback interface {
+	conn
+	localSettler
+	Stats() observe.Stats
+}
+
+// degrade puts the degraded mode of f around the Store's conn (Open, before
+// any call).
+func (s *Store) degrade(f *Fallback, clock memstore.Clock) error {
+	rules := degraded.Rules{Share: f.share(), Nodes: f.Nodes, OutboxSize: f.OutboxSize,
+		LocalClaims: f.LocalClaims, RecentCommits: f.RecentCommits, OutboxDir: f.OutboxDir,
+		Logger: s.log, Scheme: s.scheme, URL: s.display, Timeout: s.timeout, Clock: clock,
+		Now: func() time.Time { return s.now() }}
+	if on := f.OnConflict; on != nil {
+		rules.OnConflict = func(c Claim, holder string, at time.Time) {
+			on(Conflict{Claim: c, Holder: holder, QueuedAt: at})
+		}
+	}
+	if on := f.OnStateChange; on != nil {
+		rules.OnStateChange = func(degraded bool, cause error, st observe.Stats) {
+			on(StateChange{Degraded: degraded, Cause: cause, Stats: st})
+		}
+	}
+	if s.obs != nil {
+		rules.Observe = s.obs.Observe
+	}
+	fb, err := degraded.New(s.conn, rules)
+	if err != nil {
+		return err
+	}
+	s.use(fb)
+	return nil
 }

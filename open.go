@@ -131,7 +131,7 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 	}
 	if o.observer != nil {
 		if so, ok := o.observer.(observe.StoreObserver); ok {
-			info := observe.StoreInfo{Scheme: u.Scheme, Fallback: s.fb != nil, Stats: s.Stats}
+			info := observe.StoreInfo{Scheme: u.Scheme, Fallback: s.fb != nil, Stats: s.FallbackStats}
 			if err := so.Attach(info); err != nil {
 				_ = s.Close()
 				return nil, openErr(driver.Invalid("observer", err.Error()))

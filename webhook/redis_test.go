@@ -59,7 +59,7 @@ func TestStoreOutage(t *testing.T) {
 	if got := a.header.Get("RateLimit"); got != `"hooks";r=49;t=1` {
 		t.Errorf("RateLimit %q, want this node's share: r=49", got)
 	}
-	if s := degraded.Stats(); s.Queued != 1 {
+	if s := degraded.FallbackStats(); s.Queued != 1 {
 		t.Errorf("stats %+v, want the commit queued", s)
 	}
 	e.send(e.delivery("acme", "g-1", "{}")).want(t, "the same delivery again, degraded", http.StatusOK)

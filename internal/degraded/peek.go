@@ -12,10 +12,10 @@ import (
 // open or when this call fails for an outage (CONTRACT §8), as Hit. The
 // Store calls it only when the shared store can Peek.
 func (fb *Conn) Peek(ctx context.Context, charges []driver.Charge) (driver.Result, error) {
-	if fb.degraded.Load() {
+	if fb.breaker.isOpen.Load() {
 		return fb.localPeek(charges), nil
 	}
-	ctx, cancel, err := fb.budget(ctx, "peek")
+	ctx, cancel, err := fb.budget(ctx)
 	if err != nil {
 		return driver.Result{}, err
 	}
