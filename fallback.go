@@ -29,7 +29,7 @@ import (
 // on ErrInvalid, ErrOverCapacity, a claim outcome, ErrClosed, the caller's
 // cancellation or a deadline already passed: those are returned as they
 // are. The caller tells an outage from a decision by Result.Local (and
-// Store.Stats), not by an error.
+// Store.FallbackStats), not by an error.
 //
 // This node's share. The local store charges every bucket at this node's
 // share s of the fleet's limit: s = 1/Nodes, or Share (rounded down to
@@ -111,7 +111,7 @@ import (
 // and one info line when it decides shared again (with the outage's
 // figures), through WithLogger, never one per call; they replace the
 // Store's own "unreachable" and "reachable again" lines. OnStateChange is
-// told both, in order; Store.Stats returns the counters (observe.Stats).
+// told both, in order; Store.FallbackStats returns the counters (observe.Stats).
 type Fallback struct {
 	// Nodes is the fleet's size N, 1–1 000 000: while degraded this node
 	// charges every bucket at 1/N of its rate and 1/N of its burst, never
