@@ -43,18 +43,17 @@ func TestConflictLogBucket(t *testing.T) {
 	}
 }
 
-// TestConflictLogCuts: a claim's names are cut at 64 characters, never in
-// the middle of one.
-func TestConflictLogCuts(t *testing.T) {
-	core, logs := observer.New(zap.WarnLevel)
-	l := &conflictLog{log: zap.New(core), now: time.Now}
-	long := strings.Repeat("é", 100)
-	c := driver.Claim{Tenant: "t", SourceID: "s", Key: long, HookID: "h"}
-	l.add(&c, long, time.Now())
-	m := logs.TakeAll()[0].ContextMap()
-	for _, f := range []string{"key", "holder"} {
-		if got := m[f].(string); got != strings.Repeat("é", 64) {
-			t.Errorf("%s logged as %d bytes, want 64 characters", f, len(got))
+// TestCut: a conflict's log line names the claim by its first 64
+// characters, as ClaimError does, never cutting a character in two.
+func TestCut(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"short", "short"},
+		{strings.Repeat("k", 100), strings.Repeat("k", 64)},
+		{strings.Repeat("é", 100), strings.Repeat("é", 64)},
+		{"a" + strings.Repeat("é", 70), "a" + strings.Repeat("é", 63)},
+	} {
+		if got := cut(tt.in); got != tt.want {
+			t.Errorf("cut(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }

@@ -10,7 +10,6 @@ package degraded
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,19 +18,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fleetstore/fleetstore/driver"
-	"github.com/fleetstore/fleetstore/gcra"
-	"github.com/fleetstore/fleetstore/internal/checked"
 	"github.com/fleetstore/fleetstore/internal/fault"
 	"github.com/fleetstore/fleetstore/internal/memstore"
 	"github.com/fleetstore/fleetstore/internal/outboxlog"
 	"github.com/fleetstore/fleetstore/observe"
-)
-
-// The local store: a memory driver of the fallback's own, so that no other
-// Store can open it, on which it is memory://fallback.
-const (
-	localName   = "fallback"
-	localPrefix = "local"
 )
 
 // Shared is the shared store's Conn as the degraded mode calls it: Hit
@@ -86,27 +76,13 @@ type Conn struct {
 	needsTimer bool // shared.NeedsTimer()
 	rules      Rules
 	log        *zap.Logger
-	share      Share
-	mem        *memstore.Driver
-	local      driver.Conn // never blocks: called without a budget
-	recent     *recent     // this node's recent commits
+	local      *localStore
 	breaker    *breaker
+	replayer   *replayer
 	n          counters
 	conflicts  conflictLog
 
-	// Read by every call; written once an outage.
-	obsPanicked atomic.Bool // the observer panicked on a replay event: logged once
-	claimsFull  atomic.Bool // the local store holds rules.LocalClaims claims
-	checkEvery  uint64      // local decisions between two counts of the local store's claims
-
-	// pendingUntil is the local clock's µs until which a claim taken
-	// locally may still be pending here: after an outage, a Hit decided
-	// shared first looks for such a claim (Peek), so that a provider's
-	// retry meeting this node right after the switch back is Pending, not
-	// a second admission of the hook the outage admitted locally.
-	pendingUntil atomic.Int64
-	clock        memstore.Clock
-
+	obsPanicked   atomic.Bool // the observer panicked on a replay event: logged once
 	fullLogged    atomic.Bool // "outbox full", once an outage
 	refusedLogged atomic.Bool // "replayed commits refused", once an outage
 
@@ -115,10 +91,6 @@ type Conn struct {
 
 	disk       *outboxlog.Log // the outbox's log on disk (Rules.OutboxDir), or nil
 	diskLogged atomic.Bool    // its first failure was logged: once a Store
-
-	replayer *replayer
-
-	chargeBufs sync.Pool // *[]driver.Charge: a local Hit's charges at this node's share
 }
 
 // New returns the degraded mode of rules around shared, which it owns: its
@@ -133,24 +105,18 @@ func New(shared Shared, rules Rules) (*Conn, error) {
 	if now == nil {
 		now = time.Now
 	}
-	mem := memstore.New(clock)
-	local, err := mem.Open(driver.Config{URL: &url.URL{Scheme: "memory", Host: localName},
-		KeyPrefix: localPrefix, Timeout: rules.Timeout, Logger: rules.Logger})
-	if err != nil {
+	fb := &Conn{shared: shared, needsTimer: shared.NeedsTimer(), rules: rules, log: rules.Logger,
+		box:       outbox{size: rules.OutboxSize},
+		breaker:   newBreaker(minProbe, maxProbe, stableAfter),
+		conflicts: conflictLog{log: rules.Logger, scheme: rules.Scheme, now: now}}
+	var err error
+	if fb.local, err = newLocalStore(&rules, clock, &fb.n); err != nil {
 		return nil, err
 	}
-	fb := &Conn{shared: shared, needsTimer: shared.NeedsTimer(), rules: rules, log: rules.Logger,
-		share: rules.Share, mem: mem, local: local,
-		box: outbox{size: rules.OutboxSize}, clock: clock,
-		recent:     newRecent(rules.RecentCommits, clock),
-		breaker:    newBreaker(minProbe, maxProbe, stableAfter),
-		conflicts:  conflictLog{log: rules.Logger, scheme: rules.Scheme, now: now},
-		checkEvery: uint64(min(max(rules.LocalClaims/16, 1), 256))}
 	fb.replayer = newReplayer(fb)
-	fb.chargeBufs.New = func() any { b := make([]driver.Charge, 0, 8); return &b }
 	if rules.OutboxDir != "" {
 		if err := fb.restore(rules.OutboxDir); err != nil {
-			_ = local.Close()
+			fb.local.close()
 			return nil, err
 		}
 	}
@@ -197,7 +163,7 @@ func (fb *Conn) restore(dir string) error {
 			claims = append(claims, c)
 		}
 	}
-	_, _ = fb.local.Commit(context.Background(), claims)
+	fb.local.commit(claims)
 	fb.n.queued.Add(uint64(len(recs)))
 	cause := fmt.Errorf("%d commits queued in %s before this Open await replay", len(recs), dir)
 	if n := fb.n.dropped.Load(); n > 0 {
@@ -254,9 +220,9 @@ func (fb *Conn) failed(ctx context.Context, op string, err error) (degrade bool,
 func (fb *Conn) Hit(ctx context.Context, charges []driver.Charge,
 	claim *driver.Claim) (driver.Result, error) {
 	if fb.breaker.isOpen.Load() {
-		return fb.localHit(charges, claim)
+		return fb.local.hit(charges, claim)
 	}
-	if res, ok, err := fb.heldLocally(charges, claim); ok {
+	if res, ok, err := fb.local.held(charges, claim); ok {
 		return res, err
 	}
 	ctx, cancel, err := fb.budget(ctx)
@@ -271,102 +237,7 @@ func (fb *Conn) Hit(ctx context.Context, charges []driver.Charge,
 	if degrade, e := fb.failed(ctx, "hit", err); !degrade {
 		return driver.Result{}, e
 	}
-	return fb.localHit(charges, claim)
-}
-
-// localHit decides a Hit from the local store at this node's share of
-// every limit.
-func (fb *Conn) localHit(charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
-	n := fb.n.localDecisions.Add(1)
-	// A claim this node committed before the outage is seeded into the
-	// local store, which then decides it; it adds no claim of its own.
-	seeded := claim != nil && fb.seedCommitted(claim)
-	if claim != nil && !seeded && fb.claimsAtCap(n) {
-		claim = nil
-		fb.n.claimsDropped.Add(1)
-	}
-	if len(charges) == 0 && claim == nil {
-		return driver.Result{Outcome: driver.OK, Local: true}, nil
-	}
-	bufp, local := fb.atShare(charges)
-	res, err := checked.HitShadowed(context.Background(), fb.local, local, claim)
-	if err == nil {
-		err = localQuota(&res, charges, local)
-	}
-	fb.putShare(bufp, local)
-	if err != nil { // the memory driver never fails; say so if it did
-		return driver.Result{}, localFailed(err)
-	}
-	if claim != nil && res.Outcome == driver.OK {
-		until := fb.clock() + claim.PendingTTL.Microseconds()
-		for cur := fb.pendingUntil.Load(); until > cur; cur = fb.pendingUntil.Load() {
-			if fb.pendingUntil.CompareAndSwap(cur, until) {
-				break
-			}
-		}
-	}
-	res.Local = true
-	return res, nil
-}
-
-// atShare returns charges at this node's share (CONTRACT §8) in a
-// pooled buffer, bufp, to give back with putShare.
-func (fb *Conn) atShare(charges []driver.Charge) (bufp *[]driver.Charge, local []driver.Charge) {
-	bufp = fb.chargeBufs.Get().(*[]driver.Charge)
-	local = (*bufp)[:0]
-	for _, c := range charges {
-		local = append(local, fb.share.Charge(c))
-	}
-	return bufp, local
-}
-
-// putShare gives atShare's buffer back, cleared (the charges' tenants
-// are the caller's strings).
-func (fb *Conn) putShare(bufp *[]driver.Charge, local []driver.Charge) {
-	clear(local)
-	*bufp = local[:0]
-	fb.chargeBufs.Put(bufp)
-}
-
-// heldLocally answers a Hit decided shared after an outage when this node
-// holds the claim pending locally for another hook: Pending, with the
-// local claim's remaining time, nothing charged, and the local buckets of
-// charges as they stand (G10, as localHit reports them). ok is false when
-// the shared store is to decide (no local claim can be pending any more,
-// or none is for this key and another hook).
-func (fb *Conn) heldLocally(charges []driver.Charge, claim *driver.Claim) (res driver.Result,
-	ok bool, err error) {
-	if claim == nil || fb.pendingUntil.Load() == 0 || fb.pendingUntil.Load() <= fb.clock() {
-		return driver.Result{}, false, nil
-	}
-	holder, left, pending := fb.mem.Peek(localName, localPrefix, *claim)
-	if !pending || holder == claim.HookID {
-		return driver.Result{}, false, nil
-	}
-	res = driver.Result{Outcome: driver.Pending, RetryAfter: gcra.RetryAfter(left), Local: true}
-	bufp, local := fb.atShare(charges)
-	fb.mem.Quota(localName, localPrefix, local, &res)
-	err = localQuota(&res, charges, local)
-	fb.putShare(bufp, local)
-	if err != nil {
-		return driver.Result{}, true, localFailed(err)
-	}
-	return res, true, nil
-}
-
-// claimsAtCap reports whether the local store holds LocalClaims claims,
-// counting them every checkEvery local decisions (n is this one's number):
-// the cap may be passed by that many.
-func (fb *Conn) claimsAtCap(n uint64) bool {
-	if n%fb.checkEvery == 0 {
-		fb.countClaims()
-	}
-	return fb.claimsFull.Load()
-}
-
-func (fb *Conn) countClaims() {
-	_, n := fb.mem.Size(localName, localPrefix)
-	fb.claimsFull.Store(n >= fb.rules.LocalClaims)
+	return fb.local.hit(charges, claim)
 }
 
 // Commit is CommitWhere without saying where.
@@ -389,7 +260,7 @@ func (fb *Conn) CommitWhere(ctx context.Context, claims []driver.Claim) (errs []
 func (fb *Conn) sharedCommit(ctx context.Context, claims []driver.Claim) ([]error, error) {
 	errs, err := fb.shared.Commit(ctx, claims)
 	if err == nil && len(errs) == len(claims) {
-		fb.recent.add(claims, errs)
+		fb.local.recent.add(claims, errs)
 	}
 	return errs, err
 }
@@ -443,7 +314,7 @@ func (fb *Conn) settle(ctx context.Context, op string, claims []driver.Claim,
 		fb.trip(cause)
 		fb.localSettle(op, claims, out, outErr, errs)
 	}
-	if fb.pendingUntil.Load() > fb.clock() {
+	if fb.local.mayHoldPending() {
 		fb.forgetSettled(claims, out)
 	}
 	return errs, len(out) > 0, nil
@@ -459,7 +330,7 @@ func (fb *Conn) forgetSettled(claims []driver.Claim, out []int) {
 			done = append(done, claims[i])
 		}
 	}
-	fb.mem.Forget(localName, localPrefix, done...)
+	fb.local.forget(done...)
 }
 
 // localSettle settles claims[idx] (every claim for a nil idx) in the local
@@ -482,24 +353,11 @@ func (fb *Conn) localSettle(op string, claims []driver.Claim, idx []int, cause e
 		sub, at = append(sub, claims[i]), append(at, i)
 	}
 	if op == "release" {
-		fb.localRelease(sub, at, errs)
+		fb.local.release(sub, at, errs)
 	} else {
 		fb.queue(sub, at, cause, errs)
 	}
 	return errs
-}
-
-// localRelease releases claims in the local store only, setting the
-// result of claims[j] in errs[at[j]]: a pending claim in the shared store
-// expires by its PendingTTL.
-func (fb *Conn) localRelease(claims []driver.Claim, at []int, errs []error) {
-	results, _ := fb.local.Release(context.Background(), claims)
-	for j := range at {
-		errs[at[j]] = nil
-		if j < len(results) {
-			errs[at[j]] = results[j]
-		}
-	}
 }
 
 // queue queues commits in the outbox (on disk first, with OutboxDir) and
@@ -532,7 +390,7 @@ func (fb *Conn) queue(claims []driver.Claim, at []int, cause error, errs []error
 	// Committed locally under mu: the replayer cannot take (and forget) a
 	// commit before it is committed here.
 	if len(kept) > 0 {
-		_, _ = fb.local.Commit(context.Background(), kept) // another hook's claim here: decided on replay
+		fb.local.commit(kept)
 	}
 	fb.mu.Unlock()
 	fb.n.queued.Add(uint64(len(kept)))
@@ -623,7 +481,7 @@ func (fb *Conn) diskFailed(err error) {
 // Reset is Store.Reset with the fallback: the local buckets always, the
 // shared ones unless the breaker is open (then ErrUnavailable at once).
 func (fb *Conn) Reset(ctx context.Context, tenant string) error {
-	_ = fb.local.Reset(context.Background(), tenant)
+	fb.local.reset(tenant)
 	if fb.breaker.isOpen.Load() {
 		return errDegraded
 	}
@@ -670,10 +528,7 @@ func (fb *Conn) Stats() observe.Stats {
 }
 
 // LocalClaims is how many claims the local store holds, swept or not.
-func (fb *Conn) LocalClaims() int {
-	_, n := fb.mem.Size(localName, localPrefix)
-	return n
-}
+func (fb *Conn) LocalClaims() int { return fb.local.claims() }
 
 // trip opens the breaker: the first outage error of an outage logs it and
 // starts the worker, which probes the shared store.
@@ -694,7 +549,7 @@ func (fb *Conn) open(cause error, msg string) {
 		fb.log.Warn(msg,
 			zap.String("scheme", fb.rules.Scheme), zap.String("url", fb.rules.URL),
 			zap.Error(cause), zap.Int("nodes", fb.rules.Nodes),
-			zap.Float64("share", fb.share.Fraction()))
+			zap.Float64("share", fb.rules.Share.Fraction()))
 		return was
 	})
 	if opened {
@@ -757,5 +612,5 @@ func (fb *Conn) close() {
 			fb.diskFailed(err)
 		}
 	}
-	_ = fb.local.Close()
+	fb.local.close()
 }

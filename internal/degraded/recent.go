@@ -1,12 +1,10 @@
 package degraded
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/internal/memstore"
@@ -113,21 +111,4 @@ func (r *recent) committer(c *driver.Claim) (hookID string, left int64, ok bool)
 		return "", 0, false
 	}
 	return e.hookID, e.expires - now, true
-}
-
-// seedCommitted makes the local store hold claim c committed when the
-// index says this node committed it, so that the local Hit that follows
-// decides it as the shared store would (a Duplicate naming the committer,
-// after its charges: C4). It reports whether it did.
-func (fb *Conn) seedCommitted(c *driver.Claim) bool {
-	hookID, left, ok := fb.recent.committer(c)
-	if !ok {
-		return false
-	}
-	seed := driver.Claim{Tenant: c.Tenant, SourceID: c.SourceID, Key: c.Key, HookID: hookID,
-		TTL: time.Duration(left) * time.Microsecond}
-	// Committing an absent claim records it (C7); one held here already
-	// (committed, or pending for the committer) answers as it is.
-	_, _ = fb.local.Commit(context.Background(), []driver.Claim{seed})
-	return true
 }

@@ -106,7 +106,7 @@ func (r *replayer) work() {
 			}
 			fb.recover()
 			r.forgetDeferred()
-			fb.countClaims() // the forgotten claims made room
+			fb.local.countClaims() // the forgotten claims made room
 			b.ended()
 			r.notify(false, nil)
 			continue
@@ -309,7 +309,7 @@ func (r *replayer) answered(ctx, cctx context.Context, q queued, sent []driver.C
 		res.settled(&q)
 	case err == nil:
 		r.fb.n.replayed.Add(1)
-		r.fb.recent.add(sent, nil)
+		r.fb.local.recent.add(sent, nil)
 		res.settled(&q)
 	default:
 		c, kind := fault.Classify(cctx, err)
@@ -400,13 +400,13 @@ func (r *replayer) forget(claims []driver.Claim) {
 		r.forgetLater = append(r.forgetLater, claims...)
 		return
 	}
-	r.fb.mem.Forget(localName, localPrefix, claims...)
+	r.fb.local.forget(claims...)
 }
 
 // forgetDeferred forgets what replays made while the breaker was open, once
 // it is closed.
 func (r *replayer) forgetDeferred() {
-	r.fb.mem.Forget(localName, localPrefix, r.forgetLater...)
+	r.fb.local.forget(r.forgetLater...)
 	clear(r.forgetLater)
 	r.forgetLater = r.forgetLater[:0]
 }

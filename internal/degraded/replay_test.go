@@ -87,7 +87,7 @@ func TestReplayBatch(t *testing.T) {
 		t.Errorf("OnConflict told %v, want the committed claim held by other", conflicts)
 	}
 	fresh := testClaim("fresh", "mine")
-	if hook, _, ok := fb.recent.committer(&fresh); !ok || hook != "mine" {
+	if hook, _, ok := fb.local.recent.committer(&fresh); !ok || hook != "mine" {
 		t.Errorf("recent commits: %q %v, want the replayed commit's hook", hook, ok)
 	}
 	if res, err := shared.Hit(ctx, nil, &fresh); err != nil || res.Outcome != driver.Duplicate {
