@@ -181,7 +181,9 @@ type Event struct {
 	// Release or replayed batch the batch's size.
 	Claims int
 	// Failed is how many claims of a Commit, Release or replay failed
-	// (C10): every claim when the whole call failed.
+	// (C10): every claim when the whole call failed. A replayed commit
+	// fails when it is kept queued or dropped for an error; one that met
+	// another hook's claim is an outcome (Stats.Conflicts), not a failure.
 	Failed int
 	// NDenied is how many of Denied are set: the kinds of the charges
 	// that denied a RateLimited Hit (G10), in the charges' order; 0 for

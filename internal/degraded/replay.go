@@ -215,6 +215,15 @@ type replayed struct {
 	forget  []driver.Claim // those settled: the shared store keeps them now
 	refused bool           // the store answered some commit with an error reply
 	cause   error          // why some were kept: an outage (nil: none, or the Store is closing)
+	failed  int            // commits whose replay failed: kept for an error, or dropped
+	failure error          // the first one's error
+}
+
+// fail counts a commit whose replay failed with err.
+func (r *replayed) fail(err error) {
+	if r.failed++; r.failure == nil {
+		r.failure = err
+	}
 }
 
 // settled takes q out of the outbox for good.
@@ -246,21 +255,23 @@ func (r *replayer) replayBatch(ctx context.Context, batch []queued) (res replaye
 	defer cancel()
 	start := time.Now()
 	errs, err := r.fb.shared.Commit(cctx, claims)
-	if r.fb.rules.Observe != nil {
-		r.observe(cctx, start, len(claims), errs, err)
-	}
+	took := time.Since(start)
 	if err != nil {
 		for _, i := range sent {
 			res.back = append(res.back, batch[i])
+			res.fail(err)
 		}
 		if ctx.Err() == nil {
 			_, kind := fault.Classify(cctx, err)
 			res.cause = fault.Wrap("replay", kind, err)
 		}
-		return res
+	} else {
+		for j, err := range errs {
+			r.answered(ctx, cctx, batch[sent[j]], claims[j:j+1], err, &res)
+		}
 	}
-	for j, err := range errs {
-		r.answered(ctx, cctx, batch[sent[j]], claims[j:j+1], err, &res)
+	if r.fb.rules.Observe != nil {
+		r.observe(cctx, start, took, len(claims), &res)
 	}
 	return res
 }
@@ -297,6 +308,7 @@ func (r *replayer) answered(ctx, cctx context.Context, q queued, sent []driver.C
 	if lost := (*driver.ClaimLostError)(nil); errors.As(err, &lost) {
 		if res.cause != nil { // an outage met in this batch: ask again later
 			res.back = append(res.back, q)
+			res.fail(res.cause)
 			return
 		}
 		holder, wait, err = r.settleLost(ctx, sent[0])
@@ -313,6 +325,7 @@ func (r *replayer) answered(ctx, cctx context.Context, q queued, sent []driver.C
 		res.settled(&q)
 	default:
 		c, kind := fault.Classify(cctx, err)
+		res.fail(err)
 		switch {
 		case c != fault.Answered:
 			res.back = append(res.back, q)
@@ -422,13 +435,15 @@ func (r *replayer) conflict(q queued, holder string) {
 	}
 }
 
-// observe reports a replayed batch of n commits to the observer: failed
-// as errs and err say, classed as the Store would return them. It runs on
-// the worker, where an observer's panic would end the process: it is
-// recovered, the event dropped, and the first one logged (its value's
+// observe reports a replayed batch of n commits, sent at start within
+// ctx and answered after took, to the observer: failed as res says,
+// classed as the Store would return its first failure. A conflict or a commit parked
+// behind another hook's pending claim is an outcome, not a failure. It
+// runs on the worker, where an observer's panic would end the process: it
+// is recovered, the event dropped, and the first one logged (its value's
 // type only: the value may hold anything).
-func (r *replayer) observe(ctx context.Context, start time.Time, n int, errs []error,
-	err error) {
+func (r *replayer) observe(ctx context.Context, start time.Time, took time.Duration, n int,
+	res *replayed) {
 	fb := r.fb
 	defer func() {
 		if p := recover(); p != nil && fb.obsPanicked.CompareAndSwap(false, true) {
@@ -438,22 +453,11 @@ func (r *replayer) observe(ctx context.Context, start time.Time, n int, errs []e
 				zap.String("panic_type", fmt.Sprintf("%T", p)))
 		}
 	}()
-	e := observe.Event{Op: observe.OpReplay, Start: start, Duration: time.Since(start), Claims: n}
-	first := err
-	if err != nil {
-		e.Failed = n
-	} else {
-		for _, err := range errs {
-			if err != nil {
-				if e.Failed++; first == nil {
-					first = err
-				}
-			}
-		}
-	}
-	if first != nil {
-		_, kind := fault.Classify(ctx, first)
-		e.Class = observe.ClassOf(fault.Wrap("replay", kind, first))
+	e := observe.Event{Op: observe.OpReplay, Start: start, Duration: took, Claims: n,
+		Failed: res.failed}
+	if res.failure != nil {
+		_, kind := fault.Classify(ctx, res.failure)
+		e.Class = observe.ClassOf(fault.Wrap("replay", kind, res.failure))
 	}
 	fb.rules.Observe(ctx, e)
 }

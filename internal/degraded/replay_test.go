@@ -12,6 +12,7 @@ import (
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/internal/checked"
 	"github.com/fleetstore/fleetstore/internal/memstore"
+	"github.com/fleetstore/fleetstore/observe"
 )
 
 // newTestConn is a degraded mode around a memory store of its own as the
@@ -119,5 +120,47 @@ func TestReplayBatchOutage(t *testing.T) {
 	}
 	if !errors.Is(res.cause, driver.ErrUnavailable) || !errors.Is(res.cause, errRefused) {
 		t.Errorf("cause %v, want ErrUnavailable wrapping the driver's error", res.cause)
+	}
+}
+
+// TestReplayObserved: a replayed batch is reported to the observer as one
+// event whose failures are the commits its replay failed, not those it
+// settled: a conflict or a commit parked behind another hook's pending
+// claim is an outcome of the outage, and a batch of them with the rest
+// replayed is no failed call.
+func TestReplayObserved(t *testing.T) {
+	var events []observe.Event
+	fb, shared := newTestConn(t, Rules{Observe: func(_ context.Context, e observe.Event) {
+		events = append(events, e)
+	}})
+	ctx := context.Background()
+	committed := testClaim("committed", "other")
+	if errs, err := shared.Commit(ctx, []driver.Claim{committed}); err != nil || errs[0] != nil {
+		t.Fatal(errs, err)
+	}
+	pending := testClaim("pending", "other")
+	if res, err := shared.Hit(ctx, nil, &pending); err != nil || res.Outcome != driver.OK {
+		t.Fatal(res, err)
+	}
+	now := time.Now()
+	fb.replayer.replayBatch(ctx, []queued{
+		{claim: testClaim("fresh", "mine"), at: now},
+		{claim: testClaim("committed", "mine"), at: now},
+		{claim: testClaim("pending", "mine"), at: now},
+	})
+	if len(events) != 1 {
+		t.Fatalf("%d events for one batch, want 1", len(events))
+	}
+	if e := events[0]; e.Op != observe.OpReplay || e.Claims != 3 || e.Failed != 0 ||
+		e.Class != observe.ClassNone || e.Duration <= 0 {
+		t.Errorf("event %+v, want a replay of 3 claims, none failed, no error class", e)
+	}
+
+	events = nil
+	fb.shared = failingCommit{fb.shared}
+	fb.replayer.replayBatch(ctx, []queued{{claim: testClaim("a", "mine"), at: now},
+		{claim: testClaim("b", "mine"), at: now}})
+	if len(events) != 1 || events[0].Failed != 2 || events[0].Class != observe.ClassUnavailable {
+		t.Errorf("events %+v, want one replay of 2 failed, unavailable", events)
 	}
 }
