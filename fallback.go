@@ -158,12 +158,14 @@ type Fallback struct {
 	// claim (observe.Stats.ClaimsDropped). URL: fallback_claims.
 	LocalClaims int
 	// RecentCommits is how many of this node's recent commits it keeps, ≥ 0:
-	// every claim the shared store committed for it (a Commit or a replay),
-	// by a 16-byte digest of tenant, source_id and key, with its committer
-	// and TTL; the oldest is forgotten first. While degraded, a Hit on one
+	// every claim the shared store committed for it (a Commit or a replay)
+	// or answered a Hit of it Duplicate (kept for that Hit's TTL), by a
+	// 16-byte digest of tenant, source_id and key, with its committer and
+	// TTL; the oldest is forgotten first. While degraded, a Hit on one
 	// still within its TTL is a Duplicate naming the committer (after its
-	// charges, as C4), so that a provider's retry reaching the node that
-	// stored the hook is not admitted again through an outage. 0: 250 000,
+	// charges, as C4), so that a provider's retry reaching a node that
+	// stored the hook, or was told of it, is not admitted again through an
+	// outage. 0: 250 000,
 	// 25 s of commits at 10 000 hooks/s a node (4 min at 1 000), about 30 MB
 	// when full: 122 bytes a commit with a 26-byte hook_id, against 232 for
 	// a claim in a memory store (internal/degraded's BenchmarkRecentCommits).

@@ -232,6 +232,11 @@ func (fb *Conn) Hit(ctx context.Context, charges []driver.Charge,
 	defer cancel()
 	res, err := fb.shared.Hit(ctx, charges, claim)
 	if err == nil {
+		if claim != nil && res.Outcome == driver.Duplicate {
+			// Remembered, so that the same event at this node during an
+			// outage is a Duplicate too.
+			fb.local.recent.told(claim, res.HookID)
+		}
 		return res, nil
 	}
 	if degrade, e := fb.failed(ctx, "hit", err); !degrade {

@@ -1,6 +1,7 @@
 package degraded
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -92,5 +93,28 @@ func TestLocalStoreClaimsCap(t *testing.T) {
 	}
 	if n := fb.n.claimsDropped.Load(); n != 2 {
 		t.Errorf("%d Hits decided without their claim past the cap, want 2", n)
+	}
+}
+
+// TestToldDuplicateRemembered: a Duplicate the shared store answered this
+// node is remembered as its recent commits are: while degraded, the same
+// event at this node is a Duplicate naming the committer, not admitted
+// again.
+func TestToldDuplicateRemembered(t *testing.T) {
+	fb, shared := newTestConn(t, Rules{})
+	ctx := context.Background()
+	if errs, err := shared.Commit(ctx, []driver.Claim{testClaim("k", "elsewhere")}); err != nil ||
+		errs[0] != nil {
+		t.Fatal(errs, err)
+	}
+	first := testClaim("k", "first")
+	if res, err := fb.Hit(ctx, nil, &first); err != nil || res.Outcome != driver.Duplicate ||
+		res.Local {
+		t.Fatalf("shared hit: %+v %v, want the shared store's Duplicate", res, err)
+	}
+	retry := testClaim("k", "retry")
+	res, err := fb.local.hit(nil, &retry)
+	if err != nil || res.Outcome != driver.Duplicate || res.HookID != "elsewhere" {
+		t.Errorf("the event again while degraded: %+v %v, want Duplicate naming elsewhere", res, err)
 	}
 }
