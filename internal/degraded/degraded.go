@@ -138,7 +138,8 @@ func (fb *Conn) restore(dir string) error {
 	if err != nil {
 		return fmt.Errorf("outbox dir: %w", err)
 	}
-	if extra := len(recs) - fb.box.size; extra > 0 {
+	extra := max(len(recs)-fb.box.size, 0)
+	if extra > 0 {
 		seqs := make([]uint64, extra)
 		for i := range seqs {
 			seqs[i] = recs[i].Seq
@@ -148,7 +149,6 @@ func (fb *Conn) restore(dir string) error {
 			return fmt.Errorf("outbox dir: %w", err)
 		}
 		recs = recs[extra:]
-		fb.n.dropped.Add(uint64(extra))
 	}
 	fb.disk = disk
 	if len(recs) == 0 {
@@ -164,13 +164,16 @@ func (fb *Conn) restore(dir string) error {
 		}
 	}
 	fb.local.commit(claims)
-	fb.n.queued.Add(uint64(len(recs)))
 	cause := fmt.Errorf("%d commits queued in %s before this Open await replay", len(recs), dir)
-	if n := fb.n.dropped.Load(); n > 0 {
-		cause = fmt.Errorf("%w (%d more, past the outbox's size, dropped)", cause, n)
+	if extra > 0 {
+		cause = fmt.Errorf("%w (%d more, past the outbox's size, dropped)", cause, extra)
 	}
+	// Counted within the outage they open: its figures include them.
 	fb.open(cause, "fleetstore: outbox holds commits from before this Open; "+
-		"deciding from this node until they are replayed")
+		"deciding from this node until they are replayed", func() {
+		fb.n.queued.Add(uint64(len(recs)))
+		fb.n.dropped.Add(uint64(extra))
+	})
 	return nil
 }
 
@@ -541,14 +544,18 @@ func (fb *Conn) trip(cause error) {
 	if fb.breaker.isOpen.Load() {
 		return
 	}
-	fb.open(cause, "fleetstore: shared store out; deciding from this node until it is back")
+	fb.open(cause, "fleetstore: shared store out; deciding from this node until it is back", nil)
 }
 
-// open is trip, logging msg.
-func (fb *Conn) open(cause error, msg string) {
+// open is trip, logging msg; count, when set, counts what the outage
+// begins with (restore), after the snapshot its figures start from.
+func (fb *Conn) open(cause error, msg string, count func()) {
 	opened := fb.breaker.open(cause, time.Now(), func() observe.Stats {
 		fb.n.outages.Add(1)
 		was := fb.Stats()
+		if count != nil {
+			count()
+		}
 		fb.fullLogged.Store(false)
 		fb.refusedLogged.Store(false)
 		fb.log.Warn(msg,

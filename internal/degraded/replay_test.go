@@ -26,8 +26,14 @@ func newTestConn(t *testing.T, rules Rules) (*Conn, driver.Conn) {
 		t.Fatal(err)
 	}
 	rules.Share = OfNodes(1)
-	rules.OutboxSize, rules.LocalClaims, rules.RecentCommits = 16, 64, 16
-	rules.Logger, rules.Timeout = zap.NewNop(), time.Second
+	if rules.OutboxSize == 0 {
+		rules.OutboxSize = 16
+	}
+	rules.LocalClaims, rules.RecentCommits = 64, 16
+	if rules.Logger == nil {
+		rules.Logger = zap.NewNop()
+	}
+	rules.Timeout = time.Second
 	fb, err := New(checked.New(shared), rules)
 	if err != nil {
 		t.Fatal(err)
