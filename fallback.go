@@ -15,176 +15,43 @@ import (
 	"github.com/fleetstore/fleetstore/observe"
 )
 
-// Fallback configures a Store's degraded mode (CONTRACT §8, WithFallback):
-// when the shared store fails a call with ErrTimeout or ErrUnavailable,
-// Hits are decided from a node-local store at this node's share of every
-// limit, commits are queued in an outbox and replayed when the shared
-// store is back, and a background probe decides when that is. Set Nodes
-// or Share, not both.
+// Fallback configures a Store's degraded mode, turned on by WithFallback
+// or the URL's fallback_* parameters. While the shared store is out, the
+// Store decides from this node's own state at its share of every limit,
+// and queues its commits in an outbox to replay when the store is back.
+// CONTRACT §8 gives the rules; Store.FallbackStats returns the counters.
 //
-// Local decisions. A Hit the shared store fails with ErrTimeout or
-// ErrUnavailable (the server refused, did not answer within the budget,
-// answered with an error or with nonsense) is decided from a node-local
-// memory store, private to the Store, and its Result has Local set. Never
-// on ErrInvalid, ErrOverCapacity, a claim outcome, ErrClosed, the caller's
-// cancellation or a deadline already passed: those are returned as they
-// are. The caller tells an outage from a decision by Result.Local (and
-// Store.FallbackStats), not by an error.
-//
-// This node's share. The local store charges every bucket at this node's
-// share s of the fleet's limit: s = 1/Nodes, or Share (rounded down to
-// parts per million). A charge of emission interval I and capacity C is
-// charged locally as
-//
-//	I' = ceil(I / s)     (whole µs, at most 366 days)
-//	C' = max(C, I')
-//
-// which is the rate times s and the burst C/I times s, never less than one
-// charge, so that a single hook still passes. The bound: N nodes whose
-// shares add up to at most 1, all degraded for a time t, admit at most
-// what the fleet's limit admits in t (its burst, then one charge per
-// emission interval: t/I + C/I charges) plus one charge per node for
-// rounding (for charges of unequal cost, such as bytes: the sum of their
-// increments is at most t + C plus N times the largest); TestFallbackBound
-// proves it for fleets of 1–8 nodes. Across the outage's edges a fleet
-// admits more than its limit: the local buckets start full at the outage,
-// and the shared ones refill while no node charges them. Over a window W
-// with no shared decision for u, each node i deciding locally over t_i, it
-// admits at most (W − u + min(u, C) + C)/I + 1 shared plus, for each node,
-// (t_i + C')/I' + 1 locally: with every t_i = u, the limit's (W + C)/I plus
-// one burst plus min(C, u)/I (another burst once u ≥ C) plus one per node.
-// TestFallbackBoundAcrossOutage shows it reached; the fault suite checks it
-// on a fleet of real servers.
-//
-// The breaker. The first call that meets an outage spends its budget and
-// opens the breaker; from then on Hits and Commits go local at once
-// (BenchmarkHitDegraded) without touching the shared store. One goroutine
-// probes it with Ping within the budget, waiting 25ms doubling up to 1s
-// between probes (each wait drawn from [b/2, b]); no call waits for it.
-// When a probe is answered, the outbox is replayed, and then the breaker
-// closes: calls go shared again, so that a provider's retry of a hook
-// committed during the outage meets that commit. An outage that begins
-// within 5s of the last one's end continues its backoff.
-//
-// The outbox. A Commit that cannot reach the shared store (the breaker is
-// open, or the Commit itself failed for an outage) is committed in the
-// local store (a retry at this node is a Duplicate) and queued, and the
-// Commit returns nil. The replay commits the queue in batches of up to
-// 256, each claim's TTL less the time it waited (one whose TTL ran out in
-// the queue is not sent: Stats.Expired). Committing an absent claim
-// records it (CONTRACT C7), so after the replay a retry at any node is a
-// Duplicate. A replayed commit that meets another hook's committed claim
-// is a webhook the outage let in twice: it is counted (Stats.Conflicts),
-// handed to OnConflict and logged with the claim's identity (never a
-// body): 10 lines, then one a minute at most over the Store's life, each
-// saying how many were not logged. One that meets another hook's pending
-// claim (the Commit's ErrClaimLost, then a Hit of the claim alone that is
-// Pending) is no conflict yet: that hook may be released, or its node die
-// and its claim expire. The commit waits in the outbox (the breaker closes
-// without it) and is replayed again when the claim's pending time is up,
-// 25ms to 1s later, until the claim is committed (a conflict), released
-// or expired: then a Hit of the claim alone under the commit's hook_id
-// takes it (C1) and a Commit within the same budget commits it (C5). A
-// commit the shared store refuses with an error reply 8 times is dropped.
-// A commit that finds the outbox full (OutboxSize) is not queued and not
-// committed locally, is counted (Stats.Dropped), and its Commit fails with
-// the outage's error: a call never blocks on it. Close makes one last
-// replay within one budget and logs the number of commits it could not
-// replay. Without OutboxDir the outbox lives in the process: those claims,
-// and all queued at a crash, expire by their PendingTTL; with it they are
-// replayed at the next Open.
-//
-// Release during an outage releases the claim in the local store only; a
-// claim pending in the shared store expires by its PendingTTL. Reset
-// forgets the tenant's local buckets too, and while the breaker is open
-// returns ErrUnavailable at once. Ping always asks the shared store; one
-// that fails for an outage opens the breaker.
-//
-// Memory. The local store keeps the claims decided locally (pending until
-// their PendingTTL) and those committed locally while queued (forgotten
-// once replayed and the breaker closed), at most about LocalClaims, and
-// until their TTL the commits of RecentCommits that a Hit met while
-// degraded. The local buckets, one record per tenant, expire as the memory
-// driver's do.
-//
-// Visible state. One warning when the Store goes degraded (with the cause)
-// and one info line when it decides shared again (with the outage's
-// figures), through WithLogger, never one per call; they replace the
-// Store's own "unreachable" and "reachable again" lines. OnStateChange is
-// told both, in order; Store.FallbackStats returns the counters (observe.Stats).
+// Set Nodes or Share, not both. A field left zero takes the URL's value,
+// else its default.
 type Fallback struct {
-	// Nodes is the fleet's size N, 1–1 000 000: while degraded this node
-	// charges every bucket at 1/N of its rate and 1/N of its burst, never
-	// less than one charge. URL: fallback_nodes.
+	// Nodes is the fleet's size N, 1–1 000 000: this node takes 1/N of
+	// every limit (CONTRACT §8.2). URL: fallback_nodes.
 	Nodes int
-	// Share is this node's fraction of the fleet's limit, 0 < Share ≤ 1,
-	// for a fleet whose nodes take unequal shares. It is rounded down to
-	// parts per million (Nodes gives 1/N exactly). URL: fallback_share.
+	// Share is this node's fraction of every limit, 0 < Share ≤ 1, rounded
+	// down to parts per million (CONTRACT §8.2). URL: fallback_share.
 	Share float64
-	// OutboxSize is how many commits the outbox holds for replay, ≥ 0.
-	// 0: 250 000, 25 s of commits at 10 000 hooks/s a node, about 90 MB
-	// when full (360 bytes a queued commit, its local claim included:
-	// BenchmarkDegradedMemory). A commit that finds it full is not queued
-	// (observe.Stats.Dropped) and its Commit returns the outage's error. URL:
-	// fallback_outbox.
+	// OutboxSize is how many commits the outbox holds, ≥ 0; 0 means
+	// 250 000 (CONTRACT §8.4). URL: fallback_outbox.
 	OutboxSize int
-	// OutboxDir, when set, keeps the outbox on disk too, in this directory
-	// (created 0700 if missing; a relative path is the process's working
-	// directory's), so that commits queued survive Close and
-	// a crash (kill -9): a Commit queued returns nil only once its record
-	// is fsynced (commits arriving meanwhile share one fsync), and the next
-	// Open of a Store on the directory queues what was not replayed, with
-	// its TTL counted on by the wall clock, committed locally, and decides
-	// from this node until it is replayed (OutboxSize oldest kept, the rest
-	// Dropped). A torn or corrupt tail is cut at Open with one log line; a
-	// file named as a segment that is none fails Open. One Store at a
-	// time, in any process, holds the directory: another's Open fails
-	// naming it. After the disk fails a write (full, gone) the directory
-	// is given up: that Commit and every one queued later until the Store
-	// is opened again fails with the disk's error (ErrUnavailable, logged
-	// once), rather than be queued where a crash would lose it. Cost per queued commit
-	// (BenchmarkDegradedAccept): ~50 bytes of heap more, a record of its
-	// claim's strings plus ~30 bytes on disk (113 for UUID-sized ids); the
-	// directory holds at most 2 × the waiting records' bytes + 12 MiB
-	// (~70 MB for a full default outbox). A Commit queued takes an fsync
-	// (~0.4ms alone; 8 callers sharing: ~85µs each). Empty: memory only.
-	// URL: fallback_outbox_dir.
+	// OutboxDir is the directory that keeps the outbox on disk across a
+	// crash (CONTRACT §8.5), created 0700 if missing; a relative path is
+	// the working directory's. Empty keeps it in memory. URL: fallback_outbox_dir.
 	OutboxDir string
-	// LocalClaims caps the claims the local store holds, ≥ 0: pending
-	// claims of local Hits and committed claims awaiting replay. 0:
-	// 500 000, a full outbox's committed claims and 250 000 pending ones
-	// (232 bytes each): 30 s of PendingTTL at 8 000 hooks/s. A local Hit
-	// that finds it full is decided on its charges alone, with no local
-	// claim (observe.Stats.ClaimsDropped). URL: fallback_claims.
+	// LocalClaims caps the claims the local store holds, ≥ 0; 0 means
+	// 500 000 (CONTRACT §8.8). URL: fallback_claims.
 	LocalClaims int
-	// RecentCommits is how many of this node's recent commits it keeps, ≥ 0:
-	// every claim the shared store committed for it (a Commit or a replay)
-	// or answered a Hit of it Duplicate (kept for that Hit's TTL), by a
-	// 16-byte digest of tenant, source_id and key, with its committer and
-	// TTL; the oldest is forgotten first. While degraded, a Hit on one
-	// still within its TTL is a Duplicate naming the committer (after its
-	// charges, as C4), so that a provider's retry reaching a node that
-	// stored the hook, or was told of it, is not admitted again through an
-	// outage. 0: 250 000,
-	// 25 s of commits at 10 000 hooks/s a node (4 min at 1 000), about 30 MB
-	// when full: 122 bytes a commit with a 26-byte hook_id, against 232 for
-	// a claim in a memory store (internal/degraded's BenchmarkRecentCommits).
-	// URL: fallback_recent.
+	// RecentCommits is how many of this node's commits it remembers, ≥ 0;
+	// 0 means 250 000 (CONTRACT §8.6). URL: fallback_recent.
 	RecentCommits int
-	// OnConflict, when set, is called for every replayed commit that met
-	// another hook's committed claim in the shared store (one pending is
-	// waited for): a webhook the outage let in twice, for the application
-	// to reconcile. It is
-	// called from the replay goroutine, one conflict at a time; it must
-	// not block for long (replay waits for it).
+	// OnConflict, if set, is told each conflict (CONTRACT §8.4), from the
+	// replay goroutine, one at a time; the replay waits for it to return.
 	OnConflict func(Conflict)
-	// OnStateChange, when set, is called when the Store goes degraded and
-	// when it decides shared again, in that order, from the probe
-	// goroutine (never from a caller's call). It must not block for long.
+	// OnStateChange, if set, is told when the Store goes degraded and when
+	// it decides shared again, from the probe goroutine; it must not block.
 	OnStateChange func(StateChange)
 }
 
-// Defaults of Fallback (its fields' docs give the figures).
+// Defaults of Fallback; bench/README.md gives their memory and disk cost.
 const (
 	defaultOutboxSize  = 250_000
 	defaultLocalClaims = 500_000

@@ -1,7 +1,8 @@
-// Package ownclient holds what the network drivers share for a Store on a
-// client the user built (redis.FromClient, valkey.FromClient,
-// memcached.FromClient): the URL such a Store is opened with, and the
-// errors that refuse a client setting that would break the contract.
+// Package ownclient holds what the Redis and Valkey drivers share for a
+// Store on a client the user built, through redis.FromClient or
+// valkey.FromOption. CheckURL checks the URL such a Store is opened with.
+// Refuse and Timeout build the ErrInvalid that refuses a client setting
+// that would break the contract (CONTRACT §1.1).
 package ownclient
 
 import (
