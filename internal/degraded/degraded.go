@@ -69,8 +69,9 @@ type Rules struct {
 // Conn: the breaker, the node-local store, the outbox and the worker that
 // probes the shared store and replays it. It bounds each call to the
 // shared store by Rules.Timeout itself, so that a call it decides locally
-// arms no timer (NeedsTimer). Its errors are the shared store's, or its
-// own marked as a driver marks them (ErrUnavailable, an error reply).
+// arms no timer (NeedsTimer). Its errors are the shared store's, marked
+// ErrTimeout when its own budget passed, or its own marked as a driver
+// marks them (ErrUnavailable, an error reply).
 type Conn struct {
 	shared     Shared
 	needsTimer bool // shared.NeedsTimer()
