@@ -277,7 +277,7 @@ func benchDegradedMemory(b *testing.B, op string) {
 	claims = nil // only the Store's references to the strings are left
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	if s := store.Stats(); op == "commit" && s.Outbox != b.N || op == "hit" && s.LocalDecisions != uint64(b.N) {
+	if s := store.FallbackStats(); op == "commit" && s.Outbox != b.N || op == "hit" && s.LocalDecisions != uint64(b.N) {
 		b.Fatalf("stats %+v after %d %ss", s, b.N, op)
 	}
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(b.N), "bytes/"+op)
@@ -349,7 +349,7 @@ func benchDegradedAccept(b *testing.B, disk, par bool) {
 		}
 	}
 	b.StopTimer()
-	if s := store.Stats(); s.Outbox != b.N {
+	if s := store.FallbackStats(); s.Outbox != b.N {
 		b.Fatalf("stats %+v after %d hooks", s, b.N)
 	}
 	keys = nil
@@ -410,11 +410,11 @@ func BenchmarkReplay(b *testing.B) {
 				}
 				start := time.Now()
 				d.set(healthy)
-				for s := store.Stats(); s.Degraded || s.Outbox > 0; s = store.Stats() {
+				for s := store.FallbackStats(); s.Degraded || s.Outbox > 0; s = store.FallbackStats() {
 					time.Sleep(100 * time.Microsecond)
 				}
 				took += time.Since(start)
-				if s := store.Stats(); s.Replayed != queued {
+				if s := store.FallbackStats(); s.Replayed != queued {
 					b.Fatalf("stats %+v, want %d replayed", s, queued)
 				}
 				store.Close()

@@ -50,7 +50,7 @@
 // queued, to be replayed when a background probe finds the shared store
 // back. Fallback's documentation gives the rules: the share and its bound,
 // the breaker, the outbox, Release and Reset, memory and logging.
-// Store.Stats returns the counters.
+// Store.FallbackStats returns the counters.
 //
 // # Metrics and traces
 //

@@ -53,7 +53,7 @@ func ExampleWithFallback() {
 	}
 	fmt.Println("admitted of 11:", admitted)
 
-	s := store.Stats()
+	s := store.FallbackStats()
 	fmt.Println("degraded:", s.Degraded, "outbox:", s.Outbox)
 	// Output:
 	// hit: ok local: true <nil>

@@ -27,7 +27,7 @@ func ShareCharge(nodes int, frac float64, c Charge) (Charge, bool) {
 
 // LocalClaims is how many claims s's local store holds, swept or not.
 func LocalClaims(s *Store) int {
-	return s.fb.LocalClaims()
+	return s.fb.(*degraded.Conn).LocalClaims()
 }
 
 // SetNow makes s read the time from now (the outage log's quiet period).

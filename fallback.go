@@ -10,6 +10,8 @@ import (
 
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/internal/degraded"
+	"github.com/fleetstore/fleetstore/internal/memstore"
+	"github.com/fleetstore/fleetstore/internal/urlparam"
 	"github.com/fleetstore/fleetstore/observe"
 )
 
@@ -17,7 +19,7 @@ import (
 // or the URL's fallback_* parameters. While the shared store is out, the
 // Store decides from this node's own state at its share of every limit,
 // and queues its commits in an outbox to replay when the store is back.
-// CONTRACT §8 gives the rules; Store.Stats returns the counters.
+// CONTRACT §8 gives the rules; Store.FallbackStats returns the counters.
 //
 // Set Nodes or Share, not both. A field left zero takes the URL's value,
 // else its default.
@@ -91,20 +93,12 @@ func WithFallback(f Fallback) Option {
 	return func(o *options) { o.fallback = &f }
 }
 
-// fallbackParams are the URL parameters of the fallback, common to every
-// driver as timeout and key_prefix are; the Store reads and removes them.
-var fallbackParams = []string{
-	"fallback_nodes", "fallback_share", "fallback_outbox", "fallback_claims",
-	"fallback_recent",
-	"fallback_outbox_dir",
-}
-
 // fallbackFromURL reads the fallback_* parameters off q (removing them):
 // nil when there are none.
 func fallbackFromURL(q url.Values) (*Fallback, error) {
 	var f Fallback
 	found := false
-	for _, k := range fallbackParams {
+	for _, k := range urlparam.Fallback {
 		vs, ok := q[k]
 		if !ok {
 			continue
@@ -115,14 +109,14 @@ func fallbackFromURL(q url.Values) (*Fallback, error) {
 		}
 		v := vs[0]
 		q.Del(k)
-		if k == "fallback_outbox_dir" {
+		if k == urlparam.FallbackOutboxDir {
 			if v == "" {
 				return nil, driver.Invalid("url: "+k, "want a directory path, got none")
 			}
 			f.OutboxDir = v
 			continue
 		}
-		if k == "fallback_share" {
+		if k == urlparam.FallbackShare {
 			x, err := strconv.ParseFloat(v, 64)
 			if err != nil || !(x > 0 && x <= 1) {
 				return nil, driver.Invalid("url: "+k,
@@ -136,34 +130,35 @@ func fallbackFromURL(q url.Values) (*Fallback, error) {
 			return nil, driver.Invalid("url: "+k, fmt.Sprintf("want an integer, got %q", v))
 		}
 		switch k {
-		case "fallback_nodes":
+		case urlparam.FallbackNodes:
 			if n < 1 {
 				return nil, driver.Invalid("url: "+k,
 					fmt.Sprintf("must be 1–%d nodes, got %d", maxFallbackNodes, n))
 			}
 			f.Nodes = n
-		case "fallback_outbox":
+		case urlparam.FallbackOutbox:
 			f.OutboxSize = n
-		case "fallback_claims":
+		case urlparam.FallbackClaims:
 			f.LocalClaims = n
-		case "fallback_recent":
+		case urlparam.FallbackRecent:
 			f.RecentCommits = n
 		}
 	}
 	if !found {
 		return nil, nil
 	}
-	err := f.check("url: fallback_", "nodes", "share", "outbox", "claims", "recent",
-		"outbox_dir")
+	err := f.check("url: ", urlparam.Fallback...)
 	if err != nil {
 		return nil, err
 	}
 	return &f, nil // sizes alone may wait for WithFallback to give the share
 }
 
-// check validates f's fields, each named prefix+name.
-func (f *Fallback) check(prefix, nodes, shareName, outbox, claims, recent,
-	dir string) error {
+// check validates f's fields, each named prefix+its name in names:
+// nodes, share, outbox size, local claims, recent commits, outbox dir.
+func (f *Fallback) check(prefix string, names ...string) error {
+	nodes, shareName, outbox, claims, recent, dir := names[0], names[1], names[2], names[3],
+		names[4], names[5]
 	switch {
 	case f.Nodes < 0 || f.Nodes > maxFallbackNodes:
 		return driver.Invalid(prefix+nodes,
@@ -230,8 +225,9 @@ func fallbackConfig(fromURL, fromOpt *Fallback) (*Fallback, error) {
 		f.OnConflict, f.OnStateChange = o.OnConflict, o.OnStateChange
 	}
 	if f.Nodes == 0 && f.Share == 0 {
-		return nil, driver.Invalid("fallback", "set the fleet's size (Fallback.Nodes, fallback_nodes) "+
-			"or this node's share of its limit (Fallback.Share, fallback_share)")
+		return nil, driver.Invalid("fallback", "set the fleet's size (Fallback.Nodes, "+
+			urlparam.FallbackNodes+") or this node's share of its limit (Fallback.Share, "+
+			urlparam.FallbackShare+")")
 	}
 	if f.OutboxSize == 0 {
 		f.OutboxSize = defaultOutboxSize
@@ -257,4 +253,41 @@ func (f *Fallback) share() degraded.Share {
 func validShare(f float64) bool {
 	_, ok := degraded.OfFraction(f)
 	return ok
+}
+
+// fallback is the degraded mode's decorator of the Store's conn
+// (internal/degraded), as the Store holds it: it settles claims locally
+// too, and counts (Store.FallbackStats).
+type fallback interface {
+	conn
+	localSettler
+	Stats() observe.Stats
+}
+
+// degrade puts the degraded mode of f around the Store's conn (Open, before
+// any call).
+func (s *Store) degrade(f *Fallback, clock memstore.Clock) error {
+	rules := degraded.Rules{Share: f.share(), Nodes: f.Nodes, OutboxSize: f.OutboxSize,
+		LocalClaims: f.LocalClaims, RecentCommits: f.RecentCommits, OutboxDir: f.OutboxDir,
+		Logger: s.log, Scheme: s.scheme, URL: s.display, Timeout: s.timeout, Clock: clock,
+		Now: func() time.Time { return s.now() }}
+	if on := f.OnConflict; on != nil {
+		rules.OnConflict = func(c Claim, holder string, at time.Time) {
+			on(Conflict{Claim: c, Holder: holder, QueuedAt: at})
+		}
+	}
+	if on := f.OnStateChange; on != nil {
+		rules.OnStateChange = func(degraded bool, cause error, st observe.Stats) {
+			on(StateChange{Degraded: degraded, Cause: cause, Stats: st})
+		}
+	}
+	if s.obs != nil {
+		rules.Observe = s.obs.Observe
+	}
+	fb, err := degraded.New(s.conn, rules)
+	if err != nil {
+		return err
+	}
+	s.use(fb)
+	return nil
 }

@@ -48,7 +48,7 @@ func TestFallbackDecidesLocallyOnOutage(t *testing.T) {
 			if n := st.d.hits.Load() - hits; n != 0 {
 				t.Errorf("%d of 100 hits after the outage reached the shared store; want none (the breaker is open)", n)
 			}
-			if s := st.Stats(); !s.Degraded || s.LocalDecisions != 101 || s.Outages != 1 {
+			if s := st.FallbackStats(); !s.Degraded || s.LocalDecisions != 101 || s.Outages != 1 {
 				t.Errorf("stats %+v, want degraded, 101 local decisions, 1 outage", s)
 			}
 			// A retry of a hook by another hook is Pending locally; the
@@ -88,7 +88,7 @@ func TestFallbackNotOnOtherErrors(t *testing.T) {
 		if !errors.Is(err, want) {
 			t.Errorf("got %v, want %v", err, want)
 		}
-		if s := st.Stats(); s.Degraded || s.LocalDecisions != 0 || s.Outages != 0 {
+		if s := st.FallbackStats(); s.Degraded || s.LocalDecisions != 0 || s.Outages != 0 {
 			t.Errorf("stats %+v: a %v opened the breaker or was decided locally", s, want)
 		}
 	}
@@ -126,7 +126,7 @@ func TestFallbackNotOnOtherErrors(t *testing.T) {
 			_, err := st.Hit(context.Background(), []fleetstore.Charge{testCharge}, nil)
 			check(t, st, err, out)
 			check(t, st, st.Commit(context.Background(), testClaim), out)
-			if s := st.Stats(); s.Queued != 0 {
+			if s := st.FallbackStats(); s.Queued != 0 {
 				t.Errorf("a commit the store answered %v was queued", out)
 			}
 		})
@@ -250,7 +250,7 @@ func TestFallbackProbe(t *testing.T) {
 		if took := time.Since(back); took > time.Second+200*time.Millisecond+schedSlack {
 			t.Errorf("calls went shared %v after the store answered, want within the probe's 1s wait and its budget", took)
 		}
-		if s := st.Stats(); s.Degraded {
+		if s := st.FallbackStats(); s.Degraded {
 			t.Errorf("stats %+v after recovery", s)
 		}
 	})
@@ -306,7 +306,7 @@ func TestFallbackLogsAndState(t *testing.T) {
 		t.Errorf("degraded line fields %v, want scheme and error", e.ContextMap())
 	}
 	st.d.set(healthy)
-	if !waitFor(5*time.Second, func() bool { return !st.Stats().Degraded }) {
+	if !waitFor(5*time.Second, func() bool { return !st.FallbackStats().Degraded }) {
 		t.Fatal("never recovered")
 	}
 	if n := logCount(st.logs, "shared store back"); n != 1 || st.logs.Len() != 2 {
@@ -360,7 +360,7 @@ func TestFallbackSwitchBackKeepsLocalPending(t *testing.T) {
 	if res, err := st.Hit(ctx, []fleetstore.Charge{bigCharge}, &b); err != nil || res.Outcome != fleetstore.Duplicate || res.HookID != "hook-A" {
 		t.Fatalf("the retry after hook-A committed: %+v %v, want Duplicate of hook-A", res, err)
 	}
-	if s := st.Stats(); s.Conflicts != 0 {
+	if s := st.FallbackStats(); s.Conflicts != 0 {
 		t.Errorf("stats %+v: no conflict happened", s)
 	}
 }

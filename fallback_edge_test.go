@@ -75,7 +75,7 @@ func TestFallbackBoundAcrossOutage(t *testing.T) {
 			run(tt.outage, true)
 			d.set(healthy)
 			for _, n := range nodes { // the clock stands still meanwhile
-				if !waitFor(5*time.Second, func() bool { return !n.Stats().Degraded }) {
+				if !waitFor(5*time.Second, func() bool { return !n.FallbackStats().Degraded }) {
 					t.Fatalf("a node is still degraded 5s after the store is back")
 				}
 			}

@@ -93,7 +93,7 @@ func TestFallbackOptions(t *testing.T) {
 
 	// No fallback: Stats is zero, Result.Local never set.
 	plain := openFake(t, &fakeConn{})
-	if s := plain.Stats(); s != (observe.Stats{}) {
+	if s := plain.FallbackStats(); s != (observe.Stats{}) {
 		t.Errorf("Stats without a fallback: %+v, want zero", s)
 	}
 }

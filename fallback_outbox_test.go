@@ -19,7 +19,7 @@ import (
 func recovered(t *testing.T, st *flakyStore) observe.Stats {
 	t.Helper()
 	var s observe.Stats
-	if !waitFor(5*time.Second, func() bool { s = st.Stats(); return !s.Degraded && s.Outbox == 0 }) {
+	if !waitFor(5*time.Second, func() bool { s = st.FallbackStats(); return !s.Degraded && s.Outbox == 0 }) {
 		t.Fatalf("not recovered 5s after the store was back: %+v", s)
 	}
 	return s
@@ -47,7 +47,7 @@ func TestFallbackOutbox(t *testing.T) {
 	if err := st.Commit(ctx, during, before); err != nil {
 		t.Fatalf("degraded commit: %v, want nil (queued)", err)
 	}
-	if s := st.Stats(); s.Outbox != 2 || s.Queued != 2 {
+	if s := st.FallbackStats(); s.Outbox != 2 || s.Queued != 2 {
 		t.Fatalf("stats %+v, want 2 queued", s)
 	}
 	for _, c := range []fleetstore.Claim{during, before} {
@@ -92,7 +92,7 @@ func TestFallbackCommitFailsAfterHit(t *testing.T) {
 		if err := st.Commit(ctx, c); err != nil {
 			t.Fatalf("commit that met the outage: %v, want nil (queued)", err)
 		}
-		if s := st.Stats(); !s.Degraded || s.Outbox != 1 {
+		if s := st.FallbackStats(); !s.Degraded || s.Outbox != 1 {
 			t.Fatalf("stats %+v, want degraded, 1 queued", s)
 		}
 		st.d.set(healthy)
@@ -116,7 +116,7 @@ func TestFallbackCommitFailsAfterHit(t *testing.T) {
 		if err := st.Commit(ctx, a, b); err != nil {
 			t.Fatalf("commit: %v, want nil (the failed claim queued)", err)
 		}
-		if s := st.Stats(); s.Outbox != 1 || s.Queued != 1 || !s.Degraded {
+		if s := st.FallbackStats(); s.Outbox != 1 || s.Queued != 1 || !s.Degraded {
 			t.Fatalf("stats %+v, want the one failed claim queued", s)
 		}
 		st.d.commitErr.Store(nil)
@@ -156,7 +156,7 @@ func TestFallbackOutboxBound(t *testing.T) {
 			t.Fatal("commit into a full outbox returned nil")
 		}
 	}
-	if s := st.Stats(); s.Outbox != 3 || s.Queued != 3 || s.Dropped != 102 {
+	if s := st.FallbackStats(); s.Outbox != 3 || s.Queued != 3 || s.Dropped != 102 {
 		t.Errorf("stats %+v, want outbox 3, queued 3, dropped 102", s)
 	}
 	if n := logCount(st.logs, "outbox full"); n != 1 {
@@ -265,7 +265,7 @@ func TestFallbackFlappingLogsBounded(t *testing.T) {
 	for n := range outages {
 		outage(n, perOutage)
 	}
-	if s := st.Stats(); s.Conflicts != outages*perOutage || conflicts.Load() != outages*perOutage || s.Outages != outages {
+	if s := st.FallbackStats(); s.Conflicts != outages*perOutage || conflicts.Load() != outages*perOutage || s.Outages != outages {
 		t.Errorf("stats %+v, OnConflict %d: want %d outages, %d conflicts counted and handed over",
 			s, conflicts.Load(), outages, outages*perOutage)
 	}
@@ -352,7 +352,7 @@ func TestFallbackRelease(t *testing.T) {
 	if err := st.Release(ctx, retry); !errors.Is(err, fleetstore.ErrAlreadyCommitted) {
 		t.Errorf("release of a locally committed claim: %v, want ErrAlreadyCommitted", err)
 	}
-	if s := st.Stats(); s.Queued != 1 {
+	if s := st.FallbackStats(); s.Queued != 1 {
 		t.Errorf("stats %+v: a release was queued", s)
 	}
 }
@@ -371,7 +371,7 @@ func TestFallbackLocalClaimsCap(t *testing.T) {
 			t.Fatalf("hit %d: %+v %v, want a local OK", i, res, err)
 		}
 	}
-	s := st.Stats()
+	s := st.FallbackStats()
 	if s.ClaimsDropped < 1000-100-10 || s.ClaimsDropped > 900 {
 		t.Errorf("stats %+v, want about 900 claims dropped (cap 100, counted every 6)", s)
 	}
@@ -398,7 +398,7 @@ func TestFallbackReplayRefused(t *testing.T) {
 	st.d.commitErr.Store(&refuse)
 	st.d.set(healthy)
 	var s observe.Stats
-	if !waitFor(20*time.Second, func() bool { s = st.Stats(); return !s.Degraded && s.Outbox == 0 }) {
+	if !waitFor(20*time.Second, func() bool { s = st.FallbackStats(); return !s.Degraded && s.Outbox == 0 }) {
 		t.Fatalf("still degraded: %+v", s)
 	}
 	if s.Replayed != 1 || s.Dropped != 1 {
@@ -433,9 +433,9 @@ func TestFallbackReplayKeepsLocalClaims(t *testing.T) {
 	}
 	st.d.commitErr.Store(&hold)
 	st.d.set(healthy)
-	if !waitFor(5*time.Second, func() bool { return st.Stats().Replayed >= 256 }) {
+	if !waitFor(5*time.Second, func() bool { return st.FallbackStats().Replayed >= 256 }) {
 		close(gate)
-		t.Fatalf("the first batch was not replayed: %+v", st.Stats())
+		t.Fatalf("the first batch was not replayed: %+v", st.FallbackStats())
 	}
 	retry := hookClaim("k-0", "h-retry")
 	res, err := st.Hit(ctx, nil, &retry)

@@ -64,7 +64,7 @@ func TestFallbackOutboxDirReopen(t *testing.T) {
 		changes = append(changes, c)
 		mu.Unlock()
 	}})
-	if s := b.Stats(); !s.Degraded || s.Outbox != n {
+	if s := b.FallbackStats(); !s.Degraded || s.Outbox != n {
 		t.Fatalf("stats at Open: %+v, want degraded with %d queued", s, n)
 	}
 	retry := hookClaim("k-7", "h-retry")
@@ -95,7 +95,7 @@ func TestFallbackOutboxDirReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := openOnFlaky(t, d, name, fleetstore.Fallback{OutboxDir: dir})
-	if s := c.Stats(); s.Degraded || s.Outbox != 0 {
+	if s := c.FallbackStats(); s.Degraded || s.Outbox != 0 {
 		t.Errorf("stats at the third Open: %+v, want nothing queued", s)
 	}
 }

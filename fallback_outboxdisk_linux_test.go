@@ -70,7 +70,7 @@ func TestFallbackOutboxDirDiskFails(t *testing.T) {
 				"until reopened", i, err)
 		}
 	}
-	if s := a.Stats(); s.Outbox != 3 || s.Dropped != 3 {
+	if s := a.FallbackStats(); s.Outbox != 3 || s.Dropped != 3 {
 		t.Errorf("stats %+v, want 3 queued, 3 dropped", s)
 	}
 	if got := logCount(a.logs, "outbox directory failed"); got != 1 {

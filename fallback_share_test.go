@@ -138,7 +138,7 @@ func TestFallbackBound(t *testing.T) {
 			if admitted < lower {
 				t.Errorf("%d nodes admitted %d units in %v, fewer than the fleet's %d − %d nodes × %d", tt.nodes, admitted, tt.t, fleet, tt.nodes, tt.cost)
 			}
-			if got := nodes[0].Stats().LocalDecisions; got == 0 {
+			if got := nodes[0].FallbackStats().LocalDecisions; got == 0 {
 				t.Errorf("Stats.LocalDecisions = 0")
 			}
 		})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/gcra"
+	"github.com/fleetstore/fleetstore/internal/fault"
 )
 
 // Limit is one bucket's rate limit in the caller's units, built once at
@@ -122,7 +123,7 @@ func checkLimit(kind Kind, n int64, period time.Duration, burst int64) error {
 }
 
 func limitErr(field, why string) error {
-	return &opError{op: "limit", err: driver.Invalid(field, why)}
+	return fault.New("limit", driver.Invalid(field, why))
 }
 
 // Shadow returns l as a shadow limit (CONTRACT §1.2): charged whenever the

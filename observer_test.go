@@ -241,7 +241,7 @@ func TestObserverDegraded(t *testing.T) {
 		t.Errorf("degraded reset: %+v", e)
 	}
 	st.d.set(healthy)
-	if !waitFor(10*time.Second, func() bool { return !st.Stats().Degraded }) {
+	if !waitFor(10*time.Second, func() bool { return !st.FallbackStats().Degraded }) {
 		t.Fatal("still degraded 10s after the store is back")
 	}
 	var replays []observe.Event
@@ -284,11 +284,11 @@ func TestObserverPanicOnReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 		st.d.set(healthy)
-		if !waitFor(10*time.Second, func() bool { s := st.Stats(); return !s.Degraded && s.Outbox == 0 }) {
-			t.Fatalf("outage %d: not replayed 10s after the store is back: %+v", i, st.Stats())
+		if !waitFor(10*time.Second, func() bool { s := st.FallbackStats(); return !s.Degraded && s.Outbox == 0 }) {
+			t.Fatalf("outage %d: not replayed 10s after the store is back: %+v", i, st.FallbackStats())
 		}
 	}
-	if s := st.Stats(); s.Replayed != 2 || p.replays.Load() < 2 {
+	if s := st.FallbackStats(); s.Replayed != 2 || p.replays.Load() < 2 {
 		t.Fatalf("replayed %d commits, observer told %d times; want 2 and at least 2", s.Replayed, p.replays.Load())
 	}
 	logged := st.logs.FilterMessageSnippet("observer panicked").All()

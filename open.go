@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/urlparam"
 	"github.com/fleetstore/fleetstore/observe"
 )
 
@@ -78,31 +79,31 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 	if err != nil {
 		return nil, openErr(driver.Invalid("url: query", "malformed: "+err.Error()))
 	}
-	for _, k := range []string{"timeout", "key_prefix"} { // fallback_*: fallbackFromURL
+	for _, k := range []string{urlparam.Timeout, urlparam.KeyPrefix} { // fallback_*: fallbackFromURL
 		if len(q[k]) > 1 {
 			return nil, openErr(driver.Invalid("url: "+k, fmt.Sprintf("given %d times", len(q[k]))))
 		}
 	}
 	cfg := driver.Config{KeyPrefix: DefaultKeyPrefix, Timeout: DefaultTimeout, Logger: o.logger}
-	if vs, ok := q["timeout"]; ok {
+	if vs, ok := q[urlparam.Timeout]; ok {
 		t, err := time.ParseDuration(vs[0])
 		if err != nil || t <= 0 {
 			return nil, openErr(driver.Invalid("url: timeout",
 				fmt.Sprintf("want a positive Go duration such as 50ms, got %q", vs[0])))
 		}
 		cfg.Timeout = t
-		q.Del("timeout")
+		q.Del(urlparam.Timeout)
 	}
 	if o.timeoutSet {
 		cfg.Timeout = o.timeout
 	}
-	if vs, ok := q["key_prefix"]; ok {
+	if vs, ok := q[urlparam.KeyPrefix]; ok {
 		p := vs[0]
 		if err := checkKeyPrefix(p); err != nil {
 			return nil, openErr(err)
 		}
 		cfg.KeyPrefix = p
-		q.Del("key_prefix")
+		q.Del(urlparam.KeyPrefix)
 	}
 	fromURL, err := fallbackFromURL(q)
 	if err != nil {
@@ -131,7 +132,7 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 	}
 	if o.observer != nil {
 		if so, ok := o.observer.(observe.StoreObserver); ok {
-			info := observe.StoreInfo{Scheme: u.Scheme, Fallback: s.fb != nil, Stats: s.Stats}
+			info := observe.StoreInfo{Scheme: u.Scheme, Fallback: s.fb != nil, Stats: s.FallbackStats}
 			if err := so.Attach(info); err != nil {
 				_ = s.Close()
 				return nil, openErr(driver.Invalid("observer", err.Error()))

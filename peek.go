@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/fault"
 	"github.com/fleetstore/fleetstore/observe"
 )
 
@@ -60,21 +61,21 @@ func (s *Store) Peek(ctx context.Context, tenant string, limits ...Limit) (Resul
 // peek is Peek without the observer.
 func (s *Store) peek(ctx context.Context, tenant string, limits []Limit) (res Result, err error) {
 	if s.closed.Load() {
-		return Result{}, &opError{op: "peek", err: ErrClosed}
+		return Result{}, fault.New("peek", ErrClosed)
 	}
 	var buf [MaxCharges]Charge
 	charges, err := peekCharges(buf[:0], tenant, limits)
 	if err != nil {
-		return Result{}, &opError{op: "peek", err: err}
+		return Result{}, fault.New("peek", err)
 	}
 	if !s.canPeek {
-		return Result{}, &opError{op: "peek", err: fmt.Errorf(
+		return Result{}, fault.New("peek", fmt.Errorf(
 			"the %s driver cannot read buckets uncharged (no driver.Peeker): %w", s.scheme,
-			errors.ErrUnsupported)}
+			errors.ErrUnsupported))
 	}
 	if len(charges) == 0 {
 		if err := ctx.Err(); err != nil {
-			return Result{}, &opError{op: "peek", err: doneErr(err)}
+			return Result{}, fault.New("peek", fault.Done(err))
 		}
 		return Result{Outcome: OK}, nil
 	}

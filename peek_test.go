@@ -268,7 +268,7 @@ func TestFallbackPeek(t *testing.T) {
 			if took > 200*time.Millisecond+schedSlack {
 				t.Errorf("the peek that met the outage took %v, budget 200ms", took)
 			}
-			if !st.Stats().Degraded {
+			if !st.FallbackStats().Degraded {
 				t.Errorf("a peek that failed for an outage left the breaker closed")
 			}
 			// A local Hit charges the local bucket (I' = 2s); the Peek sees it.
@@ -293,7 +293,7 @@ func TestFallbackPeek(t *testing.T) {
 			}
 
 			st.d.set(healthy)
-			if !waitFor(10*time.Second, func() bool { return !st.Stats().Degraded }) {
+			if !waitFor(10*time.Second, func() bool { return !st.FallbackStats().Degraded }) {
 				t.Fatal("still degraded 10s after the store is back")
 			}
 			res, err = st.Peek(ctx, "acme", hooks)
@@ -314,7 +314,7 @@ func TestFallbackPeek(t *testing.T) {
 		if res, err := st.Peek(cctx, "acme", testLimit); !errors.Is(err, context.Canceled) || res.Local {
 			t.Errorf("peek cancelled by its caller: %+v %v, want context.Canceled", res, err)
 		}
-		if st.Stats().Degraded {
+		if st.FallbackStats().Degraded {
 			t.Errorf("the caller's cancellation opened the breaker")
 		}
 	})

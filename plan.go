@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/fault"
 )
 
 // Plan is the limits a tenant's hooks are charged, in order, all or
@@ -57,5 +58,5 @@ func (p Plan) Charges(dst []Charge, tenant string, bodyBytes int64) []Charge {
 }
 
 func planErr(field, why string) error {
-	return &opError{op: "plan", err: driver.Invalid(field, why)}
+	return fault.New("plan", driver.Invalid(field, why))
 }

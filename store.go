@@ -3,7 +3,6 @@ package fleetstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,9 +11,7 @@ import (
 
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/internal/checked"
-	"github.com/fleetstore/fleetstore/internal/degraded"
-	"github.com/fleetstore/fleetstore/internal/memstore"
-	"github.com/fleetstore/fleetstore/internal/storeaccess"
+	"github.com/fleetstore/fleetstore/internal/fault"
 	"github.com/fleetstore/fleetstore/observe"
 )
 
@@ -27,28 +24,28 @@ import (
 // the shared store is out and replays its commits when it is back
 // (CONTRACT §8; Fallback gives the rules).
 type Store struct {
-	drv      driver.Driver
-	conn     conn
-	scheme   string
-	display  string // the URL, password redacted, for log lines
-	timeout  time.Duration
-	log      *zap.Logger
-	nonBlock bool
-	canPeek  bool // the driver is a driver.Peeker: conn's Peek reaches it
+	drv     driver.Driver
+	conn    conn
+	commit  settleFunc // conn's Commit, saying where it settled (localSettler)
+	release settleFunc // conn's Release, likewise
+	scheme  string
+	display string // the URL, password redacted, for log lines
+	timeout time.Duration
+	log     *zap.Logger
+	timer   bool // conn's calls need a budget timer (conn.NeedsTimer)
+	canPeek bool // the driver is a driver.Peeker: conn's Peek reaches it
 
 	// down is set by the first call of an outage that the server did not
 	// answer, and cleared by the first answer once no call has gone
-	// unanswered for quietAfterOutage: one log line each way.
-	// With a fallback, the fallback logs its transitions instead: every
-	// error it returns is wrapped already (classified), and says nothing
-	// here.
+	// unanswered for quietAfterOutage: one log line each way. With a
+	// fallback, the degraded mode logs its own transitions instead.
 	down           atomic.Bool
 	lastUnanswered atomic.Int64     // UnixNano of the last unanswered call
 	now            func() time.Time // time.Now; tests move it
 
 	// fb is the degraded mode (WithFallback, CONTRACT §8), which conn is
-	// then; nil without. The call path does not look at it: Stats does.
-	fb *degraded.Conn
+	// then; nil without. The call path does not look at it.
+	fb fallback
 
 	// obs is told of every call (WithObserver); nil without. sobs is obs
 	// as a StoreObserver, detached at Close; nil when it is not one.
@@ -67,69 +64,63 @@ type Store struct {
 
 // conn is the one seam of the Store's call path: every call of the Store
 // is made on it, once, by the code below. It is the driver's Conn checked
-// (internal/checked), or the degraded mode's wrapper of that
-// (internal/degraded, WithFallback). Its Hit and Peek take the Store's
-// charges, shadow marked, and return Results checked and completed in
-// their terms (G10, G11); a settle returns one result per claim, those the
-// degraded mode settled locally marked (degraded.Local). An error it
-// returns that is wrapped already (an *opError: the degraded mode's) is
-// returned as it is.
-type conn = degraded.Shared
+// (internal/checked), or the degraded mode's decorator of that
+// (WithFallback). Its Hit and Peek take the Store's charges, shadow
+// marked, and return Results checked and completed in their terms (G10,
+// G11). Its errors are a driver's: the Store classifies and wraps each
+// once (internal/fault).
+type conn interface {
+	driver.Conn
+	driver.Peeker
+	// NeedsTimer reports whether a call needs the Store's budget timer
+	// (T1): false for a conn whose calls never wait, or that bounds its
+	// own calls to the store.
+	NeedsTimer() bool
+}
 
+// localSettler is the optional interface of a conn that settles claims
+// in a local store too (the degraded mode): local reports a Commit or
+// Release with any claim settled there (observe.Event.Local). The Store
+// calls it in place of the conn's Commit and Release.
+type localSettler interface {
+	CommitWhere(ctx context.Context, claims []driver.Claim) (errs []error, local bool, err error)
+	ReleaseWhere(ctx context.Context, claims []driver.Claim) (errs []error, local bool, err error)
+}
+
+// newStore is the Store of driver d's Conn, dc, checked.
 func newStore(d driver.Driver, dc driver.Conn, scheme, display string, timeout time.Duration,
 	log *zap.Logger) *Store {
-	_, nb := dc.(driver.NonBlocking)
 	c := checked.New(dc)
-	s := &Store{drv: d, conn: c, scheme: scheme, display: display, timeout: timeout, log: log,
-		nonBlock: nb, canPeek: c.CanPeek(), drained: make(chan struct{}, 1), now: time.Now}
+	s := &Store{drv: d, scheme: scheme, display: display, timeout: timeout, log: log,
+		canPeek: c.CanPeek(), drained: make(chan struct{}, 1), now: time.Now}
+	s.use(c)
 	return s
 }
 
-// degrade puts the degraded mode of f around the Store's conn (Open, before
-// any call). It arms the budget of its calls to the shared store itself, so
-// that a call it decides locally arms no timer: the Store only checks the
-// context before it.
-func (s *Store) degrade(f *Fallback, clock memstore.Clock) error {
-	timeout, nb := s.timeout, s.nonBlock
-	cfg := degraded.Config{Share: f.share(), Nodes: f.Nodes, OutboxSize: f.OutboxSize,
-		LocalClaims: f.LocalClaims, RecentCommits: f.RecentCommits, OutboxDir: f.OutboxDir,
-		Logger: s.log, Scheme: s.scheme, URL: s.display,
-		Timeout: timeout, Clock: clock, Now: func() time.Time { return s.now() },
-		Budget: func(ctx context.Context, op string) (context.Context, context.CancelFunc, error) {
-			ctx, cancel, err := budget(ctx, timeout, nb)
-			if err != nil {
-				return nil, nil, &opError{op: op, err: err}
-			}
-			return ctx, cancel, nil
-		},
-		Classify: func(ctx context.Context, op string, err error) (bool, bool, error) {
-			f, kind := classify(ctx, err)
-			return f == answered, degradable(kind, f), opErr(op, kind, err)
-		}}
-	if on := f.OnConflict; on != nil {
-		cfg.OnConflict = func(c Claim, holder string, at time.Time) {
-			on(Conflict{Claim: c, Holder: holder, QueuedAt: at})
-		}
+// use makes c the Store's conn (at Open, before any call): whether its
+// calls need a budget timer, how it settles and whether it is the
+// degraded mode are read off it, by its optional interfaces.
+func (s *Store) use(c conn) {
+	s.conn, s.timer = c, c.NeedsTimer()
+	s.commit, s.release = unsaid(c.Commit), unsaid(c.Release)
+	if ls, ok := c.(localSettler); ok {
+		s.commit, s.release = ls.CommitWhere, ls.ReleaseWhere
 	}
-	if on := f.OnStateChange; on != nil {
-		cfg.OnStateChange = func(degraded bool, cause error, st observe.Stats) {
-			on(StateChange{Degraded: degraded, Cause: cause, Stats: st})
-		}
-	}
-	if s.obs != nil {
-		cfg.Observe = s.obs.Observe
-	}
-	fb, err := degraded.New(s.conn, cfg)
-	if err != nil {
-		return err
-	}
-	s.fb, s.conn, s.nonBlock = fb, fb, true
-	return nil
+	s.fb, _ = c.(fallback)
 }
 
-func init() {
-	storeaccess.Driver = func(s any) driver.Driver { return s.(*Store).drv }
+// unsaid is a conn's Commit or Release, which settles nothing locally.
+func unsaid(f func(context.Context, []driver.Claim) ([]error, error)) settleFunc {
+	return func(ctx context.Context, claims []driver.Claim) ([]error, bool, error) {
+		errs, err := f(ctx, claims)
+		return errs, false, err
+	}
 }
+
+// Driver returns the driver the Store was opened with (by Open or
+// OpenDriver), as sql.DB.Driver does: the conformance suite and a
+// driver's own tests read it.
+func (s *Store) Driver() driver.Driver { return s.drv }
 
 // Hit charges every bucket in charges and, when claim is not nil, claims its
 // key, in one round trip (CONTRACT §3, §4: G1–G10, C1–C4).
@@ -176,7 +167,7 @@ func (s *Store) Hit(ctx context.Context, charges []Charge, claim *Claim) (Result
 // hit is Hit without the observer.
 func (s *Store) hit(ctx context.Context, charges []Charge, claim *Claim) (res Result, err error) {
 	if s.closed.Load() {
-		return Result{}, &opError{op: "hit", err: ErrClosed}
+		return Result{}, fault.New("hit", ErrClosed)
 	}
 	tenant, fractional, err := checkCharges(charges)
 	if err == nil && claim != nil {
@@ -187,11 +178,11 @@ func (s *Store) hit(ctx context.Context, charges []Charge, claim *Claim) (res Re
 		}
 	}
 	if err != nil {
-		return Result{}, &opError{op: "hit", err: err}
+		return Result{}, fault.New("hit", err)
 	}
 	if len(charges) == 0 && claim == nil {
 		if err := ctx.Err(); err != nil {
-			return Result{}, &opError{op: "hit", err: doneErr(err)}
+			return Result{}, fault.New("hit", fault.Done(err))
 		}
 		return Result{Outcome: OK}, nil
 	}
@@ -231,7 +222,7 @@ func (s *Store) hit(ctx context.Context, charges []Charge, claim *Claim) (res Re
 // Errors: ErrInvalid (nothing is sent), ErrClaimLost, ErrTimeout,
 // ErrUnavailable, ErrClosed.
 func (s *Store) Commit(ctx context.Context, claims ...Claim) error {
-	return s.observedSettle(ctx, observe.OpCommit, claims, s.conn.Commit)
+	return s.observedSettle(ctx, observe.OpCommit, claims, s.commit)
 }
 
 // Release gives up pending claims after the hook failed to become durable
@@ -249,11 +240,12 @@ func (s *Store) Commit(ctx context.Context, claims ...Claim) error {
 // in the local store only, with the local store's result: a pending claim
 // in the shared store then expires by its PendingTTL.
 func (s *Store) Release(ctx context.Context, claims ...Claim) error {
-	return s.observedSettle(ctx, observe.OpRelease, claims, s.conn.Release)
+	return s.observedSettle(ctx, observe.OpRelease, claims, s.release)
 }
 
-// settleFunc is a driver's Commit or Release.
-type settleFunc = func(context.Context, []Claim) ([]error, error)
+// settleFunc is a conn's Commit or Release: one result per claim, and
+// whether any claim was settled in the degraded mode's local store.
+type settleFunc = func(context.Context, []Claim) (errs []error, local bool, err error)
 
 // observedSettle is settle, reported to the observer.
 func (s *Store) observedSettle(ctx context.Context, op observe.Op, claims []Claim,
@@ -273,61 +265,55 @@ func (s *Store) observedSettle(ctx context.Context, op observe.Op, claims []Clai
 func (s *Store) settle(ctx context.Context, op string, claims []Claim,
 	call settleFunc) (local bool, err error) {
 	if !s.enter() {
-		return false, &opError{op: op, err: ErrClosed}
+		return false, fault.New(op, ErrClosed)
 	}
 	defer s.leave()
 	for i := range claims {
 		if err := checkSettle(op, i, &claims[i]); err != nil {
-			return false, &opError{op: op, err: err}
+			return false, fault.New(op, err)
 		}
 	}
 	if len(claims) == 0 {
 		if err := ctx.Err(); err != nil {
-			return false, &opError{op: op, err: doneErr(err)}
+			return false, fault.New(op, fault.Done(err))
 		}
 		return false, nil
 	}
 	ctx, cancel, err := s.budget(ctx)
 	if err != nil {
-		return false, &opError{op: op, err: err}
+		return false, fault.New(op, err)
 	}
 	defer cancel()
-	errs, err := call(ctx, claims)
+	errs, local, err := call(ctx, claims)
 	if err != nil {
 		return false, s.failed(ctx, op, err)
 	}
-	local, failed := s.settled(ctx, op, claims, errs)
-	return local, errors.Join(failed...)
+	return local, errors.Join(s.settled(ctx, op, claims, errs)...)
 }
 
 // settled turns a batch settle's results into one *ClaimError per failed
-// claim (C10), in the claims' order, and keeps the reachability log; local
-// reports claims settled in the local store (degraded.Local).
+// claim (C10), in the claims' order, and keeps the reachability log.
 func (s *Store) settled(ctx context.Context, op string, claims []Claim, errs []error) (
-	local bool, failed []error) {
+	failed []error) {
 	reached := false
 	for i, err := range errs {
-		if l, ok := err.(*degraded.Local); ok {
-			if local, err = true, l.Err; err == nil {
-				continue
-			}
-		} else if err == nil {
+		if err == nil {
 			reached = true
 			continue
 		}
 		c := &claims[i]
-		f, e := s.classified(ctx, op, err)
-		reached = reached || f == answered
-		if f == outage {
+		f, kind := fault.Classify(ctx, err)
+		reached = reached || f == fault.Answered
+		if f == fault.Outage {
 			s.unreached(err)
 		}
 		failed = append(failed, &ClaimError{Index: i, Tenant: c.Tenant, SourceID: c.SourceID,
-			Key: c.Key, Err: e})
+			Key: c.Key, Err: fault.Wrap(op, kind, err)})
 	}
 	if reached {
 		s.reached()
 	}
-	return local, failed
+	return failed
 }
 
 // Reset forgets every bucket of tenant, of every kind, and nothing of any
@@ -350,10 +336,10 @@ func (s *Store) Reset(ctx context.Context, tenant string) error {
 
 func (s *Store) reset(ctx context.Context, tenant string) error {
 	if s.closed.Load() {
-		return &opError{op: "reset", err: ErrClosed}
+		return fault.New("reset", ErrClosed)
 	}
 	if err := checkPart("tenant", tenant, maxPartLen); err != nil {
-		return &opError{op: "reset", err: err}
+		return fault.New("reset", err)
 	}
 	return s.call(ctx, "reset", func(ctx context.Context) error { return s.conn.Reset(ctx, tenant) })
 }
@@ -377,12 +363,12 @@ func (s *Store) Ping(ctx context.Context) error {
 // call's budget (T1), its error classified and wrapped once.
 func (s *Store) call(ctx context.Context, op string, f func(context.Context) error) error {
 	if !s.enter() {
-		return &opError{op: op, err: ErrClosed}
+		return fault.New(op, ErrClosed)
 	}
 	defer s.leave()
 	ctx, cancel, err := s.budget(ctx)
 	if err != nil {
-		return &opError{op: op, err: err}
+		return fault.New(op, err)
 	}
 	defer cancel()
 	if err := f(ctx); err != nil {
@@ -395,33 +381,14 @@ func (s *Store) call(ctx context.Context, op string, f func(context.Context) err
 // failed classifies err, the failure of a whole call, wraps it once, and
 // keeps the Store's reachability log.
 func (s *Store) failed(ctx context.Context, op string, err error) error {
-	f, e := s.classified(ctx, op, err)
+	f, kind := fault.Classify(ctx, err)
 	switch f {
-	case answered:
+	case fault.Answered:
 		s.reached()
-	case outage:
+	case fault.Outage:
 		s.unreached(err)
 	}
-	return e
-}
-
-// classified is err classified and wrapped once for op; an error wrapped
-// already (the degraded mode classifies what it returns: its own log
-// says what it means of the store) is returned as it is, as wrapped.
-func (s *Store) classified(ctx context.Context, op string, err error) (fault, error) {
-	if oe := (*opError)(nil); errors.As(err, &oe) {
-		return wrapped, err
-	}
-	f, kind := classify(ctx, err)
-	return f, opErr(op, kind, err)
-}
-
-// degradable reports an error a fallback decides locally on (CONTRACT §8):
-// ErrTimeout or ErrUnavailable, the server silent or refusing (an error
-// reply included); never an outcome, an invalid argument or the caller's
-// own cancellation.
-func degradable(kind error, f fault) bool {
-	return f == outage || f == answered && kind == ErrUnavailable
+	return fault.Wrap(op, kind, err)
 }
 
 // quietAfterOutage is how long after the last unanswered call an answer
@@ -431,8 +398,12 @@ func degradable(kind error, f fault) bool {
 const quietAfterOutage = time.Second
 
 // unreached records a call the server did not answer; the first of an
-// outage logs a warning with its cause.
+// outage logs a warning with its cause. With a fallback the degraded mode
+// logs its breaker's transitions instead, and this logs nothing.
 func (s *Store) unreached(cause error) {
+	if s.fb != nil {
+		return
+	}
 	s.lastUnanswered.Store(s.now().UnixNano())
 	if !s.down.Load() && s.down.CompareAndSwap(false, true) {
 		s.log.Warn("fleetstore: store unreachable; calls fail until it answers again",
@@ -479,7 +450,7 @@ func (s *Store) Close() error {
 	}
 	s.log.Debug("store closed", zap.String("scheme", s.scheme))
 	if err != nil {
-		return &opError{op: "close", err: err}
+		return fault.New("close", err)
 	}
 	return nil
 }
@@ -505,45 +476,18 @@ func (s *Store) leave() {
 	}
 }
 
-var noCancel = context.CancelFunc(func() {})
-
 // budget returns ctx bounded by the store's timeout (T1). A context that is
 // already done fails at once, without a driver call.
 func (s *Store) budget(ctx context.Context) (context.Context, context.CancelFunc, error) {
-	return budget(ctx, s.timeout, s.nonBlock)
+	return fault.Budget(ctx, s.timeout, s.timer)
 }
 
-// budget is ctx bounded by timeout; only checked when the conn's calls
-// never block (or arm their own budget: the degraded mode).
-func budget(ctx context.Context, timeout time.Duration, nonBlock bool) (context.Context,
-	context.CancelFunc, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, nil, doneErr(err)
-	}
-	if nonBlock {
-		return ctx, noCancel, nil
-	}
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= timeout {
-		return ctx, noCancel, nil // the caller's deadline is the budget: no timer of ours
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	return ctx, cancel, nil
-}
-
-// doneErr is the error of a call whose context was done before it began:
-// ErrTimeout for a passed deadline (T1), the cancellation as it is.
-func doneErr(err error) error {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w: %w", ErrTimeout, err)
-	}
-	return err
-}
-
-// Stats returns a snapshot of the Store's degraded mode: whether it is
-// degraded, the outbox's length and the counters of CONTRACT §8. A Store
-// opened without a fallback returns zero Stats. Safe to call at any time,
-// also after Close.
-func (s *Store) Stats() observe.Stats {
+// FallbackStats returns a snapshot of the Store's degraded mode
+// (WithFallback, CONTRACT §8): whether it decides from this node now, the
+// outbox's length, and its counters over the Store's life (observe.Stats
+// gives each). A Store opened without a fallback returns zero stats. Safe
+// to call at any time, also after Close.
+func (s *Store) FallbackStats() observe.Stats {
 	if s.fb == nil {
 		return observe.Stats{}
 	}

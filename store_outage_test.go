@@ -17,12 +17,11 @@ import (
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/drivers/memory"
-	"github.com/fleetstore/fleetstore/internal/storeaccess"
 )
 
 // TestOpenDriver: a Store on a driver value, no scheme registered, with
 // the common parameters parsed as by Open and the driver given back by
-// storeaccess.Driver.
+// Store.Driver.
 func TestOpenDriver(t *testing.T) {
 	t.Parallel()
 	d := memory.New(nil)
@@ -31,7 +30,7 @@ func TestOpenDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if got := storeaccess.Driver(st); got != driver.Driver(d) {
+	if got := st.Driver(); got != driver.Driver(d) {
 		t.Errorf("the Store's driver = %v, want the driver given", got)
 	}
 	if res, err := st.Hit(context.Background(), []fleetstore.Charge{testCharge}, nil); err != nil || res.Outcome != fleetstore.OK {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore/driver"
-	"github.com/fleetstore/fleetstore/internal/storeaccess"
 )
 
 // Status is the verdict on one clause.
@@ -262,7 +261,7 @@ func newSuite(cfg Config) (*suite, error) {
 	st.Close()
 	if s.cfg.Granularity <= 0 {
 		s.cfg.Granularity = time.Millisecond
-		if g, ok := storeaccess.Driver(st).(driver.ExpiryGranularity); ok && g.ExpiryGranularity() > 0 {
+		if g, ok := st.Driver().(driver.ExpiryGranularity); ok && g.ExpiryGranularity() > 0 {
 			s.cfg.Granularity = g.ExpiryGranularity()
 		}
 	}

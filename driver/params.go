@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fleetstore/fleetstore/internal/urlparam"
 )
 
 // Timeouts reads the client timeouts names from q as Go durations, for a
@@ -56,9 +58,7 @@ func CheckParams(q url.Values, accepted ...string) error {
 		return nil
 	}
 	slices.Sort(keys)
-	// The Store's own: TestCommonParamsListed keeps this list its.
-	all := append([]string{"timeout", "key_prefix", "fallback_nodes", "fallback_share",
-		"fallback_outbox", "fallback_claims", "fallback_recent", "fallback_outbox_dir"}, accepted...)
+	all := append(slices.Clone(urlparam.Store), accepted...)
 	return Invalid("url: "+keys[0], "unknown parameter (accepted: "+strings.Join(all, ", ")+")")
 }
 

@@ -418,7 +418,7 @@ func (f *fleet) waitRecovered(d time.Duration) (time.Duration, bool) {
 	for {
 		ok := true
 		for _, s := range f.nodes {
-			if st := s.Stats(); st.Degraded || st.Outbox > 0 {
+			if st := s.FallbackStats(); st.Degraded || st.Outbox > 0 {
 				ok = false
 			}
 		}
@@ -436,7 +436,7 @@ func (f *fleet) waitRecovered(d time.Duration) (time.Duration, bool) {
 func (f *fleet) stats() observe.Stats {
 	var sum observe.Stats
 	for _, s := range f.nodes {
-		st := s.Stats()
+		st := s.FallbackStats()
 		sum.Degraded = sum.Degraded || st.Degraded
 		sum.Outages += st.Outages
 		sum.LocalDecisions += st.LocalDecisions

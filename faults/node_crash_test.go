@@ -81,7 +81,7 @@ func TestNodeProcess(t *testing.T) {
 	case "replay":
 		deadline := time.Now().Add(20 * time.Second)
 		for {
-			s := st.Stats()
+			s := st.FallbackStats()
 			if !s.Degraded && s.Outbox == 0 {
 				report("replayed %d\n", s.Replayed)
 				break

@@ -56,7 +56,7 @@ func TestReplayAfterOutage(t *testing.T) {
 			}
 		}
 		queueTook := time.Since(queuedAt)
-		if st := s.Stats(); st.Outbox != commits || !st.Degraded {
+		if st := s.FallbackStats(); st.Outbox != commits || !st.Degraded {
 			t.Fatalf("stats %+v, want %d queued, degraded", st, commits)
 		}
 		if err := srv.Restart(); err != nil {
@@ -66,7 +66,7 @@ func TestReplayAfterOutage(t *testing.T) {
 		var firstAt, lastAt time.Time
 		var st observe.Stats
 		for time.Since(upAt) < 10*time.Second {
-			st = s.Stats()
+			st = s.FallbackStats()
 			if st.Replayed > 0 && firstAt.IsZero() {
 				firstAt = time.Now()
 			}

@@ -38,7 +38,7 @@
 //     "timeout", "unavailable", "invalid", "claim_lost", "closed",
 //     "cancelled", …).
 //   - With the degraded mode (WithFallback), observable instruments read
-//     Store.Stats at every collection: fleetstore.client.degraded (gauge,
+//     Store.FallbackStats at every collection: fleetstore.client.degraded (gauge,
 //     1 while degraded, else 0), fleetstore.client.outbox (gauge,
 //     {commit}: commits queued for replay now), and the counters
 //     fleetstore.client.outages {outage}, .local_decisions {hit},

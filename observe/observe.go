@@ -1,7 +1,7 @@
 // Package observe is how a fleetstore Store reports its calls: the
 // Observer a Store is given (fleetstore.WithObserver, CONTRACT §1.5), the
 // Event it is told of each call, and the Stats of the Store's degraded
-// mode (fleetstore.Store.Stats).
+// mode (fleetstore.Store.FallbackStats).
 //
 // An Event never holds a tenant, a key, a hook id or a node: what an
 // observer does not get it cannot label with. Package fleetotel (its own
@@ -48,7 +48,7 @@ type StoreInfo struct {
 	Scheme string
 	// Fallback says the Store has the degraded mode (WithFallback).
 	Fallback bool
-	// Stats is the Store's Store.Stats: zero Stats without a fallback.
+	// Stats is the Store's Store.FallbackStats: zero Stats without a fallback.
 	// Safe to call at any time, also after Close.
 	Stats func() Stats
 }
@@ -181,7 +181,9 @@ type Event struct {
 	// Release or replayed batch the batch's size.
 	Claims int
 	// Failed is how many claims of a Commit, Release or replay failed
-	// (C10): every claim when the whole call failed.
+	// (C10): every claim when the whole call failed. A replayed commit
+	// fails when it is kept queued or dropped for an error; one that met
+	// another hook's claim is an outcome (Stats.Conflicts), not a failure.
 	Failed int
 	// NDenied is how many of Denied are set: the kinds of the charges
 	// that denied a RateLimited Hit (G10), in the charges' order; 0 for
@@ -208,7 +210,7 @@ func (e *Event) ShadowDeniedKinds() []driver.Kind {
 	return e.ShadowDenied[:min(max(e.NShadowDenied, 0), driver.MaxCharges)]
 }
 
-// Stats is a snapshot of a Store's degraded mode (fleetstore.Store.Stats,
+// Stats is a snapshot of a Store's degraded mode (fleetstore.Store.FallbackStats,
 // CONTRACT §8). The counters count from Open and never go down (metrics
 // counters); Degraded and Outbox are gauges. A Store without a fallback
 // returns zero Stats.

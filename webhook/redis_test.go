@@ -63,7 +63,7 @@ func TestStoreOutage(t *testing.T) {
 	if got := a.header.Get("RateLimit-Policy"); got != `"hooks";q=200;w=2` {
 		t.Errorf("RateLimit-Policy %q, want the fleet's: q=200", got)
 	}
-	if s := degraded.Stats(); s.Queued != 1 {
+	if s := degraded.FallbackStats(); s.Queued != 1 {
 		t.Errorf("stats %+v, want the commit queued", s)
 	}
 	e.send(e.delivery("acme", "g-1", "{}")).want(t, "the same delivery again, degraded", http.StatusOK)

@@ -306,7 +306,7 @@ func bench(ctx context.Context, store *fleetstore.Store, cfg *benchConfig,
 		return nil, err
 	}
 	rep := newReport(cfg, limits)
-	statsBefore := store.Stats()
+	statsBefore := store.FallbackStats()
 	if cfg.ping > 0 {
 		rep.Ping = pingBaseline(ctx, store, cfg.ping)
 	}
@@ -334,7 +334,7 @@ func bench(ctx context.Context, store *fleetstore.Store, cfg *benchConfig,
 	rep.Interrupted = ctx.Err() != nil
 	rep.add(l, measureFrom, end)
 	if cfg.degradable() {
-		rep.addFallback(statsBefore, store.Stats())
+		rep.addFallback(statsBefore, store.FallbackStats())
 	}
 	return rep, nil
 }

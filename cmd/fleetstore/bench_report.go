@@ -57,7 +57,7 @@ type benchReport struct {
 
 // fallbackReport is what the degraded mode did during the run: Hits
 // decided locally (measured), and the Store's outbox counters over the
-// whole run (warm-up included), from Store.Stats.
+// whole run (warm-up included), from Store.FallbackStats.
 type fallbackReport struct {
 	LocalDecisions uint64 `json:"local_decisions"` // measured Hits with Result.Local
 	Degraded       bool   `json:"degraded"`        // at the end of the run

@@ -12,7 +12,6 @@ import (
 	"github.com/fleetstore/fleetstore/conformance"
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/internal/scripts"
-	"github.com/fleetstore/fleetstore/internal/storeaccess"
 	"github.com/fleetstore/fleetstore/internal/testserver"
 )
 
@@ -296,7 +295,7 @@ func TestFromClientKeepsClient(t *testing.T) {
 	if n, err := rdb.Eval(ctx(t), scripts.Present.Source, scripts.PresentCall("byo-a", []driver.Claim{*claim("t", "s", "k", "h")})).Int64Slice(); err != nil || len(n) != 1 {
 		t.Fatalf("the first Store's claim on the shared server: present %v, %v", n, err)
 	}
-	if got := storeaccess.Driver(b); got != d {
+	if got := b.Driver(); got != d {
 		t.Fatalf("the Store's driver = %v, want the FromClient driver", got)
 	}
 }

@@ -22,16 +22,22 @@ import (
 // Conn is a driver's Conn, its Hit and Peek taking the Store's charges
 // (shadow marked) and every answer checked (New).
 type Conn struct {
-	c driver.Conn
-	p driver.Peeker // c, when it can Peek; nil when not
+	c          driver.Conn
+	p          driver.Peeker // c, when it can Peek; nil when not
+	needsTimer bool          // c is not a driver.NonBlocking
 }
 
 // New returns c checked. Its Peek is that of c's driver.Peeker; the Store
 // calls it only when c has one (CanPeek).
 func New(c driver.Conn) *Conn {
 	p, _ := c.(driver.Peeker)
-	return &Conn{c: c, p: p}
+	_, nb := c.(driver.NonBlocking)
+	return &Conn{c: c, p: p, needsTimer: !nb}
 }
+
+// NeedsTimer reports whether a call needs a budget timer (T1): false when
+// the driver's Conn is a driver.NonBlocking, whose calls never wait.
+func (c *Conn) NeedsTimer() bool { return c.needsTimer }
 
 // CanPeek reports whether the driver's Conn is a driver.Peeker.
 func (c *Conn) CanPeek() bool { return c.p != nil }

@@ -11,7 +11,7 @@ import (
 type queued struct {
 	claim driver.Claim
 	at    time.Time // monotonic; by the wall clock only for one read back from the disk
-	seq   uint64    // its record in the outbox log (Config.OutboxDir), 0 without one
+	seq   uint64    // its record in the outbox log (Rules.OutboxDir), 0 without one
 	tries uint8     // replays the shared store answered with an error
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/fleetstore/fleetstore/driver"
-	"github.com/fleetstore/fleetstore/internal/checked"
 )
 
 // Peek is Store.Peek with the fallback, after validation: answered by the
@@ -12,10 +11,10 @@ import (
 // open or when this call fails for an outage (CONTRACT §8), as Hit. The
 // Store calls it only when the shared store can Peek.
 func (fb *Conn) Peek(ctx context.Context, charges []driver.Charge) (driver.Result, error) {
-	if fb.degraded.Load() {
-		return fb.localPeek(charges), nil
+	if fb.breaker.isOpen.Load() {
+		return fb.local.peek(charges), nil
 	}
-	ctx, cancel, err := fb.budget(ctx, "peek")
+	ctx, cancel, err := fb.budget(ctx)
 	if err != nil {
 		return driver.Result{}, err
 	}
@@ -27,19 +26,5 @@ func (fb *Conn) Peek(ctx context.Context, charges []driver.Charge) (driver.Resul
 	if degrade, e := fb.failed(ctx, "peek", err); !degrade {
 		return driver.Result{}, e
 	}
-	return fb.localPeek(charges), nil
-}
-
-// localPeek answers a Peek from the local store at this node's share of
-// every limit: the buckets that decide this node's next local Hit, as
-// localHit reports them.
-func (fb *Conn) localPeek(charges []driver.Charge) driver.Result {
-	bufp, local := fb.atShare(charges)
-	defer fb.putShare(bufp, local)
-	var res driver.Result
-	fb.mem.Quota(localName, localPrefix, local, &res)
-	_ = checked.PeekQuota(&res, local) // the local store's states: whole µs, within a capacity
-	localHeadroom(&res, charges, local)
-	res.Local = true
-	return res
+	return fb.local.peek(charges), nil
 }

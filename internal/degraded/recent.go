@@ -1,12 +1,10 @@
 package degraded
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/internal/memstore"
@@ -14,10 +12,11 @@ import (
 
 // recent is the index of this node's recent commits (CONTRACT §8): every
 // claim the shared store committed for this node (a Commit or a replay),
-// by digest, with its committer and expiry, the newest size of them. While
-// degraded, a Hit on a claim it holds is decided by the local store as if
-// the commit were there: a provider's retry reaching the node that stored
-// the hook is a Duplicate through an outage, not a second admission.
+// and every one it answered this node a Duplicate of, by digest, with its
+// committer and expiry, the newest size of them. While degraded, a Hit on
+// a claim it holds is decided by the local store as if the commit were
+// there: a provider's retry reaching a node that stored the hook, or was
+// told of it, is a Duplicate through an outage, not a second admission.
 //
 // A fixed ring of entries and a map from digest to slot: adding one is a
 // SHA-256 of the claim's identity, one map write and one copy of the
@@ -67,15 +66,32 @@ func (r *recent) add(claims []driver.Claim, errs []error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i := range claims {
-		if errs != nil && errs[i] != nil {
-			continue
+		if errs == nil || errs[i] == nil {
+			r.record(&claims[i], claims[i].HookID, now)
 		}
-		c := &claims[i]
-		// A copy: the entry must not keep alive the buffer the caller cut
-		// the hook_id from.
-		r.put(recentEntry{digest: commitDigest(c), expires: now + c.TTL.Microseconds(),
-			hookID: strings.Clone(c.HookID)})
 	}
+}
+
+// told records c's key as committed by committer: the shared store
+// answered a Hit of c Duplicate naming it. The answer does not say how
+// long the commit lasts: it is kept for c's TTL at most, the window the
+// Hit's own commit would have had.
+func (r *recent) told(c *driver.Claim, committer string) {
+	if r.size <= 0 {
+		return
+	}
+	now := r.clock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.record(c, committer, now)
+}
+
+// record puts c's key, committed by hookID, expiring c's TTL after now.
+// A copy of hookID: the entry must not keep alive the buffer the caller
+// cut it from.
+func (r *recent) record(c *driver.Claim, hookID string, now int64) {
+	r.put(recentEntry{digest: commitDigest(c), expires: now + c.TTL.Microseconds(),
+		hookID: strings.Clone(hookID)})
 }
 
 func (r *recent) put(e recentEntry) {
@@ -113,21 +129,4 @@ func (r *recent) committer(c *driver.Claim) (hookID string, left int64, ok bool)
 		return "", 0, false
 	}
 	return e.hookID, e.expires - now, true
-}
-
-// seedCommitted makes the local store hold claim c committed when the
-// index says this node committed it, so that the local Hit that follows
-// decides it as the shared store would (a Duplicate naming the committer,
-// after its charges: C4). It reports whether it did.
-func (fb *Conn) seedCommitted(c *driver.Claim) bool {
-	hookID, left, ok := fb.recent.committer(c)
-	if !ok {
-		return false
-	}
-	seed := driver.Claim{Tenant: c.Tenant, SourceID: c.SourceID, Key: c.Key, HookID: hookID,
-		TTL: time.Duration(left) * time.Microsecond}
-	// Committing an absent claim records it (C7); one held here already
-	// (committed, or pending for the committer) answers as it is.
-	_, _ = fb.local.Commit(context.Background(), []driver.Claim{seed})
-	return true
 }

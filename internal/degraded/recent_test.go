@@ -5,7 +5,6 @@ import (
 	"net/url"
 	"runtime"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -114,20 +113,5 @@ func TestCommitDigestInjective(t *testing.T) {
 	b.HookID = "h2"
 	if commitDigest(&a) != commitDigest(&b) {
 		t.Error("the hook id is part of the digest: a retry by another hook would not be found")
-	}
-}
-
-// TestCut: a conflict's log line names the claim by its first 64
-// characters, as ClaimError does, never cutting a character in two.
-func TestCut(t *testing.T) {
-	for _, tt := range []struct{ in, want string }{
-		{"short", "short"},
-		{strings.Repeat("k", 100), strings.Repeat("k", 64)},
-		{strings.Repeat("é", 100), strings.Repeat("é", 64)},
-		{"a" + strings.Repeat("é", 70), "a" + strings.Repeat("é", 63)},
-	} {
-		if got := cut(tt.in); got != tt.want {
-			t.Errorf("cut(%q) = %q, want %q", tt.in, got, tt.want)
-		}
 	}
 }

@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/fleetstore/fleetstore/driver"
-	"github.com/fleetstore/fleetstore/gcra"
+	"github.com/fleetstore/fleetstore/internal/fault"
 	"github.com/fleetstore/fleetstore/observe"
 )
 
@@ -30,129 +31,143 @@ const (
 	// a commit it will never take must not keep the node degraded.
 	maxReplayTries = 8
 
-	// The conflict log is a GCRA bucket over the Store's life: a burst of
-	// ConflictLogBurst lines, then one every conflictLogEvery at most, so
-	// that a store that flaps cannot fill the log; every conflict is
-	// counted (Stats.Conflicts) and handed to OnConflict all the same.
-	ConflictLogBurst = 10
-	conflictLogEvery = time.Minute
-
 	// minTTL is the least TTL a commit takes (CONTRACT §6): a queued
 	// commit with less left is not replayed (Stats.Expired).
 	minTTL = driver.MinTTL
 )
 
-// ensureWorker starts the worker unless it runs (or the Store closed).
-func (fb *Conn) ensureWorker() {
-	fb.mu.Lock()
-	defer fb.mu.Unlock()
-	if fb.running || fb.stopCtx.Err() != nil {
-		return
-	}
-	fb.running = true
-	fb.wg.Add(1)
-	go fb.work()
+// replayer is the degraded mode's one goroutine, the worker: while the
+// breaker is open it probes the shared store and, once that answers,
+// replays the outbox and closes the breaker; with the breaker closed it
+// replays what is still queued and ends. It is started by the first
+// outage or queued commit (ensure) and stopped at Close (halt). No call
+// waits for it.
+type replayer struct {
+	fb *Conn
+
+	stopCtx context.Context // done at Close: the worker ends
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	kick    chan struct{} // an outage wakes a worker that waits for a parked commit
+	running bool          // a worker goroutine runs; under fb.mu
+
+	// The worker's own: one worker runs at a time, handed over under fb.mu.
+	batch       int            // claims per replayed Commit
+	forgetLater []driver.Claim // replayed while the breaker was open (forget)
 }
 
-// work is the one goroutine of the fallback. While the breaker is open it
-// probes the shared store with Ping and, once that answers, replays the
-// outbox and closes the breaker. With the breaker closed it replays what
-// is still queued (a commit queued as the breaker closed) and ends when
-// the outbox is empty. No call waits for it.
-func (fb *Conn) work() {
-	defer fb.wg.Done()
-	notified := false
-	for fb.stopCtx.Err() == nil {
-		if fb.degraded.Load() {
-			if !notified {
-				notified = true
-				fb.began()
+func newReplayer(fb *Conn) *replayer {
+	r := &replayer{fb: fb, kick: make(chan struct{}, 1), batch: replayBatch}
+	r.stopCtx, r.stop = context.WithCancel(context.Background())
+	return r
+}
+
+// ensure starts the worker unless it runs (or the Store closed).
+func (r *replayer) ensure() {
+	r.fb.mu.Lock()
+	defer r.fb.mu.Unlock()
+	if r.running || r.stopCtx.Err() != nil {
+		return
+	}
+	r.running = true
+	r.wg.Add(1)
+	go r.work()
+}
+
+// wake cuts short a worker's wait for a parked commit (an outage began).
+func (r *replayer) wake() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// halt stops the worker and waits for it to end.
+func (r *replayer) halt() {
+	r.stop()
+	r.wg.Wait()
+}
+
+// work is the worker's loop (replayer).
+func (r *replayer) work() {
+	defer r.wg.Done()
+	fb, b := r.fb, r.fb.breaker
+	for r.stopCtx.Err() == nil {
+		if b.isOpen.Load() {
+			if b.began(time.Now()) {
+				r.notify(true, b.outage())
 			}
-			if !fb.sleep(fb.backoff/2 + rand.N(fb.backoff/2+1)) {
+			if !r.sleep(b.wait(rand.N[int64])) {
 				return
 			}
-			if !fb.probe() || !fb.replay(fb.stopCtx) {
-				fb.backoff = min(2*fb.backoff, maxProbe)
+			if !r.probe() || !r.replay(r.stopCtx) {
+				b.failed()
 				continue
 			}
 			fb.recover()
-			fb.forgetDeferred()
-			fb.countClaims() // the forgotten claims made room
-			notified = false
-			fb.notify(false, nil)
+			r.forgetDeferred()
+			fb.local.countClaims() // the forgotten claims made room
+			b.ended()
+			r.notify(false, nil)
 			continue
 		}
 		fb.mu.Lock()
 		due, ok := fb.box.next()
 		if !ok {
-			fb.running = false
+			r.running = false
 			fb.mu.Unlock()
 			return
 		}
 		fb.mu.Unlock()
 		if wait := time.Until(due); wait > 0 {
 			// Only commits waiting for another hook's pending claim: wait
-			// for the first, or for an outage (trip kicks).
-			if !fb.nap(wait) {
+			// for the first, or for an outage (wake).
+			if !r.nap(wait) {
 				return
 			}
 			continue
 		}
-		fb.replay(fb.stopCtx) // an outage trips the breaker: probing again
+		r.replay(r.stopCtx) // an outage trips the breaker: probing again
 	}
-}
-
-// began starts the worker's part of an outage: its backoff and the state
-// change callback.
-func (fb *Conn) began() {
-	if fb.recoveredAt.IsZero() || time.Since(fb.recoveredAt) > stableAfter {
-		fb.backoff = minProbe
-	} else {
-		fb.backoff = min(2*max(fb.backoff, minProbe), maxProbe)
-	}
-	fb.stateMu.Lock()
-	cause := fb.cause
-	fb.stateMu.Unlock()
-	fb.notify(true, cause)
 }
 
 // notify tells OnStateChange of a change, with a snapshot of the counters.
-func (fb *Conn) notify(degraded bool, cause error) {
-	if fb.cfg.OnStateChange != nil {
-		fb.cfg.OnStateChange(degraded, cause, fb.stats())
+func (r *replayer) notify(degraded bool, cause error) {
+	if on := r.fb.rules.OnStateChange; on != nil {
+		on(degraded, cause, r.fb.Stats())
 	}
 }
 
 // sleep waits d, or reports false when the Store closes first.
-func (fb *Conn) sleep(d time.Duration) bool {
+func (r *replayer) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
-	case <-fb.stopCtx.Done():
+	case <-r.stopCtx.Done():
 		return false
 	}
 }
 
-// nap is sleep, cut short by a kick (trip: an outage began).
-func (fb *Conn) nap(d time.Duration) bool {
+// nap is sleep, cut short by wake.
+func (r *replayer) nap(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
-	case <-fb.kick:
-	case <-fb.stopCtx.Done():
+	case <-r.kick:
+	case <-r.stopCtx.Done():
 		return false
 	}
 	return true
 }
 
 // probe pings the shared store within one budget.
-func (fb *Conn) probe() bool {
-	ctx, cancel := context.WithTimeout(fb.stopCtx, fb.cfg.Timeout)
+func (r *replayer) probe() bool {
+	ctx, cancel := context.WithTimeout(r.stopCtx, r.fb.rules.Timeout)
 	defer cancel()
-	return fb.shared.Ping(ctx) == nil
+	return r.fb.shared.Ping(ctx) == nil
 }
 
 // replay commits the outbox to the shared store, batch by batch, until it
@@ -161,29 +176,30 @@ func (fb *Conn) probe() bool {
 // settles claim by claim, memcached, on a slow machine) made progress: the
 // next batches are halved, down to minReplayBatch, and grow back by
 // doubling once they fit.
-func (fb *Conn) replay(ctx context.Context) bool {
+func (r *replayer) replay(ctx context.Context) bool {
+	fb := r.fb
 	for ctx.Err() == nil {
 		fb.mu.Lock()
-		batch := fb.box.takeDue(time.Now(), fb.batch)
-		batch = append(batch, fb.box.take(fb.batch-len(batch))...)
+		batch := fb.box.takeDue(time.Now(), r.batch)
+		batch = append(batch, fb.box.take(r.batch-len(batch))...)
 		fb.mu.Unlock()
 		if len(batch) == 0 {
 			return true
 		}
-		back, parked, acks, progress, cause := fb.replayBatch(ctx, batch)
+		res := r.replayBatch(ctx, batch)
 		fb.mu.Lock()
-		fb.box.done(len(batch), back)
-		fb.box.park(parked)
+		fb.box.done(len(batch), res.back)
+		fb.box.park(res.parked)
 		fb.mu.Unlock()
-		fb.ack(acks)
+		fb.ack(res.acks)
 		switch {
-		case len(back) == 0:
-			fb.batch = min(2*fb.batch, replayBatch)
-		case progress:
-			fb.batch = max(fb.batch/2, minReplayBatch)
+		case len(res.back) == 0:
+			r.batch = min(2*r.batch, replayBatch)
+		case res.progress():
+			r.batch = max(r.batch/2, minReplayBatch)
 		default:
-			if cause != nil {
-				fb.trip(cause)
+			if res.cause != nil {
+				fb.trip(res.cause)
 			}
 			return false
 		}
@@ -191,113 +207,153 @@ func (fb *Conn) replay(ctx context.Context) bool {
 	return false
 }
 
+// replayed is what the replay of one batch did with its commits.
+type replayed struct {
+	back    []queued       // to keep queued
+	parked  []waiting      // met another hook's pending claim: replayed again later
+	acks    []uint64       // the log seqs of those settled
+	forget  []driver.Claim // those settled: the shared store keeps them now
+	refused bool           // the store answered some commit with an error reply
+	cause   error          // why some were kept: an outage (nil: none, or the Store is closing)
+	failed  int            // commits whose replay failed: kept for an error, or dropped
+	failure error          // the first one's error
+}
+
+// fail counts a commit whose replay failed with err.
+func (r *replayed) fail(err error) {
+	if r.failed++; r.failure == nil {
+		r.failure = err
+	}
+}
+
+// settled takes q out of the outbox for good.
+func (r *replayed) settled(q *queued) {
+	r.forget = append(r.forget, q.claim)
+	if q.seq != 0 {
+		r.acks = append(r.acks, q.seq)
+	}
+}
+
+// progress reports whether any commit left the queue, or the store
+// answered: a refusal is progress, not a reason to wait for the probe.
+func (r *replayed) progress() bool {
+	return len(r.forget) > 0 || len(r.parked) > 0 || r.refused
+}
+
 // replayBatch commits batch with each claim's TTL less the time since its
 // Commit (the expiry the commit gave it; one whose TTL has passed is not
-// sent), and returns the commits to keep queued, those to park (they met
-// another hook's pending claim), the log seqs of those settled (to Ack),
-// whether any left the queue, and why the others did not (nil when the
-// Store is closing). A commit that met
+// sent), and reports what became of each (replayed). A commit that met
 // another hook's committed claim is a conflict: counted, logged, handed
 // to OnConflict. What the shared store now holds is forgotten locally.
-func (fb *Conn) replayBatch(ctx context.Context, batch []queued) (back []queued,
-	parked []waiting, acks []uint64, progress bool, cause error) {
-	now := time.Now()
-	claims := make([]driver.Claim, 0, len(batch))
-	sent := make([]int, 0, len(batch)) // batch index of each claim
-	forget := make([]driver.Claim, 0, len(batch))
-	settled := func(q *queued) { // out of the outbox for good
-		forget = append(forget, q.claim)
-		if q.seq != 0 {
-			acks = append(acks, q.seq)
+func (r *replayer) replayBatch(ctx context.Context, batch []queued) (res replayed) {
+	claims, sent := r.unexpired(batch, &res)
+	defer func() { r.forget(res.forget) }()
+	if len(claims) == 0 {
+		return res
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.fb.rules.Timeout)
+	defer cancel()
+	start := time.Now()
+	errs, err := r.fb.shared.Commit(cctx, claims)
+	took := time.Since(start)
+	if err != nil {
+		for _, i := range sent {
+			res.back = append(res.back, batch[i])
+			res.fail(err)
+		}
+		if ctx.Err() == nil {
+			_, kind := fault.Classify(cctx, err)
+			res.cause = fault.Wrap("replay", kind, err)
+		}
+	} else {
+		for j, err := range errs {
+			r.answered(ctx, cctx, batch[sent[j]], claims[j:j+1], err, &res)
 		}
 	}
-	refused := false // the store answered some commit with an error reply
+	if r.fb.rules.Observe != nil {
+		r.observe(cctx, start, took, len(claims), &res)
+	}
+	return res
+}
+
+// unexpired returns the claims of batch to send, each with its TTL less
+// the time since its Commit, and their indexes in batch; one whose TTL
+// ran out in the queue is settled in res without a replay (Stats.Expired).
+func (r *replayer) unexpired(batch []queued, res *replayed) (claims []driver.Claim, sent []int) {
+	now := time.Now()
+	claims = make([]driver.Claim, 0, len(batch))
+	sent = make([]int, 0, len(batch))
 	for i := range batch {
 		q := &batch[i]
 		ttl := q.claim.TTL - now.Sub(q.at)
 		if ttl < minTTL {
-			fb.expired.Add(1)
-			settled(q)
+			r.fb.n.expired.Add(1)
+			res.settled(q)
 			continue
 		}
 		c := q.claim
 		c.TTL = ttl
 		claims, sent = append(claims, c), append(sent, i)
 	}
-	defer func() { fb.forget(forget) }()
-	if len(claims) == 0 {
-		return nil, nil, acks, true, nil
-	}
-	cctx, cancel := context.WithTimeout(ctx, fb.cfg.Timeout)
-	defer cancel()
-	start := time.Now()
-	errs, err := fb.shared.Commit(cctx, claims)
-	if fb.cfg.Observe != nil {
-		fb.observeReplay(cctx, start, len(claims), errs, err)
-	}
-	if err != nil {
-		for _, i := range sent {
-			back = append(back, batch[i])
+	return claims, sent
+}
+
+// answered reads the shared store's answer err to the replay of q, whose
+// claim as sent is sent[0], within cctx (the batch's budget inside ctx),
+// into res.
+func (r *replayer) answered(ctx, cctx context.Context, q queued, sent []driver.Claim, err error,
+	res *replayed) {
+	var holder string
+	var wait time.Duration
+	if lost := (*driver.ClaimLostError)(nil); errors.As(err, &lost) {
+		if res.cause != nil { // an outage met in this batch: ask again later
+			res.back = append(res.back, q)
+			res.fail(res.cause)
+			return
 		}
-		if ctx.Err() == nil {
-			_, _, cause = fb.classify(cctx, "replay", err)
-		}
-		return back, nil, acks, len(forget) > 0, cause
+		holder, wait, err = r.settleLost(ctx, sent[0])
 	}
-	for j, err := range errs {
-		q := batch[sent[j]]
-		var holder string
-		var wait time.Duration
-		if lost := (*driver.ClaimLostError)(nil); errors.As(err, &lost) {
-			if cause != nil { // an outage met in this batch: ask again later
-				back = append(back, q)
-				continue
-			}
-			holder, wait, err = fb.settleLost(ctx, claims[j])
-		}
+	switch {
+	case wait > 0:
+		res.parked = append(res.parked, waiting{q: q, due: time.Now().Add(wait)})
+	case holder != "":
+		r.conflict(q, holder)
+		res.settled(&q)
+	case err == nil:
+		r.fb.n.replayed.Add(1)
+		r.fb.local.recent.add(sent, nil)
+		res.settled(&q)
+	default:
+		c, kind := fault.Classify(cctx, err)
+		res.fail(err)
 		switch {
-		case wait > 0:
-			parked = append(parked, waiting{q: q, due: time.Now().Add(wait)})
-		case holder != "":
-			fb.conflict(q, holder)
-			settled(&q)
-		case err == nil:
-			fb.replayed.Add(1)
-			fb.recent.add(claims[j:j+1], nil)
-			settled(&q)
-		default:
-			answered, _, e := fb.classify(cctx, "replay", err)
-			switch {
-			case !answered:
-				back = append(back, q)
-				if ctx.Err() == nil {
-					cause = e
-				}
-			case fb.refusedTooOften(&q, err):
-				settled(&q)
-			default:
-				back = append(back, q)
+		case c != fault.Answered:
+			res.back = append(res.back, q)
+			if ctx.Err() == nil {
+				res.cause = fault.Wrap("replay", kind, err)
 			}
-			// The store answered: it is reachable, and a refusal is
-			// progress, not a reason to wait for the probe.
-			refused = refused || answered
+		case r.refusedTooOften(&q, err):
+			res.settled(&q)
+		default:
+			res.back = append(res.back, q)
 		}
+		res.refused = res.refused || c == fault.Answered
 	}
-	return back, parked, acks, len(forget) > 0 || len(parked) > 0 || refused, cause
 }
 
 // refusedTooOften counts a refusal (an error reply) of q's replay and
 // reports whether q is to be dropped: refused maxReplayTries times
 // (Stats.Dropped; the first such is logged, naming the error).
-func (fb *Conn) refusedTooOften(q *queued, err error) bool {
+func (r *replayer) refusedTooOften(q *queued, err error) bool {
 	if q.tries++; q.tries < maxReplayTries {
 		return false
 	}
-	fb.dropped.Add(1)
+	fb := r.fb
+	fb.n.dropped.Add(1)
 	if !fb.refusedLogged.Load() && fb.refusedLogged.CompareAndSwap(false, true) {
 		fb.log.Warn("fleetstore: replayed commits refused too often are dropped "+
 			"(the first is named; Stats counts them)",
-			zap.String("scheme", fb.cfg.Scheme), zap.Int("tries", int(q.tries)), zap.Error(err))
+			zap.String("scheme", fb.rules.Scheme), zap.Int("tries", int(q.tries)), zap.Error(err))
 	}
 	return true
 }
@@ -319,12 +375,13 @@ func (fb *Conn) refusedTooOften(q *queued, err error) bool {
 //
 // err is the Hit's or the Commit's error (ErrClaimLost if another hook
 // took the freed claim first: the next replay asks again).
-func (fb *Conn) settleLost(ctx context.Context, c driver.Claim) (holder string, wait time.Duration,
-	err error) {
-	cctx, cancel := context.WithTimeout(ctx, fb.cfg.Timeout)
+func (r *replayer) settleLost(ctx context.Context, c driver.Claim) (holder string,
+	wait time.Duration, err error) {
+	timeout := r.fb.rules.Timeout
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c.PendingTTL = min(c.TTL, 2*fb.cfg.Timeout)
-	res, err := fb.shared.Hit(cctx, nil, &c)
+	c.PendingTTL = min(c.TTL, 2*timeout)
+	res, err := r.fb.shared.Hit(cctx, nil, &c)
 	if err != nil {
 		return "", 0, err
 	}
@@ -337,7 +394,7 @@ func (fb *Conn) settleLost(ctx context.Context, c driver.Claim) (holder string, 
 	case driver.Pending:
 		return "", min(max(res.RetryAfter, minProbe), maxProbe), nil
 	}
-	errs, err := fb.shared.Commit(cctx, []driver.Claim{c})
+	errs, err := r.fb.shared.Commit(cctx, []driver.Claim{c})
 	if err != nil {
 		return "", 0, err
 	}
@@ -348,102 +405,59 @@ func (fb *Conn) settleLost(ctx context.Context, c driver.Claim) (holder string, 
 // store now keeps. While the breaker is open they stay until it closes:
 // a retry that reaches this node before then must still be a Duplicate
 // here, not a hook admitted twice.
-func (fb *Conn) forget(claims []driver.Claim) {
+func (r *replayer) forget(claims []driver.Claim) {
 	if len(claims) == 0 {
 		return
 	}
-	if fb.degraded.Load() {
-		fb.forgetLater = append(fb.forgetLater, claims...)
+	if r.fb.breaker.isOpen.Load() {
+		r.forgetLater = append(r.forgetLater, claims...)
 		return
 	}
-	fb.mem.Forget(localName, localPrefix, claims...)
+	r.fb.local.forget(claims...)
 }
 
 // forgetDeferred forgets what replays made while the breaker was open, once
 // it is closed.
-func (fb *Conn) forgetDeferred() {
-	fb.mem.Forget(localName, localPrefix, fb.forgetLater...)
-	clear(fb.forgetLater)
-	fb.forgetLater = fb.forgetLater[:0]
+func (r *replayer) forgetDeferred() {
+	r.fb.local.forget(r.forgetLater...)
+	clear(r.forgetLater)
+	r.forgetLater = r.forgetLater[:0]
 }
 
 // conflict reports a replayed commit that met another hook's committed
-// claim: the outage let one provider event in twice. It is counted and
-// handed to OnConflict; it is logged with the claim's identity (never a
-// body: the Store has none), cut as errors cut it, while the conflict
-// log's bucket allows, and the next line logged says how many were not.
-func (fb *Conn) conflict(q queued, holder string) {
-	fb.conflicts.Add(1)
-	const every = int64(conflictLogEvery / time.Microsecond)
-	d := gcra.Charge(fb.now().UnixMicro(), fb.logTAT, every, ConflictLogBurst*every)
-	if d.Conform {
-		fb.logTAT = d.TAT
-		c := &q.claim
-		fb.log.Warn("fleetstore: replayed commit met another hook's claim; "+
-			"the outage let this event in twice",
-			zap.String("scheme", fb.cfg.Scheme), zap.String("tenant", cut(c.Tenant)),
-			zap.String("source_id", cut(c.SourceID)), zap.String("key", cut(c.Key)),
-			zap.String("hook_id", cut(c.HookID)), zap.String("holder", cut(holder)),
-			zap.String("node", cut(c.Node)), zap.Time("queued_at", q.at),
-			zap.Uint64("not_logged", fb.notLogged))
-		fb.notLogged = 0
-	} else {
-		if fb.notLogged++; !fb.quietLogged {
-			fb.quietLogged = true
-			fb.log.Warn("fleetstore: further replay conflicts are counted (Stats.Conflicts), "+
-				"not logged, beyond one a minute",
-				zap.String("scheme", fb.cfg.Scheme), zap.Int("burst", ConflictLogBurst))
-		}
-	}
-	if fb.cfg.OnConflict != nil {
-		fb.cfg.OnConflict(q.claim, holder, q.at)
+// claim: the outage let one provider event in twice. It is counted,
+// logged (conflictLog) and handed to OnConflict.
+func (r *replayer) conflict(q queued, holder string) {
+	r.fb.n.conflicts.Add(1)
+	r.fb.conflicts.add(&q.claim, holder, q.at)
+	if on := r.fb.rules.OnConflict; on != nil {
+		on(q.claim, holder, q.at)
 	}
 }
 
-// cut keeps the first 64 characters of s, as ClaimError's message does
-// (%.64q), never half of one.
-func cut(s string) string {
-	n := 0
-	for i := range s {
-		if n == 64 {
-			return s[:i]
-		}
-		n++
-	}
-	return s
-}
-
-// observeReplay reports a replayed batch of n commits to the observer:
-// failed as errs and err say, classed as the Store would return them.
-// It runs on the probe goroutine, where an observer's panic would end the
-// process: it is recovered, the event dropped, and the first one logged
-// (its value's type only: the value may hold anything).
-func (fb *Conn) observeReplay(ctx context.Context, start time.Time, n int, errs []error,
-	err error) {
+// observe reports a replayed batch of n commits, sent at start within
+// ctx and answered after took, to the observer: failed as res says,
+// classed as the Store would return its first failure. A conflict or a commit parked
+// behind another hook's pending claim is an outcome, not a failure. It
+// runs on the worker, where an observer's panic would end the process: it
+// is recovered, the event dropped, and the first one logged (its value's
+// type only: the value may hold anything).
+func (r *replayer) observe(ctx context.Context, start time.Time, took time.Duration, n int,
+	res *replayed) {
+	fb := r.fb
 	defer func() {
-		if r := recover(); r != nil && fb.obsPanicked.CompareAndSwap(false, true) {
+		if p := recover(); p != nil && fb.obsPanicked.CompareAndSwap(false, true) {
 			fb.log.Error("fleetstore: the observer panicked on a replay event; "+
 				"the event is dropped, further panics are not logged",
-				zap.String("scheme", fb.cfg.Scheme),
-				zap.String("panic_type", fmt.Sprintf("%T", r)))
+				zap.String("scheme", fb.rules.Scheme),
+				zap.String("panic_type", fmt.Sprintf("%T", p)))
 		}
 	}()
-	e := observe.Event{Op: observe.OpReplay, Start: start, Duration: time.Since(start), Claims: n}
-	first := err
-	if err != nil {
-		e.Failed = n
-	} else {
-		for _, err := range errs {
-			if err != nil {
-				if e.Failed++; first == nil {
-					first = err
-				}
-			}
-		}
+	e := observe.Event{Op: observe.OpReplay, Start: start, Duration: took, Claims: n,
+		Failed: res.failed}
+	if res.failure != nil {
+		_, kind := fault.Classify(ctx, res.failure)
+		e.Class = observe.ClassOf(fault.Wrap("replay", kind, res.failure))
 	}
-	if first != nil {
-		_, _, err := fb.classify(ctx, "replay", first)
-		e.Class = observe.ClassOf(err)
-	}
-	fb.cfg.Observe(ctx, e)
+	fb.rules.Observe(ctx, e)
 }

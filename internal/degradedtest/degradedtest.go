@@ -88,7 +88,7 @@ func ReplayMeetsPending(t *testing.T, f *Fleet, end string) {
 	if err := f.A.Commit(ctx, hookA); err != nil {
 		t.Fatalf("A.Commit during the outage: %v, want nil (queued)", err)
 	}
-	if s := f.A.Stats(); s.Outbox != 1 {
+	if s := f.A.FallbackStats(); s.Outbox != 1 {
 		t.Fatalf("A's stats %+v, want 1 queued", s)
 	}
 	bAt := time.Now()
@@ -99,7 +99,7 @@ func ReplayMeetsPending(t *testing.T, f *Fleet, end string) {
 
 	f.Back()
 	var s observe.Stats
-	if !WaitFor(10*time.Second, func() bool { s = f.A.Stats(); return !s.Degraded }) {
+	if !WaitFor(10*time.Second, func() bool { s = f.A.FallbackStats(); return !s.Degraded }) {
 		t.Fatalf("A still degraded 10s after its path came back: %+v", s)
 	}
 	if s.Conflicts != 0 {
@@ -129,7 +129,7 @@ func ReplayMeetsPending(t *testing.T, f *Fleet, end string) {
 	default:
 		t.Fatalf("no end %q", end)
 	}
-	if !WaitFor(10*time.Second, func() bool { s = f.A.Stats(); return s.Outbox == 0 }) {
+	if !WaitFor(10*time.Second, func() bool { s = f.A.FallbackStats(); return s.Outbox == 0 }) {
 		t.Errorf("A's outbox not empty 10s after hook-b's claim was %s: %+v", end, s)
 	}
 	want, got := "hook-a", f.Conflicts.All()

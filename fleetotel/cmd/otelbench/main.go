@@ -116,7 +116,7 @@ func run(url string, n, tenants int, rate, burst int64, dup, traces int) error {
 		}
 		span.End()
 	}
-	stats := store.Stats()
+	stats := store.FallbackStats()
 	if err := tp.Shutdown(ctx); err != nil {
 		return err
 	}
