@@ -42,7 +42,8 @@ func OpenDriver(d driver.Driver, rawURL string, opts ...Option) (*Store, error) 
 }
 
 // open is Open on d, or on the driver registered for the URL's scheme
-// when d is nil.
+// when d is nil: the URL and the common parameters checked, the driver's
+// Conn opened, the degraded mode and the observer put around it.
 func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 	o := options{logger: zap.NewNop()}
 	for _, opt := range opts {
@@ -52,20 +53,9 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 		return nil, openErr(driver.Invalid("timeout",
 			fmt.Sprintf("WithTimeout must be positive, got %v", o.timeout)))
 	}
-	if err := checkUserinfo(rawURL); err != nil {
-		return nil, openErr(err)
-	}
-	u, err := parseURL(rawURL)
+	u, err := storeURL(rawURL)
 	if err != nil {
-		// url.Error quotes the whole URL, password included: say only why.
-		return nil, openErr(driver.Invalid("url", urlReason(err)))
-	}
-	if u.Scheme == "" {
-		return nil, openErr(driver.Invalid("url",
-			"missing scheme (want e.g. memory:// or redis://host:6379)"))
-	}
-	if u.Fragment != "" {
-		return nil, openErr(driver.Invalid("url", "a store URL has no #fragment"))
+		return nil, openErr(err)
 	}
 	if d == nil {
 		var ok bool
@@ -79,31 +69,9 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 	if err != nil {
 		return nil, openErr(driver.Invalid("url: query", "malformed: "+err.Error()))
 	}
-	for _, k := range []string{urlparam.Timeout, urlparam.KeyPrefix} { // fallback_*: fallbackFromURL
-		if len(q[k]) > 1 {
-			return nil, openErr(driver.Invalid("url: "+k, fmt.Sprintf("given %d times", len(q[k]))))
-		}
-	}
-	cfg := driver.Config{KeyPrefix: DefaultKeyPrefix, Timeout: DefaultTimeout, Logger: o.logger}
-	if vs, ok := q[urlparam.Timeout]; ok {
-		t, err := time.ParseDuration(vs[0])
-		if err != nil || t <= 0 {
-			return nil, openErr(driver.Invalid("url: timeout",
-				fmt.Sprintf("want a positive Go duration such as 50ms, got %q", vs[0])))
-		}
-		cfg.Timeout = t
-		q.Del(urlparam.Timeout)
-	}
-	if o.timeoutSet {
-		cfg.Timeout = o.timeout
-	}
-	if vs, ok := q[urlparam.KeyPrefix]; ok {
-		p := vs[0]
-		if err := checkKeyPrefix(p); err != nil {
-			return nil, openErr(err)
-		}
-		cfg.KeyPrefix = p
-		q.Del(urlparam.KeyPrefix)
+	cfg, err := commonParams(q, &o)
+	if err != nil {
+		return nil, openErr(err)
 	}
 	fromURL, err := fallbackFromURL(q)
 	if err != nil {
@@ -130,20 +98,85 @@ func open(d driver.Driver, rawURL string, opts []Option) (*Store, error) {
 			return nil, openErr(err)
 		}
 	}
-	if o.observer != nil {
-		if so, ok := o.observer.(observe.StoreObserver); ok {
-			info := observe.StoreInfo{Scheme: u.Scheme, Fallback: s.fb != nil, Stats: s.FallbackStats}
-			if err := so.Attach(info); err != nil {
-				_ = s.Close()
-				return nil, openErr(driver.Invalid("observer", err.Error()))
-			}
-			s.sobs = so
-		}
+	if err := s.attach(o.observer, u.Scheme); err != nil {
+		_ = s.Close()
+		return nil, openErr(err)
 	}
 	o.logger.Debug("store opened", zap.String("scheme", u.Scheme), zap.String("url", u.Redacted()),
 		zap.Duration("timeout", cfg.Timeout), zap.String("key_prefix", cfg.KeyPrefix),
 		zap.Bool("fallback", fbCfg != nil))
 	return s, nil
+}
+
+// storeURL parses rawURL and checks what every store URL needs: a scheme,
+// no #fragment, and userinfo that url.Parse reads as the user wrote it.
+// Its errors are ErrInvalid and never quote the URL, which may hold a
+// password.
+func storeURL(rawURL string) (*url.URL, error) {
+	if err := checkUserinfo(rawURL); err != nil {
+		return nil, err
+	}
+	u, err := parseURL(rawURL)
+	if err != nil {
+		// url.Error quotes the whole URL, password included: say only why.
+		return nil, driver.Invalid("url", urlReason(err))
+	}
+	if u.Scheme == "" {
+		return nil, driver.Invalid("url", "missing scheme (want e.g. memory:// or redis://host:6379)")
+	}
+	if u.Fragment != "" {
+		return nil, driver.Invalid("url", "a store URL has no #fragment")
+	}
+	return u, nil
+}
+
+// commonParams takes the parameters every driver shares, timeout and
+// key_prefix, out of q and returns the driver's Config with them; the
+// fallback_* ones are fallbackFromURL's. WithTimeout wins over the URL's.
+// Errors: ErrInvalid naming the parameter.
+func commonParams(q url.Values, o *options) (driver.Config, error) {
+	cfg := driver.Config{KeyPrefix: DefaultKeyPrefix, Timeout: DefaultTimeout, Logger: o.logger}
+	for _, k := range []string{urlparam.Timeout, urlparam.KeyPrefix} {
+		if len(q[k]) > 1 {
+			return cfg, driver.Invalid("url: "+k, fmt.Sprintf("given %d times", len(q[k])))
+		}
+	}
+	if vs, ok := q[urlparam.Timeout]; ok {
+		t, err := time.ParseDuration(vs[0])
+		if err != nil || t <= 0 {
+			return cfg, driver.Invalid("url: timeout",
+				fmt.Sprintf("want a positive Go duration such as 50ms, got %q", vs[0]))
+		}
+		cfg.Timeout = t
+		q.Del(urlparam.Timeout)
+	}
+	if o.timeoutSet {
+		cfg.Timeout = o.timeout
+	}
+	if vs, ok := q[urlparam.KeyPrefix]; ok {
+		if err := checkKeyPrefix(vs[0]); err != nil {
+			return cfg, err
+		}
+		cfg.KeyPrefix = vs[0]
+		q.Del(urlparam.KeyPrefix)
+	}
+	return cfg, nil
+}
+
+// attach tells obs, when it is an observe.StoreObserver, of the opened
+// Store (nothing for another Observer or none). Errors: ErrInvalid,
+// naming the observer, when it refuses the Store.
+func (s *Store) attach(obs observe.Observer, scheme string) error {
+	so, ok := obs.(observe.StoreObserver)
+	if !ok {
+		return nil
+	}
+	info := observe.StoreInfo{Scheme: scheme, Fallback: s.fb != nil, Stats: s.FallbackStats}
+	if err := so.Attach(info); err != nil {
+		return driver.Invalid("observer", err.Error())
+	}
+	s.sobs = so
+	return nil
 }
 
 // isNilPointer reports a typed nil pointer in an interface, which == nil
