@@ -1,8 +1,9 @@
-// Command fleetstore checks a store against the contract and measures it
-// under a webhook-edge load.
+// Command fleetstore runs a webhook receiver from a config file, checks a
+// store against the contract and measures it under a webhook-edge load.
 //
 //	fleetstore check [flags] [URL]   run every clause of CONTRACT.md
 //	fleetstore bench [flags] [URL]   drive Hit → Commit and print latencies
+//	fleetstore serve [-config FILE]  run the webhook receiver of a config file
 //	fleetstore version               the build's module version and commit
 //	fleetstore help [command]        the usage, or a command's flags
 //
@@ -52,6 +53,7 @@ const usage = `usage: fleetstore <command> [flags] [URL]
 commands:
   check     run every clause of the contract against the store
   bench     drive a webhook-edge load (Hit → Commit) and print latencies
+  serve     run the webhook receiver a config file describes
   version   print the build's module version, commit and Go version
   help      print this, or "fleetstore help <command>" for its flags
 
@@ -88,6 +90,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runCheck(ctx, rest, stdout, stderr)
 	case "bench":
 		return runBench(ctx, rest, stdout, stderr)
+	case "serve":
+		return runServe(ctx, rest, stdout, stderr)
 	case "version":
 		if len(rest) > 0 {
 			fmt.Fprintf(stderr, "fleetstore version: takes no arguments, got %d\n", len(rest))
@@ -100,7 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case len(rest) == 0:
 			fmt.Fprint(stdout, usage)
 			return exitOK
-		case len(rest) == 1 && (rest[0] == "check" || rest[0] == "bench"):
+		case len(rest) == 1 && (rest[0] == "check" || rest[0] == "bench" || rest[0] == "serve"):
 			return run(ctx, []string{rest[0], "-h"}, stdout, stderr)
 		case len(rest) == 1 && rest[0] == "version":
 			fmt.Fprintln(stdout, "usage: fleetstore version\n\nPrints the module version, "+
@@ -112,12 +116,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "fleetstore help: takes at most one command, got %d arguments "+
 				"(fleetstore help bench)\n", len(rest))
 		} else {
-			fmt.Fprintln(stderr, "fleetstore help: no command of that name (want check, bench or version)")
+			fmt.Fprintln(stderr, "fleetstore help: no command of that name (want check, bench, serve or version)")
 		}
 		return exitUsage
 	default:
 		// The command is not echoed: a URL given first would be.
-		fmt.Fprintln(stderr, "fleetstore: unknown command (want check, bench, version or help)")
+		fmt.Fprintln(stderr, "fleetstore: unknown command (want check, bench, serve, version or help)")
 		return exitUsage
 	}
 }
