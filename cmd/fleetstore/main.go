@@ -4,6 +4,7 @@
 //	fleetstore check [flags] [URL]   run every clause of CONTRACT.md
 //	fleetstore bench [flags] [URL]   drive Hit → Commit and print latencies
 //	fleetstore serve [-config FILE]  run the webhook receiver of a config file
+//	fleetstore send [flags] [BODY]   send one delivery signed as a provider signs it
 //	fleetstore version               the build's module version and commit
 //	fleetstore help [command]        the usage, or a command's flags
 //
@@ -54,6 +55,7 @@ commands:
   check     run every clause of the contract against the store
   bench     drive a webhook-edge load (Hit → Commit) and print latencies
   serve     run the webhook receiver a config file describes
+  send      send one signed test delivery to an endpoint
   version   print the build's module version, commit and Go version
   help      print this, or "fleetstore help <command>" for its flags
 
@@ -92,6 +94,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runBench(ctx, rest, stdout, stderr)
 	case "serve":
 		return runServe(ctx, rest, stdout, stderr)
+	case "send":
+		return runSend(ctx, rest, os.Stdin, stdout, stderr)
 	case "version":
 		if len(rest) > 0 {
 			fmt.Fprintf(stderr, "fleetstore version: takes no arguments, got %d\n", len(rest))
@@ -104,7 +108,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case len(rest) == 0:
 			fmt.Fprint(stdout, usage)
 			return exitOK
-		case len(rest) == 1 && (rest[0] == "check" || rest[0] == "bench" || rest[0] == "serve"):
+		case len(rest) == 1 && (rest[0] == "check" || rest[0] == "bench" || rest[0] == "serve" || rest[0] == "send"):
 			return run(ctx, []string{rest[0], "-h"}, stdout, stderr)
 		case len(rest) == 1 && rest[0] == "version":
 			fmt.Fprintln(stdout, "usage: fleetstore version\n\nPrints the module version, "+
@@ -116,12 +120,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "fleetstore help: takes at most one command, got %d arguments "+
 				"(fleetstore help bench)\n", len(rest))
 		} else {
-			fmt.Fprintln(stderr, "fleetstore help: no command of that name (want check, bench, serve or version)")
+			fmt.Fprintln(stderr, "fleetstore help: no command of that name (want check, bench, serve, send or version)")
 		}
 		return exitUsage
 	default:
 		// The command is not echoed: a URL given first would be.
-		fmt.Fprintln(stderr, "fleetstore: unknown command (want check, bench, serve, version or help)")
+		fmt.Fprintln(stderr, "fleetstore: unknown command (want check, bench, serve, send, version or help)")
 		return exitUsage
 	}
 }

@@ -308,7 +308,7 @@ func bad(field, why string, args ...any) error {
 var providers = map[string]func(s endpointSpec) webhook.Provider{
 	"github":            func(endpointSpec) webhook.Provider { return webhook.GitHub() },
 	"stripe":            func(s endpointSpec) webhook.Provider { return webhook.Stripe(s.Tolerance) },
-	"standard_webhooks": func(s endpointSpec) webhook.Provider { return webhook.StandardWebhooks(s.Tolerance) },
+	"standard-webhooks": func(s endpointSpec) webhook.Provider { return webhook.StandardWebhooks(s.Tolerance) },
 	"svix":              func(s endpointSpec) webhook.Provider { return webhook.Svix(s.Tolerance) },
 	"shopify":           func(endpointSpec) webhook.Provider { return webhook.Shopify() },
 	"slack":             func(s endpointSpec) webhook.Provider { return webhook.Slack(s.Tolerance) },
