@@ -382,6 +382,7 @@ func (c *serveConfig) resolve() error {
 	}
 	seen := map[string]bool{}
 	usedProviders := map[string]bool{}
+	scratch := http.NewServeMux() // the patterns, as serve's mux takes them
 	for i, e := range f.Endpoints {
 		field := fmt.Sprintf("endpoints[%d]", i)
 		mk, ok := providers[e.Provider]
@@ -408,6 +409,9 @@ func (c *serveConfig) resolve() error {
 			return bad(field+".public_url", "only twilio signs the URL")
 		case e.Path == "/metrics" || e.Path == "/healthz" || e.Path == "/readyz":
 			return bad(field+".path", "%s is serve's own", e.Path)
+		}
+		if err := handle(scratch, e.Path, http.NotFoundHandler()); err != nil {
+			return bad(field+".path", "%v", err)
 		}
 		seen[e.Path] = true
 		usedProviders[e.Provider] = true
