@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fleetstore/fleetstore/webhook/webhooktest"
 )
 
 // goodConfig is a config file serve takes, with ACME_GH set.
@@ -133,4 +136,8 @@ func TestConfigExamples(t *testing.T) {
 			t.Errorf("%s: tenants %d, endpoints %d", name, len(c.tenants), len(c.endpoints))
 		}
 	}
+}
+
+func webhooktestGitHub(url, secret, id string) (*http.Request, error) {
+	return webhooktest.GitHub(webhooktest.Delivery{URL: url, Body: []byte(`{"zen":"test"}`), Secret: secret, ID: id})
 }

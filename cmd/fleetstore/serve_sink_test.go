@@ -218,3 +218,87 @@ func TestRedisSink(t *testing.T) {
 		t.Error("Store with the server stopped: nil, want an error (the claim is released, 503)")
 	}
 }
+
+// slowSink holds each hook until release is closed, telling entered.
+type slowSink struct {
+	sink
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *slowSink) Store(ctx context.Context, h *webhook.Hook) error {
+	s.entered <- struct{}{}
+	<-s.release
+	return s.sink.Store(ctx, h)
+}
+
+// TestServeShutdown: a delivery in flight when serve is told to stop is
+// finished (202, in the sink) before the sink and the store close; the
+// listener takes no new connection meanwhile; /readyz says 503 while
+// draining; serve returns 0.
+func TestServeShutdown(t *testing.T) {
+	t.Setenv("ACME_GH", "acme-secret")
+	dir := t.TempDir()
+	sinkPath := filepath.Join(dir, "hooks.jsonl")
+	path := writeConfig(t, strings.Replace(goodConfig, "store:", "listen: 127.0.0.1:0\nsink: {file: {path: "+sinkPath+"}}\nstore:", 1))
+	cfg, err := loadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	s, err := startServer(cfg, path, io.Discard, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := &slowSink{sink: s.sink, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	s.sink = slow
+	mux, err := s.endpoints(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mux.Store(mux)
+	var l struct{ Addr string }
+	_ = json.Unmarshal([]byte(strings.SplitN(stderr.String(), "\n", 2)[0]), &l)
+	url := "http://" + l.Addr
+
+	ctx, cancel := context.WithCancel(context.Background())
+	code := make(chan int, 1)
+	go func() { code <- s.run(ctx) }()
+	status := make(chan int, 1)
+	go func() {
+		req, _ := webhooktestGitHub(url+"/hooks/github/acme", "acme-secret", "in-flight")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			status <- 0
+			return
+		}
+		resp.Body.Close()
+		status <- resp.StatusCode
+	}()
+	<-slow.entered
+	cancel()
+	deadline := time.Now().Add(10 * time.Second)
+	for !s.draining.Load() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	rec := httptest.NewRecorder()
+	s.readyz(rec, httptest.NewRequest("GET", "/readyz", nil))
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz while draining: %d, want 503", rec.Code)
+	}
+	time.Sleep(50 * time.Millisecond) // the listener is closed by now
+	if _, err := http.Get(url + "/healthz"); err == nil {
+		t.Error("a new connection taken while draining")
+	}
+	close(slow.release)
+	if got := <-status; got != http.StatusAccepted {
+		t.Errorf("the delivery in flight at shutdown: %d, want 202", got)
+	}
+	if got := <-code; got != exitOK {
+		t.Errorf("serve returned %d, want 0", got)
+	}
+	lines := readLines(t, sinkPath)
+	if len(lines) != 1 || !strings.Contains(lines[0], `"event_id":"in-flight"`) {
+		t.Errorf("the sink after shutdown: %q", lines)
+	}
+}
