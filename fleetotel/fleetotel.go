@@ -91,12 +91,35 @@
 // (go.opentelemetry.io/otel/exporters/prometheus, of the OpenTelemetry
 // release this module requires) is a metric reader: give the
 // MeterProvider it reads to New, and serve its registry with promhttp
-// (Example_prometheus). It names the metrics Prometheus's way: dots are
-// underscores, a counter ends in _total, seconds in _seconds, and a unit
-// in braces is dropped: fleetstore_webhook_deliveries_total,
-// fleetstore_client_hits_total, db_client_operation_duration_seconds;
-// attributes are labels (fleetstore_webhook_outcome), with the scope's
-// (otel_scope_name).
+// (Example_prometheus). It names the metrics Prometheus's way. Dots are
+// underscores, a counter ends in _total, the unit s in _seconds and the
+// unit 1 in _ratio; a unit in braces is dropped. A scrape shows these
+// names (TestPrometheusNames scrapes them):
+//
+//	OpenTelemetry                      Prometheus, as scraped                    type
+//	db.client.operation.duration       db_client_operation_duration_seconds      histogram
+//	fleetstore.client.hits             fleetstore_client_hits_total              counter
+//	fleetstore.client.denials          fleetstore_client_denials_total           counter
+//	fleetstore.client.errors           fleetstore_client_errors_total            counter
+//	fleetstore.client.degraded         fleetstore_client_degraded_ratio          gauge
+//	fleetstore.client.outbox           fleetstore_client_outbox                  gauge
+//	fleetstore.client.outages          fleetstore_client_outages_total           counter
+//	fleetstore.client.local_decisions  fleetstore_client_local_decisions_total   counter
+//	fleetstore.client.queued           fleetstore_client_queued_total            counter
+//	fleetstore.client.replayed         fleetstore_client_replayed_total          counter
+//	fleetstore.client.conflicts        fleetstore_client_conflicts_total         counter
+//	fleetstore.client.expired          fleetstore_client_expired_total           counter
+//	fleetstore.client.dropped          fleetstore_client_dropped_total           counter
+//	fleetstore.client.claims_dropped   fleetstore_client_claims_dropped_total    counter
+//	fleetstore.webhook.deliveries      fleetstore_webhook_deliveries_total       counter
+//	fleetstore.webhook.near_limit      fleetstore_webhook_near_limit_total       counter
+//	fleetstore.webhook.sink.duration   fleetstore_webhook_sink_duration_seconds  histogram
+//	the exporter's resource            target_info                               gauge
+//
+// A histogram's series are NAME_bucket, NAME_sum and NAME_count. A metric
+// shows once it has a point; the degraded mode's ones with a fallback
+// only. Attributes are labels, named the same way
+// (fleetstore_webhook_outcome), with the scope's (otel_scope_name).
 //
 // # Cost
 //

@@ -163,79 +163,15 @@
 //
 // # Verification
 //
-// Every built-in provider but Twilio (HMAC-SHA1) and Discord (Ed25519,
-// crypto/ed25519) is HMAC-SHA256 through crypto/hmac, compared with
-// hmac.Equal, and reads its headers as the provider's official verifier
-// reads them, so that the two refuse the same deliveries:
-//
-//	GitHub    X-Hub-Signature-256: "sha256=" and the hex
-//	Stripe    Stripe-Signature: split at each "," (nothing trimmed), each
-//	          part at its first "=": t the timestamp, v1 a hex signature,
-//	          other keys skipped
-//	Standard  webhook-signature: split at each single space, each entry at
-//	Webhooks  each ",": v1 and the base64 (a third field skipped)
-//	Shopify   Shopify-Hmac-Sha256, base64, and the event id
-//	          Shopify-Webhook-Id when the delivery has Shopify-Hmac-Sha256;
-//	          else X-Shopify-Hmac-Sha256 and X-Shopify-Webhook-Id
-//	Slack     X-Slack-Signature: "v0=" and the hex (python-slack-sdk)
-//	Twilio    X-Twilio-Signature: the base64, of the URL without a port and
-//	          with one, its own or the scheme's (twilio-python)
-//	Discord   X-Signature-Ed25519: the hex, either case
-//	          (discord-interactions-js)
-//	Paddle    Paddle-Signature: split at each ";", each part at its first
-//	          "=": ts the timestamp, every h1 a hex signature, other keys
-//	          skipped (paddle-node-sdk; paddle-python-sdk tries every h1)
-//	Linear    Linear-Signature: the hex; webhookTimestamp, in the body
-//	          (@linear/sdk)
-//
-// A signature is the provider's own spelling of its 32 bytes, 64
-// lower-case hex digits or 44 characters of padded standard base64: the
-// official verifiers (octokit/webhooks-methods, stripe-node,
-// @shopify/shopify-api, the Standard Webhooks reference libraries) compare
-// those strings, where encoding/hex and base64.StdEncoding would read
-// other spellings of the same bytes. A timestamp is read by
-// strconv.ParseInt and signed as that integer, as stripe-go and the
-// reference Go library do. A Shopify header of the other form is not
-// read, as in @shopify/shopify-api (shopify-api-ruby takes each header
-// from either). Differences kept, on what the providers never send: a
-// timestamp further than the tolerance ahead of now is refused (stripe-node
-// and stripe-go refuse only old ones), as are leading spaces and trailing
-// text that JavaScript's parseInt skips (stripe-node, the reference
-// JavaScript library) and upper-case hex, which stripe-go reads; and
-// Shopify's topic, shop domain and API version headers, which
-// @shopify/shopify-api requires, are not required (the handler uses none).
-// Twilio's signature is 28 characters of base64 (20 bytes), compared as a
-// string as twilio-python compares it; Discord's 128 hex digits. Kept too:
-// Paddle's and Discord's timestamps are held to a tolerance both ways
-// (Paddle's SDKs refuse only old ones, discord-interactions-js none), and
-// a Linear body without webhookTimestamp is refused (@linear/sdk then
-// reads the unsigned Linear-Timestamp header, or checks no time).
-//
-// Each provider is tested against a signed delivery of the provider's
-// own: GitHub's docs' ("Validating webhook deliveries"), the Standard
-// Webhooks reference library's (libraries/go/webhook_test.go), the
-// official stripe-dotnet library's (EventUtilityTest.cs), and the official
-// shopify-api-php library's (tests/Webhooks/RegistryTest.php) and
-// @shopify/shopify-api's (lib/webhooks/__tests__/validate.test.ts, in
-// both forms); Stripe's and Shopify's docs give their example signatures
-// without the secret and body. No official library is used instead:
-// stripe-go is the whole Stripe API client (its ConstructEvent also
-// refuses an event of another API version, and its checks read time.Now),
-// GitHub and Shopify have no official Go verifier, and the Standard
-// Webhooks one reads time.Now (no tolerance but its fixed 5 minutes, no
-// injected clock) and not Svix's svix-* headers — and each scheme is one
-// HMAC.
-//
-// Slack, Twilio, Paddle and Linear are tested likewise: Slack's docs'
-// delivery (as python-slack-sdk tests it), twilio-python's tests',
-// paddle-go-sdk's example and paddle-node-sdk's and paddle-python-sdk's
-// tests', the body and secret of the Linear SDK's test. Discord publishes
-// none: its test signs with RFC 8032's published test key. No provider's
-// library is used: paddle-go-sdk's and twilio-go's verifiers come with
-// their whole API clients (paddle-go-sdk's reads the body and time.Now
-// itself, twilio-go's takes the parameters as a map, so no repeated
-// name), and Slack, Discord and Linear publish no Go verifier. A provider
-// whose signature covers the URL (Twilio) is a RequestVerifier.
+// Every built-in provider but Twilio (HMAC-SHA1) and Discord (Ed25519) is
+// HMAC-SHA256 through crypto/hmac, compared in constant time. Each reads
+// its headers as the provider's official verifier reads them, so that the
+// two refuse the same deliveries. Each is tested against a delivery the
+// provider or its official library signed. Which verifier reads which
+// spelling, and where each test vector comes from, is written beside
+// those tests (provider_test.go). A provider whose signature covers the
+// URL (Twilio) is a RequestVerifier. Package webhooktest signs test
+// deliveries as each provider signs them.
 //
 // # Store outage
 //
@@ -245,6 +181,14 @@
 // share of every limit. Without one, they are answered 503 with
 // Retry-After, which a delivery of GitHub, Twilio or Discord does not
 // survive: give their endpoints the degraded mode.
+//
+// While degraded, RateLimit's r is what this node has left of its share,
+// and RateLimit-Policy's q and w stay the fleet's (package headers). With
+// 4 nodes and a burst of 200, a sender sees r=49 after one delivery,
+// against q=200. A sender that paces itself by r slows down as this node
+// must; one that reads q − r as its use of the fleet's limit over-states
+// it. t counts in the fleet's units, so it can under-state this node's
+// wait; Retry-After does not.
 //
 // # Logging
 //
@@ -262,4 +206,9 @@
 // the errors of the Sink, of Config.Secrets and of a Provider are logged
 // as they are (their text tells the operator what failed), so they must
 // hold none either. A panic of the Sink is logged by its type only.
+//
+// Every line carries the field provider (Provider.Name), and a line that
+// starts a condition the field error (what failed). Give the handlers of
+// several providers one Logger: a Logger that adds a provider of its own
+// writes the key twice.
 package webhook

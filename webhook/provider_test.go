@@ -13,6 +13,87 @@ import (
 	"github.com/fleetstore/fleetstore/webhook"
 )
 
+// How each provider reads its signature, and where its test vector comes
+// from: the notes behind the package doc's "Verification".
+//
+// Every built-in provider but Twilio (HMAC-SHA1) and Discord (Ed25519,
+// crypto/ed25519) is HMAC-SHA256 through crypto/hmac, compared with
+// hmac.Equal, and reads its headers as the provider's official verifier
+// reads them, so that the two refuse the same deliveries:
+//
+//	GitHub    X-Hub-Signature-256: "sha256=" and the hex
+//	Stripe    Stripe-Signature: split at each "," (nothing trimmed), each
+//	          part at its first "=": t the timestamp, v1 a hex signature,
+//	          other keys skipped
+//	Standard  webhook-signature: split at each single space, each entry at
+//	Webhooks  each ",": v1 and the base64 (a third field skipped)
+//	Shopify   Shopify-Hmac-Sha256, base64, and the event id
+//	          Shopify-Webhook-Id when the delivery has Shopify-Hmac-Sha256;
+//	          else X-Shopify-Hmac-Sha256 and X-Shopify-Webhook-Id
+//	Slack     X-Slack-Signature: "v0=" and the hex (python-slack-sdk)
+//	Twilio    X-Twilio-Signature: the base64, of the URL without a port and
+//	          with one, its own or the scheme's (twilio-python)
+//	Discord   X-Signature-Ed25519: the hex, either case
+//	          (discord-interactions-js)
+//	Paddle    Paddle-Signature: split at each ";", each part at its first
+//	          "=": ts the timestamp, every h1 a hex signature, other keys
+//	          skipped (paddle-node-sdk; paddle-python-sdk tries every h1)
+//	Linear    Linear-Signature: the hex; webhookTimestamp, in the body
+//	          (@linear/sdk)
+//
+// A signature is the provider's own spelling of its 32 bytes, 64
+// lower-case hex digits or 44 characters of padded standard base64: the
+// official verifiers (octokit/webhooks-methods, stripe-node,
+// @shopify/shopify-api, the Standard Webhooks reference libraries) compare
+// those strings, where encoding/hex and base64.StdEncoding would read
+// other spellings of the same bytes. A timestamp is read by
+// strconv.ParseInt and signed as that integer, as stripe-go and the
+// reference Go library do. A Shopify header of the other form is not
+// read, as in @shopify/shopify-api (shopify-api-ruby takes each header
+// from either). Differences kept, on what the providers never send: a
+// timestamp further than the tolerance ahead of now is refused (stripe-node
+// and stripe-go refuse only old ones), as are leading spaces and trailing
+// text that JavaScript's parseInt skips (stripe-node, the reference
+// JavaScript library) and upper-case hex, which stripe-go reads; and
+// Shopify's topic, shop domain and API version headers, which
+// @shopify/shopify-api requires, are not required (the handler uses none).
+// Twilio's signature is 28 characters of base64 (20 bytes), compared as a
+// string as twilio-python compares it; Discord's 128 hex digits. Kept too:
+// Paddle's and Discord's timestamps are held to a tolerance both ways
+// (Paddle's SDKs refuse only old ones, discord-interactions-js none), and
+// a Linear body without webhookTimestamp is refused (@linear/sdk then
+// reads the unsigned Linear-Timestamp header, or checks no time).
+//
+// Each provider is tested against a signed delivery of the provider's
+// own: GitHub's docs' ("Validating webhook deliveries"), the Standard
+// Webhooks reference library's (libraries/go/webhook_test.go), the
+// official stripe-dotnet library's (EventUtilityTest.cs), and the official
+// shopify-api-php library's (tests/Webhooks/RegistryTest.php) and
+// @shopify/shopify-api's (lib/webhooks/__tests__/validate.test.ts, in
+// both forms); Stripe's and Shopify's docs give their example signatures
+// without the secret and body. No official library is used instead:
+// stripe-go is the whole Stripe API client (its ConstructEvent also
+// refuses an event of another API version, and its checks read time.Now),
+// GitHub and Shopify have no official Go verifier, and the Standard
+// Webhooks one reads time.Now (no tolerance but its fixed 5 minutes, no
+// injected clock) and not Svix's svix-* headers — and each scheme is one
+// HMAC.
+//
+// Slack, Twilio, Paddle and Linear are tested likewise: Slack's docs'
+// delivery (as python-slack-sdk tests it), twilio-python's tests',
+// paddle-go-sdk's example and paddle-node-sdk's and paddle-python-sdk's
+// tests', the body and secret of the Linear SDK's test. Discord publishes
+// none: its test signs with RFC 8032's published test key. No provider's
+// library is used: paddle-go-sdk's and twilio-go's verifiers come with
+// their whole API clients (paddle-go-sdk's reads the body and time.Now
+// itself, twilio-go's takes the parameters as a map, so no repeated
+// name), and Slack, Discord and Linear publish no Go verifier.
+//
+// A Standard Webhooks secret is read with its = padding or without it:
+// the reference Python library pads it before decoding, npm's
+// standardwebhooks and svix decode it unpadded, and the unpadded vectors
+// below were signed by them. The reference Go library refuses it.
+
 // A vector is one signed delivery: its headers, body and the secret that
 // signed it, and when it was received.
 type vector struct {
@@ -80,6 +161,38 @@ var vectors = []vector{
 		body:    `{"test": 2432232314}`,
 		secret:  "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
 		now:     time.Unix(1614265330, 0).Add(-time.Minute),
+		eventID: "msg_p5jXN8AQM9LWM0D4loKWxJek",
+	},
+	{
+		// A secret without its base64 padding, accepted as the official
+		// libraries accept it: the two unpadded secrets of the Standard
+		// Webhooks reference Python library's test
+		// (libraries/python/tests/test_webhooks.py,
+		// test_signature_verification_with_unpadded_secret), that test's
+		// msg id and payload, at TestWebhookSign's timestamp. Its
+		// signatures are computed there at time.Now, so the ones here
+		// were made by the libraries themselves: that library's
+		// Webhook.sign (libraries/python/standardwebhooks/webhooks.py,
+		// which pads the secret with "=="), and npm's standardwebhooks
+		// 1.1.1 and svix 1.99.1, which gave the same.
+		source: "standard-webhooks Python library, a secret one = short",
+		p:      webhook.StandardWebhooks(0),
+		header: hdr("webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek", "webhook-timestamp", "1614265330",
+			"webhook-signature", "v1,LVOXivKoo4FWasi/IaHvzhE/u+7/cu2AME+zS/nXqzk="),
+		body:    `{"test": 2432232314}`,
+		secret:  "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS",
+		now:     time.Unix(1614265330, 0),
+		eventID: "msg_p5jXN8AQM9LWM0D4loKWxJek",
+	},
+	{
+		// The same, two = short, under Svix's header names.
+		source: "standard-webhooks Python library, a secret two = short",
+		p:      webhook.Svix(0),
+		header: hdr("svix-id", "msg_p5jXN8AQM9LWM0D4loKWxJek", "svix-timestamp", "1614265330",
+			"svix-signature", "v1,yK2tMbA6BHPrMEJ1lLv7UlJJbgFoqGenJkiajZ29evg="),
+		body:    `{"test": 2432232314}`,
+		secret:  "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwBr",
+		now:     time.Unix(1614265330, 0),
 		eventID: "msg_p5jXN8AQM9LWM0D4loKWxJek",
 	},
 	{
@@ -380,13 +493,21 @@ func TestEventIDs(t *testing.T) {
 }
 
 // TestUnusableSecret: a Standard Webhooks secret that is not whsec_ and
-// base64 is the handler's configuration error (ErrSecret), not the
-// sender's (ErrSignature).
+// base64, padded or not, is the handler's configuration error
+// (ErrSecret), not the sender's (ErrSignature).
 func TestUnusableSecret(t *testing.T) {
 	t.Parallel()
 	v := vectors[1]
-	if err := v.verify(v.header, v.body, "whsec_***"); !errors.Is(err, webhook.ErrSecret) || errors.Is(err, webhook.ErrSignature) {
-		t.Errorf("got %v, want ErrSecret", err)
+	for _, secret := range []string{
+		"whsec_***",
+		"whsec_MfKQ9", // 5 characters: no length of base64
+		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSwBr=", // one = of two
+		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw=",   // a = too many
+		"whsec_Mf KQ",
+	} {
+		if err := v.verify(v.header, v.body, secret); !errors.Is(err, webhook.ErrSecret) || errors.Is(err, webhook.ErrSignature) {
+			t.Errorf("%s: got %v, want ErrSecret", secret, err)
+		}
 	}
 	if webhook.Deferring(webhook.Stripe(0)).Retries() || !webhook.Stripe(0).Retries() || webhook.GitHub().Retries() {
 		t.Error("Retries")
@@ -435,8 +556,8 @@ func upperHex(t *testing.T, s string) string {
 }
 
 // TestOfficialParsing: each provider's signature header is parsed as the
-// provider's official verifier parses it (the package doc's
-// "Verification"), on the provider's own vector: a spelling of the same
+// provider's official verifier parses it (the notes at the top of this
+// file), on the provider's own vector: a spelling of the same
 // signature that verifier refuses is refused here (though Go's hex and
 // base64 decoders read it as the same bytes), and one it takes is taken.
 func TestOfficialParsing(t *testing.T) {

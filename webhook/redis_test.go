@@ -55,9 +55,13 @@ func TestStoreOutage(t *testing.T) {
 	if h := e.sink.last(); h == nil || !h.Local {
 		t.Errorf("hook %+v, want it stored and Local", h)
 	}
-	// 200/4 = 50 at this node's share, one taken.
+	// 200/4 = 50 at this node's share, one taken; the policy stays the
+	// fleet's (the package doc's "Store outage" says what a sender sees).
 	if got := a.header.Get("RateLimit"); got != `"hooks";r=49;t=1` {
 		t.Errorf("RateLimit %q, want this node's share: r=49", got)
+	}
+	if got := a.header.Get("RateLimit-Policy"); got != `"hooks";q=200;w=2` {
+		t.Errorf("RateLimit-Policy %q, want the fleet's: q=200", got)
 	}
 	if s := degraded.Stats(); s.Queued != 1 {
 		t.Errorf("stats %+v, want the commit queued", s)

@@ -12,7 +12,8 @@ import (
 // shopify-* headers Shopify also delivers; the event id is the delivery's
 // webhook id, which a retry repeats: the key "Webhooks delivery structure"
 // and the official libraries (@shopify/shopify-api, shopify_api) dedupe on
-// (the package doc's "Verification" says how each form is read). Not
+// (a delivery with Shopify-Hmac-Sha256 is read in that form only, as
+// @shopify/shopify-api reads it). Not
 // X-Shopify-Event-Id: the deliveries of one merchant action to several
 // subscriptions share it, and all but the first would be answered
 // Duplicate, and lost.

@@ -12,14 +12,15 @@ import (
 // StandardWebhooks returns the provider of the Standard Webhooks
 // specification (standardwebhooks.com; github.com/standard-webhooks,
 // spec/standard-webhooks.md), as Svix, Resend, Clerk and others send
-// them: webhook-id, webhook-timestamp (Unix seconds) and
-// webhook-signature, a space-separated list of "v1,BASE64", each the
-// HMAC-SHA256 of "ID.TIMESTAMP.BODY" under a secret "whsec_BASE64" (the
-// key is the decoded base64). A timestamp further than tolerance from now
-// is refused; a tolerance of 0 or less means DefaultTolerance. The event id is webhook-id,
-// which every attempt of one message repeats. Svix's own header names
-// (svix-id, svix-timestamp, svix-signature) are read when the webhook-*
-// ones are absent.
+// them. The headers are webhook-id, webhook-timestamp in Unix seconds,
+// and webhook-signature, a space-separated list of "v1,BASE64". Each is
+// the HMAC-SHA256 of "ID.TIMESTAMP.BODY" under a secret "whsec_BASE64":
+// the key is the decoded base64, with or without its = padding. A
+// timestamp further than tolerance from now is refused; a tolerance of 0
+// or less means DefaultTolerance. The event id is webhook-id, which every
+// attempt of one message repeats. Svix's own header names (svix-id,
+// svix-timestamp, svix-signature) are read when the webhook-* ones are
+// absent.
 //
 // Senders of the specification retry a delivery not answered 2xx on a
 // schedule (Svix: over about a day and a half): Retries is true, so a
@@ -34,9 +35,20 @@ func Svix(tolerance time.Duration) Provider {
 	return standard{name: "svix", tolerance: orDefault(tolerance)}
 }
 
-// whsec is a Standard Webhooks secret's key: the base64 after whsec_.
+// whsec is a Standard Webhooks secret's key: the standard base64 after
+// whsec_, with its = padding or without it. The reference Python library
+// pads the secret before decoding it
+// (libraries/python/standardwebhooks/webhooks.py), and the npm packages
+// standardwebhooks and svix decode it without padding: all give the same
+// key. A padding partly left out is refused, as the reference Go library
+// refuses it; that library refuses an unpadded secret too.
 func whsec(s string) ([]byte, bool) {
-	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, "whsec_"))
+	b64 := strings.TrimPrefix(s, "whsec_")
+	enc := base64.StdEncoding
+	if !strings.HasSuffix(b64, "=") {
+		enc = base64.RawStdEncoding
+	}
+	key, err := enc.DecodeString(b64)
 	return key, err == nil
 }
 

@@ -66,7 +66,8 @@ func (r retryAfter) String() string {
 // replies is the handler's one table from outcome to answer. name is
 // Outcome.String; outcome is the row's name in the package doc's table;
 // body is the text sent (a line); retry is the Retry-After the answer
-// carries.
+// carries, whose seconds the body then ends with ("retry after 30
+// seconds").
 var replies = [...]struct {
 	name    string
 	outcome string
@@ -91,9 +92,8 @@ var replies = [...]struct {
 	Duplicate:  {"duplicate", "Duplicate", 200, "duplicate: already stored", retryNone},
 	Pending: {"pending", "Pending", 409, "another delivery of this event is being stored: retry",
 		retryClaim},
-	RateLimited: {"rate_limited", "denied, new, Retries", 429,
-		"rate limited: retry after Retry-After", retryDenied},
-	Deferred: {"deferred", "denied, new, not Retries", 202, "accepted", retryNone},
+	RateLimited: {"rate_limited", "denied, new, Retries", 429, "rate limited: retry", retryDenied},
+	Deferred:    {"deferred", "denied, new, not Retries", 202, "accepted", retryNone},
 	OverBurst: {"over_burst", "ErrOverCapacity, Retries", 413, "body over the tenant's byte burst",
 		retryNone},
 	Invalid: {"invalid", "ErrInvalid: tenant, event id", 400,
@@ -106,7 +106,7 @@ var replies = [...]struct {
 
 // reply writes r: its status and body, with Retry-After when it is
 // Config.RetryAfter's (a 503), Allow for a 405, and the size for a 413
-// over MaxBody. The fields of package headers, when due, are set before.
+// over MaxBody. A body with a Retry-After ends with its seconds. The fields of package headers, when due, are set before.
 // A stored or deferred delivery is answered the provider's accept status
 // (Accepter). A reply of the provider's own (a Handshake's, an Ack's) is
 // own: its content type and body.
@@ -126,9 +126,16 @@ func (h *Handler) reply(w http.ResponseWriter, d *Delivery, r Outcome, own ...st
 		io.WriteString(w, own[1])
 		return
 	}
-	switch {
-	case a.retry == retryConfig:
+	if a.retry == retryConfig {
 		w.Header().Set("Retry-After", strconv.FormatInt(headers.RetryAfterSeconds(h.cfg.RetryAfter), 10))
+	}
+	if ra := w.Header().Get("Retry-After"); a.retry != retryNone && ra != "" {
+		body += " after " + ra + " second"
+		if ra != "1" {
+			body += "s"
+		}
+	}
+	switch {
 	case r == NotPost:
 		w.Header().Set("Allow", http.MethodPost)
 	case r == TooLarge:

@@ -239,3 +239,52 @@ func nopStore(t *testing.T) *fleetstore.Store {
 	t.Cleanup(func() { st.Close() })
 	return st
 }
+
+// TestRetryBodies: an answer with Retry-After says, in its body, the
+// seconds it says: a 429 over the limit, a 503 when the Sink fails, a 503
+// when the store is closed.
+func TestRetryBodies(t *testing.T) {
+	t.Parallel()
+	store := nopStore(t)
+	one := fleetstore.MustLimit(fleetstore.NewLimit(fleetstore.Hooks, 1, time.Hour, 1))
+	h, err := New(Config{
+		Store: store, Provider: acceptProvider{retries: true}, Limits: []fleetstore.Limit{one},
+		Secrets: func(string) ([]string, error) { return []string{"s"}, nil },
+		Tenant:  func(*http.Request, []byte) (string, error) { return "acme", nil },
+		Sink: SinkFunc(func(_ context.Context, h *Hook) error {
+			if string(h.Body) == "sink-fails" {
+				return errors.New("queue down")
+			}
+			return nil
+		}),
+		RetryAfter: 7 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(event string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(event)))
+		return w
+	}
+	send("evt-1")
+	for _, tt := range []struct {
+		event  string
+		status int
+		want   string
+		before func()
+	}{
+		{"evt-2", 429, "rate limited: retry after 3600 seconds\n", nil},
+		{"sink-fails", 503, "not stored: retry after 7 seconds\n", func() { store.Reset(context.Background(), "acme") }},
+		{"evt-3", 503, "store unavailable: retry after 7 seconds\n", func() { store.Close() }},
+	} {
+		if tt.before != nil {
+			tt.before()
+		}
+		w := send(tt.event)
+		if w.Code != tt.status || w.Body.String() != tt.want ||
+			!strings.Contains(tt.want, " "+w.Header().Get("Retry-After")+" ") {
+			t.Errorf("%s: %d %q, Retry-After %q; want %d %q", tt.event, w.Code, w.Body, w.Header().Get("Retry-After"), tt.status, tt.want)
+		}
+	}
+}

@@ -1,7 +1,7 @@
-// Package webhooktest builds webhook deliveries signed exactly as each
-// provider built into package webhook signs them, for tests: a test sends
-// the *http.Request to its handler (or to a server) and the provider's
-// Verify accepts it, as stripe-go's webhook.GenerateTestSignedPayload does
+// Package webhooktest builds test deliveries, each signed exactly as a
+// provider built into package webhook signs it. A test sends the
+// *http.Request to its handler or server, and the provider's Verify
+// accepts it. stripe-go's webhook.GenerateTestSignedPayload does the same
 // for Stripe.
 //
 //	req, err := webhooktest.GitHub(webhooktest.Delivery{
@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"time"
@@ -72,8 +73,16 @@ type Signer func(d Delivery) (*http.Request, error)
 
 // signers are the providers by webhook.Provider's Name.
 var signers = map[string]Signer{
-	"github": GitHub,
-	"stripe": Stripe,
+	"github":            GitHub,
+	"stripe":            Stripe,
+	"standard-webhooks": StandardWebhooks,
+	"svix":              Svix,
+	"shopify":           Shopify,
+	"slack":             Slack,
+	"twilio":            Twilio,
+	"discord":           Discord,
+	"paddle":            Paddle,
+	"linear":            Linear,
 }
 
 // Providers returns the names Sign knows, sorted: those of the providers
@@ -113,7 +122,7 @@ func GitHub(d Delivery) (*http.Request, error) {
 	}
 	return d.request(
 		"X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac(d.Secret, d.Body)),
-		"X-GitHub-Delivery", d.id(""))
+		"X-GitHub-Delivery", d.uuid())
 }
 
 // Stripe signs d as Stripe does (docs.stripe.com, "Verify webhook
@@ -135,9 +144,6 @@ func Stripe(d Delivery) (*http.Request, error) {
 // for a JSON body, else application/x-www-form-urlencoded (a form: Slack's
 // commands, Twilio's parameters).
 func (d Delivery) request(kv ...string) (*http.Request, error) {
-	if d.URL == "" {
-		return nil, errors.New("webhooktest: Delivery.URL is empty")
-	}
 	r, err := http.NewRequest(http.MethodPost, d.URL, bytes.NewReader(d.Body))
 	if err != nil {
 		return nil, fmt.Errorf("webhooktest: Delivery.URL: %w", err)
@@ -156,9 +162,16 @@ func (d Delivery) request(kv ...string) (*http.Request, error) {
 	return r, nil
 }
 
-// needSecret refuses an empty secret: the handler refuses it too
-// (webhook.ErrSecret), and a test signed with one proves nothing.
+// needSecret refuses a URL that is not absolute, and an empty secret: the
+// handler refuses that too (webhook.ErrSecret), and a test signed with one
+// proves nothing.
 func needSecret(d Delivery) error {
+	if d.URL == "" {
+		return errors.New("webhooktest: Delivery.URL is empty")
+	}
+	if u, err := url.Parse(d.URL); err != nil || u.Scheme == "" || u.Host == "" {
+		return fmt.Errorf("webhooktest: Delivery.URL %q is not an absolute URL", d.URL)
+	}
 	if d.Secret == "" {
 		return errors.New("webhooktest: Delivery.Secret is empty")
 	}
@@ -170,9 +183,27 @@ func (d Delivery) id(prefix string) string {
 	if d.ID != "" {
 		return d.ID
 	}
+	return prefix + hex.EncodeToString(random())
+}
+
+// uuid is d.ID, else a random UUID (version 4), as GitHub, Shopify,
+// Twilio and Linear spell their delivery ids.
+func (d Delivery) uuid() string {
+	if d.ID != "" {
+		return d.ID
+	}
+	b := random()
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b)
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// random is 16 random bytes.
+func random() []byte {
 	b := make([]byte, 16)
 	rand.Read(b) // never fails (crypto/rand)
-	return prefix + hex.EncodeToString(b)
+	return b
 }
 
 // at is d.Time, else now.
