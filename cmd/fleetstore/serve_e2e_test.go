@@ -366,7 +366,7 @@ sink:
 
 	// The sinks and the conflicts the access logs report.
 	inSinks, deferred, conflicts := map[string]int{}, map[string]bool{}, map[string]int{}
-	totalConflicts := 0
+	totalConflicts, accessLines := 0, 0
 	for _, n := range fleet {
 		for _, line := range readLines(t, filepath.Join(n.dir, "hooks.jsonl")) {
 			var r hookRecord
@@ -387,6 +387,9 @@ sink:
 			}
 			if err := json.Unmarshal([]byte(line), &l); err != nil {
 				t.Fatalf("%s's access log: %v", n.name, err)
+			}
+			if l.Msg == "delivery" {
+				accessLines++
 			}
 			if l.Msg == "conflict" {
 				conflicts[l.Provider+"/"+l.Tenant+"/"+l.EventID]++
@@ -422,6 +425,9 @@ sink:
 	}
 	if totalConflicts == 0 || float64(totalConflicts) != conflictsScraped {
 		t.Errorf("conflicts: %d in the access logs, %v scraped; want the same, at least one", totalConflicts, conflictsScraped)
+	}
+	if accessLines != len(log) {
+		t.Errorf("%d access-log lines of deliveries, want one per delivery: %d", accessLines, len(log))
 	}
 	t.Logf("%d deliveries, %d events stored, %d conflicts", len(log), len(inSinks), totalConflicts)
 }

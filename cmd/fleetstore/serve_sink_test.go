@@ -238,32 +238,18 @@ func (s *slowSink) Store(ctx context.Context, h *webhook.Hook) error {
 // draining; serve returns 0.
 func TestServeShutdown(t *testing.T) {
 	t.Setenv("ACME_GH", "acme-secret")
-	dir := t.TempDir()
-	sinkPath := filepath.Join(dir, "hooks.jsonl")
-	path := writeConfig(t, strings.Replace(goodConfig, "store:", "listen: 127.0.0.1:0\nsink: {file: {path: "+sinkPath+"}}\nstore:", 1))
-	cfg, err := loadConfig(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr syncBuffer
-	s, err := startServer(cfg, path, io.Discard, &stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sinkPath := filepath.Join(t.TempDir(), "hooks.jsonl")
+	p := startInProcess(t, strings.Replace(goodConfig, "store:",
+		"listen: 127.0.0.1:0\nsink: {file: {path: "+sinkPath+"}}\nstore:", 1))
+	s, url := p.s, p.url
 	slow := &slowSink{sink: s.sink, entered: make(chan struct{}, 1), release: make(chan struct{})}
 	s.sink = slow
-	mux, err := s.endpoints(cfg)
+	mux, err := s.endpoints(s.cfg.Load())
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.mux.Store(mux)
-	var l struct{ Addr string }
-	_ = json.Unmarshal([]byte(strings.SplitN(stderr.String(), "\n", 2)[0]), &l)
-	url := "http://" + l.Addr
-
-	ctx, cancel := context.WithCancel(context.Background())
 	code := make(chan int, 1)
-	go func() { code <- s.run(ctx) }()
 	status := make(chan int, 1)
 	go func() {
 		req, _ := webhooktestGitHub(url+"/hooks/github/acme", "acme-secret", "in-flight")
@@ -276,7 +262,7 @@ func TestServeShutdown(t *testing.T) {
 		status <- resp.StatusCode
 	}()
 	<-slow.entered
-	cancel()
+	go func() { code <- p.stop() }()
 	deadline := time.Now().Add(10 * time.Second)
 	for !s.draining.Load() && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
