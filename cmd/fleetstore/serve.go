@@ -272,7 +272,15 @@ func (s *server) reload() {
 	cur := s.cfg.Load()
 	next, err := loadConfig(s.path)
 	if err == nil {
-		if field := restartField(&cur.file, &next.file); field != "" {
+		field := restartField(&cur.file, &next.file)
+		switch {
+		case field != "":
+		case cur.storeURL != next.storeURL: // a file: ref whose content changed
+			field = "store.url"
+		case cur.sinkURL != next.sinkURL:
+			field = "sink.redis.url"
+		}
+		if field != "" {
 			err = &configError{file: s.path, field: field, why: "changed: it needs a restart"}
 		}
 	}
