@@ -175,7 +175,8 @@ func (s sent) key() string { return s.provider + "/" + s.tenant + "/" + s.id }
 // TestServeFleetThroughOutage is the issue's end-to-end run: three serve
 // nodes on one redis-server, signed deliveries (fresh, redelivered to the
 // other nodes, a burst over a plan, forged), the store killed (SIGKILL)
-// and restarted mid-run. Every delivery answered 2xx is in a sink once,
+// and restarted mid-run, one node stopped during the outage and started
+// again after it. Every delivery answered 2xx is in a sink once,
 // or once more per conflict the replay reported for it; nothing forged
 // or refused is stored; /readyz and /metrics show the outage and its end;
 // every node stops on SIGTERM with exit status 0.
@@ -190,7 +191,10 @@ func TestServeFleetThroughOutage(t *testing.T) {
 		env = append(env, k+"="+v)
 	}
 	const nodes = 3
-	var fleet []*serveNode
+	var (
+		fleet   []*serveNode
+		configs []string
+	)
 	for i := range nodes {
 		dir := t.TempDir()
 		path := writeConfig(t, fmt.Sprintf(`listen: 127.0.0.1:0
@@ -220,6 +224,7 @@ sink:
   file: {path: %s}
 `, i, filepath.Join(dir, "access.log"), redis.URL(), nodes, filepath.Join(dir, "outbox"),
 			filepath.Join(dir, "hooks.jsonl")))
+		configs = append(configs, path)
 		fleet = append(fleet, startServe(t, fmt.Sprintf("node-%d", i), path, dir, env...))
 	}
 
@@ -321,11 +326,20 @@ sink:
 		}
 	}
 
+	// Node 0 stopped (SIGTERM) while the store is out: it exits 0, its
+	// outbox on disk.
+	fleet[0].stop(t)
+	if left, _ := os.ReadDir(filepath.Join(fleet[0].dir, "outbox")); len(left) == 0 {
+		t.Error("node 0 stopped during the outage: its outbox directory is empty")
+	}
+
 	// The store back (its append-only file kept the commits made before):
-	// each node replays its outbox and decides shared again.
+	// each node replays its outbox and decides shared again, node 0 once
+	// started again on its directory.
 	if err := redis.Restart(); err != nil {
 		t.Fatal(err)
 	}
+	fleet[0] = startServe(t, "node-0 again", configs[0], fleet[0].dir, env...)
 	deadline := time.Now().Add(30 * time.Second)
 	for i, n := range fleet {
 		for {
@@ -341,7 +355,7 @@ sink:
 		if g := n.metric(t, `fleetstore_client_degraded\w*`); g != 0 {
 			t.Errorf("node %d after the outage: the degraded gauge scrapes %v, want 0", i, g)
 		}
-		if o := n.metric(t, `fleetstore_client_outages\w*`); o != 1 {
+		if o := n.metric(t, `fleetstore_client_outages\w*`); o != 1 && i != 0 { // node 0's process is new
 			t.Errorf("node %d after the outage: the outages counter scrapes %v, want 1", i, o)
 		}
 	}
