@@ -186,8 +186,9 @@ func (e *configError) Error() string {
 }
 
 var (
-	yamlType = regexp.MustCompile(` in type [\w.]+`)
-	yamlLine = regexp.MustCompile(`^line (\d+): `)
+	yamlType  = regexp.MustCompile(` in type [\w.]+|main\.`)
+	yamlValue = regexp.MustCompile("`[^`]*`") // a value quoted: it may be a secret pasted in
+	yamlLine  = regexp.MustCompile(`^line (\d+): `)
 )
 
 // loadConfig reads, checks and resolves the config file at path. Its
@@ -221,7 +222,7 @@ func loadConfig(path string) (*serveConfig, error) {
 }
 
 // yamlError is a YAML parse or decode error as a configError: its first
-// problem, with its line, the Go type names cut.
+// problem, with its line, the Go type names and the value cut.
 func yamlError(path string, err error) error {
 	msg := err.Error()
 	var te *yaml.TypeError
@@ -230,6 +231,7 @@ func yamlError(path string, err error) error {
 	}
 	msg = strings.TrimPrefix(msg, "yaml: ")
 	msg = yamlType.ReplaceAllString(msg, "")
+	msg = yamlValue.ReplaceAllString(msg, "a value")
 	ce := &configError{file: path, why: msg}
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		ce.line, _ = strconv.Atoi(m[1])

@@ -50,6 +50,7 @@ func TestConfigRefused(t *testing.T) {
 		want           string // "LINE: FIELD: WHY" after the file's name
 	}{
 		{"unknown plan", "plan: free", "plan: gold", `:8: tenants.acme.plan: no plan "gold" (plans: free)`},
+		{"a secret in a tenant's place", "  acme:\n    plan: free", "  acme: gh-literal-secret\n  other:\n    plan: free", `:7: cannot unmarshal !!str a value into`},
 		{"unknown field", "  url: memory://", "  url: memory://\n  urls: x", `:3: unknown field urls`},
 		{"yaml syntax", "    - {kind: hooks, n: 2, burst: 3}", "    - {kind: hooks, n: 2, burst: 3", `did not find expected ',' or '}'`},
 		{"a literal secret", "github: env:ACME_GH", "github: gh-literal-secret", `:10: tenants.acme.secrets.github[0]: want env:NAME or file:PATH`},

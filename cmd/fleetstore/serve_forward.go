@@ -128,8 +128,9 @@ func (f *forwarder) run(ctx context.Context) {
 	failing := false
 	for {
 		names, err := spooled(f.dir)
-		if err != nil {
-			f.log.Error("spool unreadable", zap.String("dir", f.dir), zap.Error(err))
+		if err != nil && !failing {
+			failing = true
+			f.log.Warn("forwarding failing", zap.Error(err), zap.Int64("spooled", f.Depth()))
 		}
 		for _, name := range names {
 			for {
