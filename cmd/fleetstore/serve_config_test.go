@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -141,4 +143,31 @@ func TestConfigExamples(t *testing.T) {
 
 func webhooktestGitHub(url, secret, id string) (*http.Request, error) {
 	return webhooktest.GitHub(webhooktest.Delivery{URL: url, Body: []byte(`{"zen":"test"}`), Secret: secret, ID: id})
+}
+
+// TestLibraryDependencies: the library's module (the root's packages and
+// its drivers, as a user imports them) builds no YAML, OpenTelemetry or
+// Prometheus package: serve's dependencies stay in this module.
+func TestLibraryDependencies(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	cmd := exec.Command(gobin, "list", "-deps", "./...")
+	cmd.Dir = filepath.Join("..", "..")
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps in the root: %v", err)
+	}
+	pkgs := strings.Fields(string(out))
+	if !slices.Contains(pkgs, "github.com/fleetstore/fleetstore/drivers/redis") {
+		t.Fatalf("go list -deps in the root lists no driver: %d packages", len(pkgs))
+	}
+	for _, p := range pkgs {
+		if strings.Contains(p, "yaml") || strings.HasPrefix(p, "go.opentelemetry.io/") ||
+			strings.HasPrefix(p, "github.com/prometheus/") || strings.HasPrefix(p, "github.com/fleetstore/fleetstore/cmd/") {
+			t.Errorf("the library's module builds %s", p)
+		}
+	}
 }
