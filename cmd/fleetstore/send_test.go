@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // inProcess is serve started in this process by startInProcess.
@@ -119,5 +122,64 @@ func TestAdminListen(t *testing.T) {
 		if resp.StatusCode != tt.want {
 			t.Errorf("GET %s: %d, want %d", tt.url, resp.StatusCode, tt.want)
 		}
+	}
+}
+
+// TestServeHTTPSink: serve with the http sink and an endpoint of one
+// tenant: a delivery reaches the application with its body, its
+// provider's headers and the event id in a header; /readyz counts the
+// hooks spooled while the application refuses them.
+func TestServeHTTPSink(t *testing.T) {
+	t.Setenv("ACME_GH", "acme-secret")
+	var (
+		refuse atomic.Bool
+		got    = make(chan *http.Request, 10)
+		bodies = make(chan string, 10)
+	)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if refuse.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		got <- r
+		bodies <- string(b)
+	}))
+	defer app.Close()
+	text := strings.Replace(goodConfig, "store:", "listen: 127.0.0.1:0\nsink: {http: {url: "+app.URL+
+		", spool_dir: "+filepath.Join(t.TempDir(), "spool")+", event_id_header: X-Event, max_backoff: 50ms}}\nstore:", 1)
+	text = strings.Replace(text, "path: /hooks/github/{tenant}", "path: /github\n    tenant: acme", 1)
+	p := startInProcess(t, text)
+	req, err := webhooktestGitHub(p.url+"/github", "acme-secret", "e-http")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("delivery: %v, %v", resp, err)
+	}
+	resp.Body.Close()
+	select {
+	case r := <-got:
+		if b := <-bodies; b != `{"zen":"test"}` || r.Header.Get("X-Event") != "e-http" ||
+			r.Header.Get("X-Hub-Signature-256") != req.Header.Get("X-Hub-Signature-256") ||
+			r.Header.Get(tenantHeader) != "acme" {
+			t.Errorf("forwarded: body %q, header %v", b, r.Header)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("nothing forwarded in 20s")
+	}
+	refuse.Store(true)
+	for _, id := range []string{"e2", "e3"} {
+		req, _ := webhooktestGitHub(p.url+"/github", "acme-secret", id)
+		if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("delivery %s: %v, %v", id, resp, err)
+		}
+	}
+	rec := httptest.NewRecorder()
+	p.s.readyz(rec, httptest.NewRequest("GET", "/readyz", nil))
+	var r readiness
+	if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil || r.Spool != 2 {
+		t.Errorf("/readyz with the application refusing: %s, %v; want spool 2", rec.Body.String(), err)
 	}
 }

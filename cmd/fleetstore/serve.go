@@ -382,6 +382,7 @@ func (s *server) delivered(d *webhook.Delivery) {
 		zap.Bool("local", d.Local), zap.Time("received", d.Received),
 		zap.Float64("hit_ms", ms(d.Hit)), zap.Float64("sink_ms", ms(d.Sink)),
 		zap.Float64("settle_ms", ms(d.Settle)),
+		zap.Float64("total_ms", ms(time.Since(d.Received))), // OnDelivery is called once the answer is written
 	}
 	if len(d.NearLimit) > 0 {
 		fields = append(fields, zap.Any("near_limit", d.NearLimit))
