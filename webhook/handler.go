@@ -84,59 +84,75 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, d *Delivery) {
+	if body, plan, ok := h.admit(w, r, d); ok {
+		h.decide(w, r, d, body, plan)
+	}
+}
+
+// admit takes a delivery as far as the Store: its body read, its tenant
+// named, its signature verified, a handshake answered, its event named,
+// its tenant's plan checked. ok is false when it answered the delivery.
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request, d *Delivery) (
+	body []byte, plan fleetstore.Plan, ok bool) {
+	refuse := func(o Outcome) ([]byte, fleetstore.Plan, bool) {
+		h.reply(w, d, o)
+		return nil, nil, false
+	}
 	if r.Method != http.MethodPost {
-		h.reply(w, d, NotPost)
-		return
+		return refuse(NotPost)
 	}
 	body, rep := h.read(w, r)
 	if rep != noOutcome {
-		h.reply(w, d, rep)
-		return
+		return refuse(rep)
 	}
 	tenant, err := h.cfg.Tenant(r, body)
 	if err != nil {
-		h.reply(w, d, UnknownTenant)
-		return
+		return refuse(UnknownTenant)
 	}
 	d.Tenant = tenant
 	if rep := h.verify(r, body, tenant, d.Received); rep != noOutcome {
-		h.reply(w, d, rep)
-		return
+		return refuse(rep)
 	}
 	if reply, ct, ok := handshake(h.cfg.Provider, r.Header, body); ok {
 		h.reply(w, d, Handshake, ct, string(reply))
-		return
+		return nil, nil, false
 	}
 	event, err := h.cfg.Provider.EventID(r.Header, body)
 	if err != nil {
-		h.reply(w, d, NoEvent)
-		return
+		return refuse(NoEvent)
 	}
 	d.EventID = event
-	plan := h.cfg.Limits
+	plan = h.cfg.Limits
 	if h.cfg.Plan != nil {
 		plan = h.cfg.Plan(tenant)
 		if err := plan.Check(); err != nil {
 			h.planning.set(h.log, msgPlan, zap.Error(err))
-			h.reply(w, d, PlanInvalid)
-			return
+			return refuse(PlanInvalid)
 		}
 		h.planning.clear(h.log, "webhook: plans usable again")
 	}
+	return body, plan, true
+}
+
+// decide makes the admitted delivery's hook and claim, has one Hit charge
+// plan and claim the event, and answers its decision: a denial through
+// refused, a failure through hitFailed, any other through answer.
+func (h *Handler) decide(w http.ResponseWriter, r *http.Request, d *Delivery, body []byte,
+	plan fleetstore.Plan) {
 	hook := &Hook{
-		ID: h.cfg.NewHookID(), Tenant: tenant, Source: h.cfg.Provider.Name(), EventID: event,
+		ID: h.cfg.NewHookID(), Tenant: d.Tenant, Source: h.cfg.Provider.Name(), EventID: d.EventID,
 		Header: r.Header, Body: body, Received: d.Received,
 	}
 	d.HookID = hook.ID
 	claim := fleetstore.Claim{
-		Tenant: tenant, SourceID: hook.Source, Key: event, HookID: hook.ID, Node: h.cfg.Node,
+		Tenant: d.Tenant, SourceID: hook.Source, Key: d.EventID, HookID: hook.ID, Node: h.cfg.Node,
 		TTL: h.cfg.TTL, PendingTTL: h.cfg.PendingTTL,
 	}
 	if h.cfg.ClaimBody {
 		claim.Key = bodyKey(body)
 	}
 	var buf [fleetstore.MaxCharges]fleetstore.Charge
-	charges := plan.Charges(buf[:0], tenant, int64(len(body)))
+	charges := plan.Charges(buf[:0], d.Tenant, int64(len(body)))
 
 	start := time.Now()
 	res, err := h.cfg.Store.Hit(r.Context(), charges, &claim)
@@ -152,15 +168,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, d *Delivery) {
 	}
 	denied := err == nil && res.Outcome == fleetstore.RateLimited ||
 		errors.Is(err, fleetstore.ErrOverCapacity) && !h.cfg.Provider.Retries()
-	if denied {
+	switch {
+	case denied:
 		h.refused(w, r, d, plan, res, hook, claim)
-		return
-	}
-	if err != nil {
+	case err != nil:
 		h.hitFailed(w, d, err)
-		return
+	default:
+		h.answer(w, r, d, plan, res, hook, claim)
 	}
-	h.answer(w, r, d, plan, res, hook, claim)
 }
 
 // nearLimit adds to d.NearLimit the kinds whose bucket res's charges took

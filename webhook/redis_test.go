@@ -67,4 +67,20 @@ func TestStoreOutage(t *testing.T) {
 		t.Errorf("stats %+v, want the commit queued", s)
 	}
 	e.send(e.delivery("acme", "g-1", "{}")).want(t, "the same delivery again, degraded", http.StatusOK)
+
+	// Over this node's share (1/s burst 8 is 0.25/s burst 2 here):
+	// Retry-After is this node's wait, 4s; t, in the fleet's units, says 1.
+	slow := fleetstore.MustLimit(fleetstore.PerSecond(fleetstore.Hooks, 1, 8))
+	e = newEdge(t, degraded, webhook.Stripe(0), []fleetstore.Limit{slow})
+	var a429 answer
+	for range 3 {
+		ev := randomEvent("evt_")
+		a429 = e.send(e.delivery("slow", ev, stripeEvent(ev)))
+	}
+	a429.want(t, "the third over this node's share of a burst of 8", http.StatusTooManyRequests)
+	if a429.header.Get("Retry-After") != "4" || a429.header.Get("RateLimit") != `"hooks";r=0;t=1` ||
+		a429.header.Get("RateLimit-Policy") != `"hooks";q=8;w=8` {
+		t.Errorf("Retry-After %q, RateLimit %q, RateLimit-Policy %q; want 4, r=0;t=1, q=8;w=8",
+			a429.header.Get("Retry-After"), a429.header.Get("RateLimit"), a429.header.Get("RateLimit-Policy"))
+	}
 }

@@ -57,18 +57,25 @@ type Delivery struct {
 	// ID is the event id of the providers that carry it in a header —
 	// GitHub's X-GitHub-Delivery, Standard Webhooks' webhook-id, Shopify's
 	// Webhook-Id, Twilio's I-Twilio-Idempotency-Token, Linear-Delivery; ""
-	// means a random one (a new event). The others carry theirs in the
-	// body, which is sent as it is; ID is then ignored.
+	// means a random one (a new event). Standard Webhooks signs it; the
+	// others named here do not, so a test may send one signed delivery
+	// under several ids (webhook's package doc, "Replay"). The other
+	// providers carry their event id in the body, and ID is ignored.
 	ID string
 	// Time is when the delivery is signed, for the providers that sign a
 	// timestamp; the zero Time means time.Now().
 	Time time.Time
 	// Header holds more header fields to send, set after the signature's
-	// (X-GitHub-Event, X-Shopify-Topic, …); nil for none.
+	// (X-GitHub-Event, X-Shopify-Topic, …); nil for none. A field of the
+	// signature's own name replaces it: a forged delivery.
 	Header http.Header
 }
 
-// Signer builds the signed request of one provider from d.
+// Signer builds the signed request of one provider from d: a POST to
+// d.URL, ready for an http.Client or a handler's ServeHTTP. Its errors
+// name the Delivery field at fault and quote no secret: a URL empty or not
+// absolute, a secret empty or not of the provider's form (Standard
+// Webhooks, Discord), a body Twilio cannot sign.
 type Signer func(d Delivery) (*http.Request, error)
 
 // signers are the providers by webhook.Provider's Name.
@@ -103,8 +110,8 @@ var ErrUnknownProvider = errors.New("webhooktest: unknown provider")
 // Sign builds d signed as the built-in provider named provider
 // (webhook.Provider's Name: "github", "stripe", "standard-webhooks",
 // "svix", "shopify", "slack", "twilio", "discord", "paddle", "linear")
-// signs it. An unknown name is ErrUnknownProvider; other errors are those
-// of the provider's function.
+// signs it; "shopify" is Shopify's X-Shopify-* form. An unknown name is
+// ErrUnknownProvider; other errors are those of the provider's function.
 func Sign(provider string, d Delivery) (*http.Request, error) {
 	s, ok := signers[provider]
 	if !ok {

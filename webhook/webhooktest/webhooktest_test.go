@@ -361,3 +361,21 @@ func TestBadSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestHeader: Delivery.Header is sent, after the signature's fields: one
+// of the signature's name replaces it, and the delivery is then refused.
+func TestHeader(t *testing.T) {
+	t.Parallel()
+	d := webhooktest.Delivery{URL: "http://127.0.0.1/hooks", Body: []byte(`{}`), Secret: "s",
+		Header: http.Header{"X-Github-Event": {"ping"}}}
+	r, err := webhooktest.GitHub(d)
+	if err != nil || r.Header.Get("X-GitHub-Event") != "ping" {
+		t.Fatalf("X-GitHub-Event %q, %v; want ping", r.Header.Get("X-GitHub-Event"), err)
+	}
+	d.Header.Set("X-Hub-Signature-256", "sha256="+strings.Repeat("0", 64))
+	r, _ = webhooktest.GitHub(d)
+	err = webhook.GitHub().Verify(r.Header, d.Body, []string{"s"}, time.Now())
+	if !errors.Is(err, webhook.ErrSignature) {
+		t.Errorf("a signature replaced by Delivery.Header: %v, want ErrSignature", err)
+	}
+}
