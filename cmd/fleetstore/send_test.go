@@ -169,6 +169,12 @@ func TestServeHTTPSink(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("nothing forwarded in 20s")
 	}
+	// The first hook's file is removed once the application's 2xx is read.
+	for deadline := time.Now().Add(20 * time.Second); p.s.spool.Depth() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("spool %d 20s after the application took the hook", p.s.spool.Depth())
+		}
+	}
 	refuse.Store(true)
 	for _, id := range []string{"e2", "e3"} {
 		req, _ := webhooktestGitHub(p.url+"/github", "acme-secret", id)

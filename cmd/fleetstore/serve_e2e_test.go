@@ -201,7 +201,7 @@ func TestServeFleetThroughOutage(t *testing.T) {
 node: node-%d
 access_log: %s
 store:
-  url: %s/0
+  url: %s/0?timeout=1s
 degraded:
   nodes: %d
   outbox_dir: %s
