@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/fleetstore/fleetstore/webhook/webhooktest"
 	"time"
 )
 
@@ -187,5 +189,68 @@ func TestServeHTTPSink(t *testing.T) {
 	var r readiness
 	if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil || r.Spool != 2 {
 		t.Errorf("/readyz with the application refusing: %s, %v; want spool 2", rec.Body.String(), err)
+	}
+}
+
+// TestEndpointOptions: an endpoint's claim_body, max_body and defer reach
+// its handler: the same GitHub body under a new event id is a Duplicate,
+// a body over max_body is 413, and Stripe deliveries over the plan are
+// stored deferred (202) instead of refused 429.
+func TestEndpointOptions(t *testing.T) {
+	t.Setenv("ACME_GH", "acme-secret")
+	t.Setenv("ACME_STRIPE", "whsec_acme")
+	sinkPath := filepath.Join(t.TempDir(), "hooks.jsonl")
+	text := strings.Replace(goodConfig, "store:", "listen: 127.0.0.1:0\nsink: {file: {path: "+sinkPath+"}}\nstore:", 1)
+	text = strings.Replace(text, "memory://", "memory://endpoint-options", 1)
+	text = strings.Replace(text, "n: 2, burst: 3", "n: 1, per: 1h, burst: 3", 1)
+	text = strings.Replace(text, "github: env:ACME_GH", "{github: env:ACME_GH, stripe: env:ACME_STRIPE}", 1)
+	text = strings.Replace(text, "    provider: github\n", "    provider: github\n    claim_body: true\n    max_body: 64\n"+
+		"  - {path: \"/hooks/stripe/{tenant}\", provider: stripe, defer: true}\n", 1)
+	p := startInProcess(t, text)
+	deliver := func(provider, id, body string) int {
+		t.Helper()
+		req, err := webhooktest.Sign(provider, webhooktest.Delivery{URL: p.url + "/hooks/" + provider + "/acme",
+			Body: []byte(body), Secret: map[string]string{"github": "acme-secret", "stripe": "whsec_acme"}[provider], ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tt := range []struct {
+		provider, id, body string
+		want               int
+	}{
+		{"github", "g1", `{"zen":"a"}`, 202},
+		{"github", "g2", `{"zen":"a"}`, 200}, // claim_body: the same body is the same event
+		{"github", "g3", `{"zen":"` + strings.Repeat("b", 64) + `"}`, 413},
+		// The plan's burst of 3 an hour is spent within these: the rest
+		// are deferred, not 429.
+		{"stripe", "", `{"id":"evt_1"}`, 202},
+		{"stripe", "", `{"id":"evt_2"}`, 202},
+		{"stripe", "", `{"id":"evt_3"}`, 202},
+		{"stripe", "", `{"id":"evt_4"}`, 202},
+	} {
+		if got := deliver(tt.provider, tt.id, tt.body); got != tt.want {
+			t.Errorf("%s %s: %d, want %d", tt.provider, tt.body, got, tt.want)
+		}
+	}
+	p.stop()
+	var deferred []string
+	for _, line := range readLines(t, sinkPath) {
+		var r hookRecord
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Deferred {
+			deferred = append(deferred, r.EventID)
+		}
+	}
+	if len(deferred) < 2 || deferred[len(deferred)-1] != "evt_4" || deferred[len(deferred)-2] != "evt_3" {
+		t.Errorf("deferred in the sink: %v, want the last ones, evt_3 and evt_4 among them", deferred)
 	}
 }
