@@ -12,9 +12,15 @@ GO ?= go
 PKGS ?= ./...
 # Modules of their own, which the root's ./... does not enter, tested,
 # vetted and benchmarked with it: fleetotel (OpenTelemetry, kept out of the
-# library's dependencies) and bench/ (make compare's commands; its
-# benchmarks against a server are make compare, not make bench).
-MODULES ?= fleetotel bench
+# library's dependencies), bench/ (make compare's commands; its
+# benchmarks against a server are make compare, not make bench) and
+# cmd/fleetstore (the command: serve's YAML, Prometheus and sinks, kept out
+# of the library's dependencies too).
+MODULES ?= fleetotel bench cmd/fleetstore
+# Each module is built from its own go.mod, as its users build it: the
+# root's go.work (which lets `go run ./cmd/fleetstore` work from the root)
+# is not used here.
+export GOWORK = off
 
 .PHONY: test servers fmt vet bench check compare
 
@@ -110,7 +116,7 @@ bench:
 
 # The contract checked against FLEETSTORE_URL (default memory://).
 check:
-	$(GO) run ./cmd/fleetstore check
+	cd cmd/fleetstore && $(GO) run . check
 
 # fleetstore side by side with redis_rate, throttled and a plain PING
 # (bench/, its own module): starts redis-server on a free loopback port,

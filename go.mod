@@ -3,14 +3,12 @@ module github.com/fleetstore/fleetstore
 go 1.26.8
 
 require (
-	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/bradfitz/gomemcache v0.0.0-20260422231931-4d751bb6e37c
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/valkey-io/valkey-go v1.0.79
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 	golang.org/x/sys v0.50.0
-	golang.org/x/term v0.48.0
 )
 
 require (

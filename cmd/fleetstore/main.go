@@ -1,8 +1,10 @@
-// Command fleetstore checks a store against the contract and measures it
-// under a webhook-edge load.
+// Command fleetstore runs a webhook receiver from a config file, checks a
+// store against the contract and measures it under a webhook-edge load.
 //
 //	fleetstore check [flags] [URL]   run every clause of CONTRACT.md
 //	fleetstore bench [flags] [URL]   drive Hit → Commit and print latencies
+//	fleetstore serve [-config FILE]  run the webhook receiver of a config file
+//	fleetstore send [flags] [BODY]   send one delivery signed as a provider signs it
 //	fleetstore version               the build's module version and commit
 //	fleetstore help [command]        the usage, or a command's flags
 //
@@ -14,7 +16,52 @@
 // clause failed, bench's error share above -max-errors); 2 bad flags,
 // arguments or URL; 3 the store could not be reached or refused the ping
 // (check's or bench's Ping failed, every call of a bench run failed); 130
-// interrupted (Ctrl-C).
+// interrupted (Ctrl-C). serve: 0 after a graceful stop (SIGTERM, Ctrl-C);
+// 2 a config file refused; 3 the store, the sink or a listener could not
+// be opened.
+//
+// # serve's config file
+//
+// YAML, one file for every node of a fleet (examples/fleetstore.yaml,
+// examples/fleet.yaml). A field not listed here is refused. No secret is
+// written in it: a secret, or a URL with a password, is a ref,
+// "env:NAME" (an environment variable) or "file:PATH" (a file's content
+// without its trailing newline), read at start and at each reload.
+//
+//	listen            the endpoints' address (default 127.0.0.1:8080)
+//	admin_listen      /metrics, /healthz and /readyz's, when apart
+//	node              this node's name in its claims (default the host name)
+//	access_log        stdout (default), stderr, off, or a file
+//	shutdown_timeout  how long deliveries in flight get at a stop (30s)
+//	store.url         the store's URL (any driver), or a ref to it
+//	degraded          nodes (the fleet's size), outbox_dir: the degraded mode
+//	plans.NAME        a list of limits: {kind, n, per (1s), burst, shadow}
+//	                  or {kind, bytes_per_second, burst_bytes}; 64KiB, 8MiB
+//	tenants.NAME      plan, and secrets: provider -> a ref, or a list of
+//	                  refs while rotating
+//	endpoints         a list of {path, provider}: the tenant is the path's
+//	                  {tenant}, or the endpoint's tenant; also tolerance,
+//	                  claim_body, defer, max_body, public_url (Twilio)
+//	sink              one of file {path, max_bytes, keep} (the default:
+//	                  fleetstore-hooks.jsonl), redis {url, stream,
+//	                  max_len}, http {url, spool_dir, event_id_header,
+//	                  timeout, max_backoff}
+//
+// The file sink appends a JSON line per hook, fsynced before the sender is
+// answered, and renames the file PATH.TIMESTAMP past max_bytes. The redis
+// sink XADDs each hook to the stream. The http sink spools each hook to a
+// file, fsynced, then POSTs it to the application with its body and
+// headers, the event id in event_id_header (default Fleetstore-Event-Id),
+// until it answers 2xx, retrying with backoff: at least once.
+//
+// SIGHUP reloads tenants, plans, secrets and endpoints. A change to any
+// other field needs a restart: the reload is refused and logged, and the
+// running config kept. /readyz answers 200 with
+// {"ready","degraded","outbox","outages","spool"}, or 503 while stopping;
+// a degraded node is ready (it decides at its share of every limit).
+// Each replayed commit that met another hook's claim is an access-log
+// line "conflict": one event stored twice, for the application to
+// reconcile.
 package main
 
 import (
@@ -52,6 +99,8 @@ const usage = `usage: fleetstore <command> [flags] [URL]
 commands:
   check     run every clause of the contract against the store
   bench     drive a webhook-edge load (Hit → Commit) and print latencies
+  serve     run the webhook receiver a config file describes
+  send      send one signed test delivery to an endpoint
   version   print the build's module version, commit and Go version
   help      print this, or "fleetstore help <command>" for its flags
 
@@ -68,8 +117,13 @@ exit status:
   130  interrupted (Ctrl-C)
 `
 
+// signalsCaught is called once main catches SIGINT and SIGTERM: a test
+// seam (TestCtrlC signals the process only then).
+var signalsCaught = func() {}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	signalsCaught()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -88,6 +142,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runCheck(ctx, rest, stdout, stderr)
 	case "bench":
 		return runBench(ctx, rest, stdout, stderr)
+	case "serve":
+		return runServe(ctx, rest, stdout, stderr)
+	case "send":
+		return runSend(ctx, rest, os.Stdin, stdout, stderr)
 	case "version":
 		if len(rest) > 0 {
 			fmt.Fprintf(stderr, "fleetstore version: takes no arguments, got %d\n", len(rest))
@@ -100,7 +158,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case len(rest) == 0:
 			fmt.Fprint(stdout, usage)
 			return exitOK
-		case len(rest) == 1 && (rest[0] == "check" || rest[0] == "bench"):
+		case len(rest) == 1 && (rest[0] == "check" || rest[0] == "bench" || rest[0] == "serve" || rest[0] == "send"):
 			return run(ctx, []string{rest[0], "-h"}, stdout, stderr)
 		case len(rest) == 1 && rest[0] == "version":
 			fmt.Fprintln(stdout, "usage: fleetstore version\n\nPrints the module version, "+
@@ -112,12 +170,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "fleetstore help: takes at most one command, got %d arguments "+
 				"(fleetstore help bench)\n", len(rest))
 		} else {
-			fmt.Fprintln(stderr, "fleetstore help: no command of that name (want check, bench or version)")
+			fmt.Fprintln(stderr, "fleetstore help: no command of that name (want check, bench, serve, send or version)")
 		}
 		return exitUsage
 	default:
 		// The command is not echoed: a URL given first would be.
-		fmt.Fprintln(stderr, "fleetstore: unknown command (want check, bench, version or help)")
+		fmt.Fprintln(stderr, "fleetstore: unknown command (want check, bench, serve, send, version or help)")
 		return exitUsage
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,8 +18,15 @@ import (
 // the command without building it again.
 const asCommand = "FLEETSTORE_TEST_AS_COMMAND"
 
+// caughtFile is the environment variable naming a file the command, run
+// by a test, creates once it catches SIGINT and SIGTERM (signalsCaught).
+const caughtFile = "FLEETSTORE_TEST_CAUGHT_FILE"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(asCommand) == "1" {
+		if path := os.Getenv(caughtFile); path != "" {
+			signalsCaught = func() { _ = os.WriteFile(path, nil, 0o600) }
+		}
 		main()
 	}
 	os.Exit(m.Run())
@@ -41,7 +49,8 @@ func TestCtrlC(t *testing.T) {
 		{[]string{"check", "-v", "memory://"}, "fleetstore check memory://", ""},
 	} {
 		cmd := exec.Command(bin, tt.args...)
-		cmd.Env = append(os.Environ(), asCommand+"=1")
+		caught := filepath.Join(t.TempDir(), "caught")
+		cmd.Env = append(os.Environ(), asCommand+"=1", caughtFile+"="+caught)
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -58,6 +67,16 @@ func TestCtrlC(t *testing.T) {
 				t.Fatalf("%s: first line %q, %v", tt.args[0], line, err)
 			}
 		} else {
+			// Signalled once it catches SIGINT (a loaded machine can take
+			// longer than any fixed wait to start it), then given a moment
+			// to start its run.
+			deadline := time.Now().Add(30 * time.Second)
+			for _, err := os.Stat(caught); err != nil; _, err = os.Stat(caught) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: SIGINT not caught 30s after the start", tt.args[0])
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
 			time.Sleep(300 * time.Millisecond)
 		}
 		if err := cmd.Process.Signal(os.Interrupt); err != nil {

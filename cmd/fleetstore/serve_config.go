@@ -1,0 +1,606 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/webhook"
+)
+
+// fileConfig is serve's config file, as written (YAML). Its fields are
+// documented in examples/fleetstore.yaml. No secret is ever in it: a
+// secret, or a URL with a password, is a ref ("env:NAME", "file:PATH").
+type fileConfig struct {
+	Listen      string                 `yaml:"listen"`
+	AdminListen string                 `yaml:"admin_listen"`
+	Node        string                 `yaml:"node"`
+	AccessLog   string                 `yaml:"access_log"`
+	Store       storeConfig            `yaml:"store"`
+	Degraded    *degradedConfig        `yaml:"degraded"`
+	Plans       map[string][]limitSpec `yaml:"plans"`
+	Tenants     map[string]tenantSpec  `yaml:"tenants"`
+	Endpoints   []endpointSpec         `yaml:"endpoints"`
+	Sink        sinkConfig             `yaml:"sink"`
+	Shutdown    time.Duration          `yaml:"shutdown_timeout"`
+}
+
+type storeConfig struct {
+	URL string `yaml:"url"`
+}
+
+type degradedConfig struct {
+	Nodes     int    `yaml:"nodes"`
+	OutboxDir string `yaml:"outbox_dir"`
+}
+
+// limitSpec is one limit of a plan: n units per period with a burst, or,
+// for a byte limit, bytes_per_second and burst_bytes.
+type limitSpec struct {
+	Kind           string        `yaml:"kind"`
+	N              int64         `yaml:"n"`
+	Per            time.Duration `yaml:"per"`
+	Burst          int64         `yaml:"burst"`
+	BytesPerSecond byteSize      `yaml:"bytes_per_second"`
+	BurstBytes     byteSize      `yaml:"burst_bytes"`
+	Shadow         bool          `yaml:"shadow"`
+}
+
+type tenantSpec struct {
+	Plan    string             `yaml:"plan"`
+	Secrets map[string]secrets `yaml:"secrets"`
+}
+
+// secrets is one ref or a list of them (several while rotating).
+type secrets []string
+
+func (s *secrets) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*s = secrets{n.Value}
+		return nil
+	}
+	var list []string
+	if err := n.Decode(&list); err != nil {
+		return err
+	}
+	*s = list
+	return nil
+}
+
+type endpointSpec struct {
+	Path      string        `yaml:"path"`
+	Provider  string        `yaml:"provider"`
+	Tenant    string        `yaml:"tenant"`
+	Tolerance time.Duration `yaml:"tolerance"`
+	ClaimBody bool          `yaml:"claim_body"`
+	Defer     bool          `yaml:"defer"`
+	MaxBody   byteSize      `yaml:"max_body"`
+	PublicURL string        `yaml:"public_url"`
+}
+
+type sinkConfig struct {
+	File  *fileSinkConfig  `yaml:"file"`
+	Redis *redisSinkConfig `yaml:"redis"`
+	HTTP  *httpSinkConfig  `yaml:"http"`
+}
+
+type fileSinkConfig struct {
+	Path     string   `yaml:"path"`
+	MaxBytes byteSize `yaml:"max_bytes"`
+	Keep     int      `yaml:"keep"`
+}
+
+type redisSinkConfig struct {
+	URL    string `yaml:"url"`
+	Stream string `yaml:"stream"`
+	MaxLen int64  `yaml:"max_len"`
+}
+
+type httpSinkConfig struct {
+	URL           string        `yaml:"url"`
+	SpoolDir      string        `yaml:"spool_dir"`
+	EventIDHeader string        `yaml:"event_id_header"`
+	Timeout       time.Duration `yaml:"timeout"`
+	MaxBackoff    time.Duration `yaml:"max_backoff"`
+}
+
+// byteSize is a count of bytes: an integer, or one with a KiB, MiB or GiB
+// suffix ("64MiB").
+type byteSize int64
+
+func (b *byteSize) UnmarshalYAML(n *yaml.Node) error {
+	s := strings.TrimSpace(n.Value)
+	mult := int64(1)
+	for suffix, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+		if strings.HasSuffix(s, suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, suffix)), m
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 || v > (1<<62)/mult {
+		return fmt.Errorf("line %d: want a count of bytes such as 1048576 or 64MiB", n.Line)
+	}
+	*b = byteSize(v * mult)
+	return nil
+}
+
+// Defaults of the config file's fields.
+const (
+	defaultListen     = "127.0.0.1:8080"
+	defaultSinkFile   = "fleetstore-hooks.jsonl"
+	defaultShutdown   = 30 * time.Second
+	defaultEventIDHdr = "Fleetstore-Event-Id"
+)
+
+// serveConfig is a config file checked and resolved: plans built, secrets
+// read, providers made. It is what serve runs, and what a reload swaps.
+type serveConfig struct {
+	file      fileConfig
+	storeURL  string // resolved: may hold a password, never shown
+	sinkURL   string // the Redis sink's, resolved likewise
+	plans     map[string]fleetstore.Plan
+	tenants   map[string]tenant
+	endpoints []endpoint
+}
+
+type tenant struct {
+	plan    fleetstore.Plan
+	secrets map[string][]string // by provider name
+}
+
+type endpoint struct {
+	spec     endpointSpec
+	provider webhook.Provider
+}
+
+// configError is a config file refused: the file, the field (a path such
+// as tenants.acme.plan), the line when known, and why.
+type configError struct {
+	file, field string
+	line        int
+	why         string
+}
+
+func (e *configError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.file)
+	if e.line > 0 {
+		fmt.Fprintf(&b, ":%d", e.line)
+	}
+	if e.field != "" {
+		b.WriteString(": " + e.field)
+	}
+	return b.String() + ": " + e.why
+}
+
+var (
+	yamlType  = regexp.MustCompile(` in type [\w.]+|main\.`)
+	yamlValue = regexp.MustCompile("`[^`]*`") // a value quoted: it may be a secret pasted in
+	yamlLine  = regexp.MustCompile(`^line (\d+): `)
+)
+
+// loadConfig reads, checks and resolves the config file at path. Its
+// errors are *configError; none quotes a secret (a secret is never in the
+// file, and what env or file refs hold is never shown).
+func loadConfig(path string) (*serveConfig, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &configError{file: path, why: "cannot read it: " + errors.Unwrap(err).Error()}
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(raw, &root); err != nil {
+		return nil, yamlError(path, err)
+	}
+	var fc fileConfig
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&fc); err != nil {
+		return nil, yamlError(path, err)
+	}
+	c := &serveConfig{file: fc}
+	if err := c.resolve(); err != nil {
+		var ce *configError
+		if errors.As(err, &ce) {
+			ce.file = path
+			ce.line = lineOf(&root, ce.field)
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// yamlError is a YAML parse or decode error as a configError: its first
+// problem, with its line, the Go type names and the value cut.
+func yamlError(path string, err error) error {
+	msg := err.Error()
+	var te *yaml.TypeError
+	if errors.As(err, &te) && len(te.Errors) > 0 {
+		msg = te.Errors[0]
+	}
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	msg = yamlType.ReplaceAllString(msg, "")
+	msg = yamlValue.ReplaceAllString(msg, "a value")
+	ce := &configError{file: path, why: msg}
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		ce.line, _ = strconv.Atoi(m[1])
+		ce.why = msg[len(m[0]):]
+	}
+	if strings.HasPrefix(ce.why, "field ") && strings.HasSuffix(ce.why, " not found") {
+		ce.why = "unknown " + strings.TrimSuffix(ce.why, " not found")
+	}
+	return ce
+}
+
+// lineOf is the line of field (a path of map keys and [i] indexes) in the
+// document, or of its nearest ancestor found; 0 if none.
+func lineOf(root *yaml.Node, field string) int {
+	n := root
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := 0
+	for _, part := range splitField(field) {
+		var next *yaml.Node
+		switch {
+		case n.Kind == yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == part {
+					line, next = n.Content[i].Line, n.Content[i+1]
+				}
+			}
+		case n.Kind == yaml.SequenceNode && strings.HasPrefix(part, "["):
+			i, err := strconv.Atoi(strings.Trim(part, "[]"))
+			if err == nil && i >= 0 && i < len(n.Content) {
+				next = n.Content[i]
+				line = next.Line
+			}
+		}
+		if next == nil {
+			break
+		}
+		n = next
+	}
+	return line
+}
+
+// splitField splits "tenants.acme.secrets.github[1]" into its keys and
+// indexes.
+func splitField(field string) []string {
+	var parts []string
+	for _, p := range strings.Split(field, ".") {
+		for {
+			i := strings.IndexByte(p, '[')
+			if i < 0 {
+				break
+			}
+			if i > 0 {
+				parts = append(parts, p[:i])
+			}
+			j := strings.IndexByte(p, ']')
+			if j < i {
+				break
+			}
+			parts = append(parts, p[i:j+1])
+			p = p[j+1:]
+		}
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	return parts
+}
+
+func bad(field, why string, args ...any) error {
+	return &configError{field: field, why: fmt.Sprintf(why, args...)}
+}
+
+// providers are the built-in providers by their config name.
+var providers = map[string]func(s endpointSpec) webhook.Provider{
+	"github":            func(endpointSpec) webhook.Provider { return webhook.GitHub() },
+	"stripe":            func(s endpointSpec) webhook.Provider { return webhook.Stripe(s.Tolerance) },
+	"standard-webhooks": func(s endpointSpec) webhook.Provider { return webhook.StandardWebhooks(s.Tolerance) },
+	"svix":              func(s endpointSpec) webhook.Provider { return webhook.Svix(s.Tolerance) },
+	"shopify":           func(endpointSpec) webhook.Provider { return webhook.Shopify() },
+	"slack":             func(s endpointSpec) webhook.Provider { return webhook.Slack(s.Tolerance) },
+	"discord":           func(s endpointSpec) webhook.Provider { return webhook.Discord(s.Tolerance) },
+	"paddle":            func(s endpointSpec) webhook.Provider { return webhook.Paddle(s.Tolerance) },
+	"linear":            func(s endpointSpec) webhook.Provider { return webhook.Linear(s.Tolerance) },
+	"twilio": func(s endpointSpec) webhook.Provider {
+		base := strings.TrimSuffix(s.PublicURL, "/")
+		return webhook.Twilio(func(r *http.Request) string { return base + r.URL.RequestURI() })
+	},
+}
+
+func providerNames() string {
+	return keys(providers)
+}
+
+// resolve checks the file's fields, fills in defaults, builds the plans
+// and reads the secrets.
+func (c *serveConfig) resolve() error {
+	f := &c.file
+	if f.Listen == "" {
+		f.Listen = defaultListen
+	}
+	if f.Shutdown == 0 {
+		f.Shutdown = defaultShutdown
+	}
+	if f.Shutdown < 0 {
+		return bad("shutdown_timeout", "must not be negative")
+	}
+	if f.Store.URL == "" {
+		return bad("store.url", "required: memory:// for one node, redis://host:6379/0, … (env:NAME for one with a password)")
+	}
+	var err error
+	if c.storeURL, err = resolveURL("store.url", f.Store.URL); err != nil {
+		return err
+	}
+	if d := f.Degraded; d != nil {
+		if d.Nodes < 1 || d.Nodes > 1_000_000 {
+			return bad("degraded.nodes", "must be the fleet's size, 1–1000000, got %d", d.Nodes)
+		}
+	}
+	if err := c.resolveSink(); err != nil {
+		return err
+	}
+	if len(f.Plans) == 0 {
+		return bad("plans", "required: at least one plan (a plan may have no limits: []")
+	}
+	c.plans = map[string]fleetstore.Plan{}
+	for _, name := range slices.Sorted(maps.Keys(f.Plans)) {
+		specs := f.Plans[name]
+		plan := fleetstore.Plan{}
+		for i, s := range specs {
+			field := fmt.Sprintf("plans.%s[%d]", name, i)
+			l, err := s.limit(field)
+			if err != nil {
+				return err
+			}
+			plan = append(plan, l)
+		}
+		if err := plan.Check(); err != nil {
+			var inv *fleetstore.InvalidError
+			if errors.As(err, &inv) {
+				return bad("plans."+name+strings.TrimPrefix(inv.Field, "plan"), "%s", inv.Reason)
+			}
+			return bad("plans."+name, "%v", err)
+		}
+		c.plans[name] = plan
+	}
+	if len(f.Endpoints) == 0 {
+		return bad("endpoints", "required: at least one (path, provider)")
+	}
+	seen := map[string]bool{}
+	usedProviders := map[string]bool{}
+	scratch := http.NewServeMux() // the patterns, as serve's mux takes them
+	for i, e := range f.Endpoints {
+		field := fmt.Sprintf("endpoints[%d]", i)
+		mk, ok := providers[e.Provider]
+		switch {
+		case !ok:
+			return bad(field+".provider", "want one of %s, got %q", providerNames(), e.Provider)
+		case !strings.HasPrefix(e.Path, "/"):
+			return bad(field+".path", "must start with /, got %q", e.Path)
+		case seen[e.Path]:
+			return bad(field+".path", "%q is another endpoint's too", e.Path)
+		case strings.ContainsAny(e.Path, " \t"):
+			return bad(field+".path", "a path only, no method or space: %q", e.Path)
+		case e.Tenant == "" && !strings.Contains(e.Path, "{tenant}"):
+			return bad(field+".path", "must name the tenant ({tenant} in the path), or the endpoint its tenant (tenant:)")
+		case e.Tenant != "" && strings.Contains(e.Path, "{tenant}"):
+			return bad(field+".tenant", "the path names the tenant already ({tenant})")
+		case e.Tenant != "" && f.Tenants[e.Tenant].Plan == "":
+			return bad(field+".tenant", "no tenant %q in tenants", e.Tenant)
+		case e.Tolerance < 0:
+			return bad(field+".tolerance", "must not be negative")
+		case e.Provider == "twilio" && e.PublicURL == "":
+			return bad(field+".public_url", "required for twilio: the scheme and host Twilio signs the URL with")
+		case e.Provider != "twilio" && e.PublicURL != "":
+			return bad(field+".public_url", "only twilio signs the URL")
+		case e.Path == "/metrics" || e.Path == "/healthz" || e.Path == "/readyz":
+			return bad(field+".path", "%s is serve's own", e.Path)
+		}
+		if err := handle(scratch, e.Path, http.NotFoundHandler()); err != nil {
+			return bad(field+".path", "%v", err)
+		}
+		seen[e.Path] = true
+		usedProviders[e.Provider] = true
+		p := mk(e)
+		if e.Defer {
+			p = webhook.Deferring(p)
+		}
+		c.endpoints = append(c.endpoints, endpoint{spec: e, provider: p})
+	}
+	if len(f.Tenants) == 0 {
+		return bad("tenants", "required: at least one tenant (plan, secrets)")
+	}
+	c.tenants = map[string]tenant{}
+	for _, name := range slices.Sorted(maps.Keys(f.Tenants)) {
+		t := f.Tenants[name]
+		field := "tenants." + name
+		plan, ok := c.plans[t.Plan]
+		if !ok {
+			return bad(field+".plan", "no plan %q (plans: %s)", t.Plan, keys(c.plans))
+		}
+		tn := tenant{plan: plan, secrets: map[string][]string{}}
+		for _, prov := range slices.Sorted(maps.Keys(t.Secrets)) {
+			refs := t.Secrets[prov]
+			if !usedProviders[prov] {
+				return bad(field+".secrets."+prov, "no endpoint of provider %q", prov)
+			}
+			for i, ref := range refs {
+				s, err := readRef(fmt.Sprintf("%s.secrets.%s[%d]", field, prov, i), ref)
+				if err != nil {
+					return err
+				}
+				tn.secrets[prov] = append(tn.secrets[prov], s)
+			}
+		}
+		c.tenants[name] = tn
+	}
+	return nil
+}
+
+func (c *serveConfig) resolveSink() error {
+	s := &c.file.Sink
+	n := 0
+	for _, set := range []bool{s.File != nil, s.Redis != nil, s.HTTP != nil} {
+		if set {
+			n++
+		}
+	}
+	switch {
+	case n > 1:
+		return bad("sink", "one of file, redis, http, got %d", n)
+	case n == 0:
+		s.File = &fileSinkConfig{}
+	}
+	switch {
+	case s.File != nil:
+		if s.File.Path == "" {
+			s.File.Path = defaultSinkFile
+		}
+		if s.File.Keep < 0 {
+			return bad("sink.file.keep", "must not be negative")
+		}
+	case s.Redis != nil:
+		if s.Redis.URL == "" {
+			return bad("sink.redis.url", "required: redis://host:6379/0 (env:NAME for one with a password)")
+		}
+		if s.Redis.Stream == "" {
+			return bad("sink.redis.stream", "required: the stream's key")
+		}
+		if s.Redis.MaxLen < 0 {
+			return bad("sink.redis.max_len", "must not be negative")
+		}
+		var err error
+		if c.sinkURL, err = resolveURL("sink.redis.url", s.Redis.URL); err != nil {
+			return err
+		}
+	case s.HTTP != nil:
+		h := s.HTTP
+		u, err := url.Parse(h.URL)
+		switch {
+		case h.URL == "":
+			return bad("sink.http.url", "required: where the application takes hooks")
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			return bad("sink.http.url", "want an http:// or https:// URL")
+		case u.User != nil:
+			return bad("sink.http.url", "no credentials in the file")
+		case h.SpoolDir == "":
+			return bad("sink.http.spool_dir", "required: where hooks wait until the application takes them")
+		case h.Timeout < 0 || h.MaxBackoff < 0:
+			return bad("sink.http", "timeout and max_backoff must not be negative")
+		}
+		if h.EventIDHeader == "" {
+			h.EventIDHeader = defaultEventIDHdr
+		}
+		if h.Timeout == 0 {
+			h.Timeout = 10 * time.Second
+		}
+		if h.MaxBackoff == 0 {
+			h.MaxBackoff = time.Minute
+		}
+	}
+	return nil
+}
+
+// limit builds one plan limit.
+func (s limitSpec) limit(field string) (fleetstore.Limit, error) {
+	bytesLimit := s.BytesPerSecond != 0 || s.BurstBytes != 0
+	var (
+		l   fleetstore.Limit
+		err error
+	)
+	switch {
+	case s.Kind == "":
+		return l, bad(field+".kind", "required: the bucket's kind (hooks, bytes, …)")
+	case bytesLimit && (s.N != 0 || s.Burst != 0 || s.Per != 0):
+		return l, bad(field, "either n, per and burst, or bytes_per_second and burst_bytes")
+	case bytesLimit:
+		l, err = fleetstore.NewByteLimit(fleetstore.Kind(s.Kind), int64(s.BytesPerSecond), int64(s.BurstBytes))
+	default:
+		per := s.Per
+		if per == 0 {
+			per = time.Second
+		}
+		l, err = fleetstore.NewLimit(fleetstore.Kind(s.Kind), s.N, per, s.Burst)
+	}
+	if err != nil {
+		var inv *fleetstore.InvalidError
+		if errors.As(err, &inv) {
+			sub := inv.Field
+			if sub == "period" {
+				sub = "per"
+			}
+			return l, bad(field+"."+sub, "%s", inv.Reason)
+		}
+		return l, bad(field, "%v", err)
+	}
+	if s.Shadow {
+		l = l.Shadow()
+	}
+	return l, nil
+}
+
+// resolveURL reads a URL field: a URL, which must hold no password, or a
+// ref (env:NAME, file:PATH) to one that may.
+func resolveURL(field, v string) (string, error) {
+	if strings.HasPrefix(v, "env:") || strings.HasPrefix(v, "file:") {
+		return readRef(field, v)
+	}
+	if u, err := url.Parse(v); err == nil && u.User != nil {
+		if _, has := u.User.Password(); has {
+			return "", bad(field, "a password in the file: give the URL as env:NAME or file:PATH")
+		}
+	}
+	return v, nil
+}
+
+// readRef reads a secret: env:NAME, the environment variable NAME;
+// file:PATH, the file's content without its trailing newline. Anything
+// else is refused without being quoted (it may be a secret pasted in).
+func readRef(field, ref string) (string, error) {
+	kind, name, _ := strings.Cut(ref, ":")
+	var v string
+	switch kind {
+	case "env":
+		s, ok := os.LookupEnv(name)
+		if !ok || name == "" {
+			return "", bad(field, "the environment variable %q is not set", name)
+		}
+		v = s
+	case "file":
+		b, err := os.ReadFile(name)
+		if err != nil {
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return "", bad(field, "cannot read %s: %v", name, err)
+		}
+		v = strings.TrimRight(string(b), "\r\n")
+	default:
+		return "", bad(field, "want env:NAME or file:PATH (no secret is written in the file)")
+	}
+	if v == "" {
+		return "", bad(field, "%s is empty", ref)
+	}
+	return v, nil
+}
+
+func keys[V any](m map[string]V) string {
+	return strings.Join(slices.Sorted(maps.Keys(m)), ", ")
+}
