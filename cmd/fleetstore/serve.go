@@ -256,7 +256,7 @@ func (s *server) shutdown() {
 	if err := s.sink.Close(); err != nil {
 		s.log.Warn("sink close failed", zap.Error(err))
 	}
-	st := s.store.Stats()
+	st := s.store.FallbackStats()
 	if err := s.store.Close(); err != nil {
 		s.log.Warn("store close failed", zap.Error(err))
 	}
@@ -375,22 +375,7 @@ func (s *server) handler(cfg *serveConfig, ep endpoint) (*webhook.Handler, error
 // delivered counts a delivery (fleetotel) and writes its access-log line.
 func (s *server) delivered(d *webhook.Delivery) {
 	s.obs.ObserveDelivery(d)
-	fields := []zap.Field{
-		zap.String("provider", d.Provider), zap.String("tenant", d.Tenant),
-		zap.String("event_id", d.EventID), zap.String("hook_id", d.HookID),
-		zap.Int("status", d.Status), zap.String("outcome", d.Outcome.String()),
-		zap.Bool("local", d.Local), zap.Time("received", d.Received),
-		zap.Float64("hit_ms", ms(d.Hit)), zap.Float64("sink_ms", ms(d.Sink)),
-		zap.Float64("settle_ms", ms(d.Settle)),
-		zap.Float64("total_ms", ms(time.Since(d.Received))), // OnDelivery is called once the answer is written
-	}
-	if len(d.NearLimit) > 0 {
-		fields = append(fields, zap.Any("near_limit", d.NearLimit))
-	}
-	if len(d.ShadowDenied) > 0 {
-		fields = append(fields, zap.Any("shadow_denied", d.ShadowDenied))
-	}
-	s.access.Info("delivery", fields...)
+	s.access.Info("delivery", zap.Inline(d)) // the keys webhook.Delivery's doc lists
 }
 
 // conflict writes a replayed commit that met another hook's committed
@@ -402,7 +387,6 @@ func (s *server) conflict(c fleetstore.Conflict) {
 		zap.String("holder", c.Holder), zap.Time("queued_at", c.QueuedAt))
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // readiness is /readyz's body.
 type readiness struct {
@@ -417,7 +401,7 @@ type readiness struct {
 // degraded node still decides them, at its share of every limit), and
 // 503 once it is shutting down.
 func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
-	st := s.store.Stats()
+	st := s.store.FallbackStats()
 	r := readiness{Ready: !s.draining.Load(), Degraded: st.Degraded, Outbox: st.Outbox, Outages: st.Outages}
 	if s.spool != nil {
 		r.Spool = s.spool.Depth()
