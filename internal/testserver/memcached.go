@@ -29,9 +29,8 @@ type Memcached struct {
 	tls  *Certs
 	auth bool // ssl_verify_mode=2: a client certificate is required
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has been waited for
+	mu   sync.Mutex
+	proc *Process // nil when stopped
 }
 
 // StartMemcached starts memcached (-l 127.0.0.1 -p PORT -U 0) with the
@@ -90,21 +89,16 @@ func (m *Memcached) start() error {
 	cmd := exec.Command(m.bin, append(args, m.args...)...)
 	cmd.Stdout = os.Stderr
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	p, err := StartProcess(cmd)
+	if err != nil {
 		return err
 	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
-	if err := mcWaitUp(m.Addr, exited); err != nil {
-		cmd.Process.Kill()
-		<-exited
+	if err := mcWaitUp(m.Addr, p.Done()); err != nil {
+		_ = p.Kill()
 		return err
 	}
 	m.mu.Lock()
-	m.cmd, m.exited = cmd, exited
+	m.proc = p
 	m.mu.Unlock()
 	return nil
 }
@@ -130,14 +124,12 @@ func mcWaitUp(addr string, exited <-chan struct{}) error {
 // Stop kills the server and waits for it to exit. Stopping twice is fine.
 func (m *Memcached) Stop() {
 	m.mu.Lock()
-	cmd, exited := m.cmd, m.exited
-	m.cmd = nil
+	p := m.proc
+	m.proc = nil
 	m.mu.Unlock()
-	if cmd == nil {
-		return
+	if p != nil {
+		_ = p.Kill() // SIGKILL also ends a SIGSTOPped process
 	}
-	cmd.Process.Kill() // SIGKILL also ends a SIGSTOPped process
-	<-exited
 }
 
 // Restart stops the server and starts a new one on the same address: every
@@ -164,8 +156,8 @@ func (m *Memcached) Resume() error { return m.signal(syscall.SIGCONT) }
 func (m *Memcached) signal(sig os.Signal) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.cmd == nil {
+	if m.proc == nil {
 		return errors.New("memcached not running")
 	}
-	return m.cmd.Process.Signal(sig)
+	return m.proc.Signal(sig)
 }
