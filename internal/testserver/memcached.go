@@ -1,8 +1,10 @@
 package testserver
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -160,4 +162,61 @@ func (m *Memcached) signal(sig os.Signal) error {
 		return errors.New("memcached not running")
 	}
 	return m.proc.Signal(sig)
+}
+
+// StatsConn is a connection of the test's own to a memcached, for its
+// stats commands. Kept open, it is counted once among the server's
+// connections.
+type StatsConn struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+// DialStats connects to the memcached at addr; the connection is closed
+// at t.Cleanup.
+func DialStats(t testing.TB, addr string) *StatsConn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("testserver: stats: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &StatsConn{c: c, r: bufio.NewReader(c)}
+}
+
+// Stats sends `stats`, or `stats SUB` when sub is not "" (e.g. "slabs"),
+// and returns its integer values by name. It fails t on an error or a
+// line that is not STAT NAME VALUE.
+func (s *StatsConn) Stats(t testing.TB, sub string) map[string]int64 {
+	t.Helper()
+	cmd := strings.TrimSpace("stats " + sub)
+	_ = s.c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := s.c.Write([]byte(cmd + "\r\n")); err != nil {
+		t.Fatalf("testserver: %s: %v", cmd, err)
+	}
+	out := make(map[string]int64)
+	for {
+		line, err := s.r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("testserver: %s: %v", cmd, err)
+		}
+		f := strings.Fields(line)
+		if len(f) == 1 && f[0] == "END" {
+			return out
+		}
+		if len(f) != 3 || f[0] != "STAT" {
+			t.Fatalf("testserver: %s: %q", cmd, line)
+		}
+		if n, err := strconv.ParseInt(f[2], 10, 64); err == nil {
+			out[f[1]] = n
+		}
+	}
+}
+
+// MemcachedStats is Stats on a connection of its own to addr.
+func MemcachedStats(t testing.TB, addr, sub string) map[string]int64 {
+	t.Helper()
+	s := DialStats(t, addr)
+	defer s.c.Close()
+	return s.Stats(t, sub)
 }
