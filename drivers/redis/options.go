@@ -69,10 +69,11 @@ var refused = map[string]string{
 // contract needs forced. Errors wrap ErrInvalid, name the parameter and
 // never quote the URL.
 func parseURL(cfg driver.Config) (*options, error) {
-	if err := driver.RefuseParams(cfg.URL.Query(), refused); err != nil {
+	q := cfg.URL.Query()
+	if err := driver.RefuseParams(q, refused); err != nil {
 		return nil, err
 	}
-	if cfg.URL.Scheme == "redis+cluster" && cfg.URL.Query().Has("master_name") {
+	if cfg.URL.Scheme == "redis+cluster" && q.Has("master_name") {
 		return nil, driver.Invalid("url: master_name",
 			"a Sentinel-managed master is a redis:// or rediss:// URL, not redis+cluster://")
 	}
