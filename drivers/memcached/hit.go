@@ -3,6 +3,7 @@ package memcached
 import (
 	"bytes"
 	"context"
+	"errors"
 	"time"
 
 	"github.com/bradfitz/gomemcache/memcache"
@@ -39,6 +40,10 @@ func (h *hit) result(r driver.Result, leads *[driver.MaxCharges]int64) driver.Re
 	return r
 }
 
+// run decides the Hit: it reads the bucket and claim items once, then
+// decides and writes under CAS. A write that meets a conflict reads again,
+// and the Hit is decided again after a backoff, until a write holds or the
+// deadline passes.
 func (h *hit) run() (driver.Result, error) {
 	if err := h.read(h.bk, h.ck); err != nil {
 		return driver.Result{}, err
@@ -49,94 +54,139 @@ func (h *hit) run() (driver.Result, error) {
 				return driver.Result{}, err
 			}
 		}
-		now := h.c.now()
-
-		// 1. Our own pending claim: a retry of a hit whose reply was lost.
-		var d claim.Decision
-		if h.ck != "" && h.mine == nil && h.citem != nil {
-			held, err := parseClaim(h.citem.Value)
-			if err != nil {
-				return driver.Result{}, malformed(h.ck, err)
-			}
-			d = claim.Hit(held, now, h.claim.HookID)
-			if d.Verdict == claim.OwnRetry {
-				// Charged nothing: the buckets as they stand (G10).
-				if h.bk != "" {
-					if _, _, _, err := h.charge(now); err != nil {
-						return driver.Result{}, err
-					}
-				}
-				return h.result(d.Result(), &h.held), nil
-			}
+		res, err := h.decide(h.c.now())
+		if err != errAgain {
+			return res, err
 		}
+	}
+}
 
-		// 2. The charges: a denial writes nothing (and gives back the
-		// claim this call took, if it took one before a bucket conflict).
-		var tats []kindTAT
-		var maxTAT int64
+// errAgain is what take and store return after a conflict, once they have
+// read the items again: the Hit is decided again. It never leaves run.
+var errAgain = errors.New("memcached: conflict: decide again")
+
+// decide decides the Hit at now (µs) on the items as last read, and
+// writes what it takes. It returns errAgain after a write conflict.
+func (h *hit) decide(now int64) (driver.Result, error) {
+	// 1. Our own pending claim: a retry of a hit whose reply was lost.
+	d, err := h.verdict(now)
+	if err != nil {
+		return driver.Result{}, err
+	}
+	if d.Verdict == claim.OwnRetry {
+		// Charged nothing: the buckets as they stand (G10).
 		if h.bk != "" {
-			var wait int64
-			var err error
-			tats, maxTAT, wait, err = h.charge(now)
-			if err != nil {
+			if _, _, _, err := h.charge(now); err != nil {
 				return driver.Result{}, err
 			}
-			if wait > 0 {
-				if h.mine != nil {
-					if err := h.undo(); err != nil {
-						return driver.Result{}, err
-					}
-				}
-				res := driver.Result{Outcome: driver.RateLimited, RetryAfter: gcra.RetryAfter(wait)}
-				return h.result(res, &h.held), nil
-			}
 		}
+		return h.result(d.Result(), &h.held), nil
+	}
 
-		// 3. The claim as it stands: a duplicate or a pending one
-		// spends nothing.
-		if d.Verdict != claim.Free {
-			return h.result(d.Result(), &h.held), nil
+	// 2. The charges: a denial writes nothing (and gives back the
+	// claim this call took, if it took one before a bucket conflict).
+	var tats []kindTAT
+	var maxTAT int64
+	if h.bk != "" {
+		var wait int64
+		tats, maxTAT, wait, err = h.charge(now)
+		if err != nil {
+			return driver.Result{}, err
 		}
+		if wait > 0 {
+			return h.deny(wait)
+		}
+	}
 
-		// 4. Take the claim (add, or cas over an expired one).
-		if h.ck != "" && h.mine == nil {
-			exp := now + h.claim.PendingTTL.Microseconds()
-			val := encodeClaim(claim.State{
-				Phase: claim.Pending, HookID: h.claim.HookID, Node: h.claim.Node, Expires: exp,
-			})
-			err := h.write(&memcache.Item{Key: h.ck, Value: val, Expiration: expiration(now, exp)}, h.citem)
-			switch {
-			case err == nil:
-				h.mine = val
-			case conflict(err):
-				if err := h.read(h.bk, h.ck); err != nil {
-					return driver.Result{}, err
-				}
-				continue
-			default:
-				return driver.Result{}, classify(h.ctx, "hit: claim", err)
-			}
-		}
+	// 3. The claim as it stands: a duplicate or a pending one
+	// spends nothing.
+	if d.Verdict != claim.Free {
+		return h.result(d.Result(), &h.held), nil
+	}
 
-		// 5. Charge the buckets (add, or cas over what step 2 read).
-		if h.bk != "" {
-			val := encodeBucket(tats, now)
-			item := &memcache.Item{Key: h.bk, Value: val, Expiration: expiration(now, maxTAT)}
-			err := h.write(item, h.bucket)
-			switch {
-			case err == nil:
-			case conflict(err):
-				// The claim stays ours; read the bucket alone and
-				// decide again.
-				if err := h.read(h.bk, ""); err != nil {
-					return driver.Result{}, err
-				}
-				continue
-			default:
-				return driver.Result{}, classify(h.ctx, "hit: charge", err)
-			}
+	// 4. Take the claim.
+	if h.ck != "" && h.mine == nil {
+		if err := h.take(now); err != nil {
+			return driver.Result{}, err
 		}
-		return h.result(driver.Result{Outcome: driver.OK}, &h.taken), nil
+	}
+
+	// 5. Charge the buckets.
+	if h.bk != "" {
+		if err := h.store(now, tats, maxTAT); err != nil {
+			return driver.Result{}, err
+		}
+	}
+	return h.result(driver.Result{Outcome: driver.OK}, &h.taken), nil
+}
+
+// verdict is claim.Hit's on the claim item as last read. It is Free when
+// the Hit has no claim, the item is absent, or this call holds the claim
+// already (it took it before a bucket conflict).
+func (h *hit) verdict(now int64) (claim.Decision, error) {
+	if h.ck == "" || h.mine != nil || h.citem == nil {
+		return claim.Decision{Verdict: claim.Free}, nil
+	}
+	held, err := parseClaim(h.citem.Value)
+	if err != nil {
+		return claim.Decision{}, malformed(h.ck, err)
+	}
+	return claim.Hit(held, now, h.claim.HookID), nil
+}
+
+// deny gives back the claim this call took, if it holds one, and returns
+// RateLimited with the longest wait (µs) of the charges that do not
+// conform.
+func (h *hit) deny(wait int64) (driver.Result, error) {
+	if h.mine != nil {
+		if err := h.undo(); err != nil {
+			return driver.Result{}, err
+		}
+	}
+	res := driver.Result{Outcome: driver.RateLimited, RetryAfter: gcra.RetryAfter(wait)}
+	return h.result(res, &h.held), nil
+}
+
+// take writes the pending claim at now (µs): add, or cas over the expired
+// one read. After a conflict it reads both items again and returns
+// errAgain.
+func (h *hit) take(now int64) error {
+	exp := now + h.claim.PendingTTL.Microseconds()
+	val := encodeClaim(claim.State{
+		Phase: claim.Pending, HookID: h.claim.HookID, Node: h.claim.Node, Expires: exp,
+	})
+	err := h.write(&memcache.Item{Key: h.ck, Value: val, Expiration: expiration(now, exp)}, h.citem)
+	switch {
+	case err == nil:
+		h.mine = val
+		return nil
+	case conflict(err):
+		if err := h.read(h.bk, h.ck); err != nil {
+			return err
+		}
+		return errAgain
+	default:
+		return classify(h.ctx, "hit: claim", err)
+	}
+}
+
+// store writes the charged TATs at now (µs), expiring with the largest
+// one: add, or cas over the bucket item read. After a conflict it reads
+// the bucket alone again (the claim stays this call's) and returns
+// errAgain.
+func (h *hit) store(now int64, tats []kindTAT, maxTAT int64) error {
+	item := &memcache.Item{Key: h.bk, Value: encodeBucket(tats, now), Expiration: expiration(now, maxTAT)}
+	err := h.write(item, h.bucket)
+	switch {
+	case err == nil:
+		return nil
+	case conflict(err):
+		if err := h.read(h.bk, ""); err != nil {
+			return err
+		}
+		return errAgain
+	default:
+		return classify(h.ctx, "hit: charge", err)
 	}
 }
 

@@ -1,7 +1,6 @@
 package memcached
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/testserver"
 	"github.com/fleetstore/fleetstore/nettest"
 )
 
@@ -35,8 +35,8 @@ func TestMaxConnsBurst(t *testing.T) {
 	if _, err := socketsTo(addr); err != nil {
 		t.Skipf("cannot count sockets: %v", err)
 	}
-	stats := dialStats(t, addr)
-	accepted0 := stats.total(t)
+	stats := testserver.DialStats(t, addr)
+	accepted0 := total(t, stats)
 	base, _ := socketsTo(addr) // the stats connection
 	mine := func() (int, error) {
 		n, err := socketsTo(addr)
@@ -111,7 +111,7 @@ func TestMaxConnsBurst(t *testing.T) {
 	// A dial storm (hundreds of sockets without the cap) is the bug; one
 	// or two sockets closed and dialed again on a stalled machine are not
 	// (the peak above is the cap's bound).
-	if n := stats.total(t) - accepted0; n > maxConns+maxConns/4 {
+	if n := total(t, stats) - accepted0; n > maxConns+maxConns/4 {
 		t.Errorf("the server accepted %d connections during the bursts; want at most max_conns=%d (+%d redials)", n, maxConns, maxConns/4)
 	} else {
 		t.Logf("the server accepted %d connections", n)
@@ -236,47 +236,12 @@ func TestCloseWakesWaiters(t *testing.T) {
 	}
 }
 
-// statsConn is a connection of the test's own for `stats`.
-type statsConn struct {
-	c net.Conn
-	r *bufio.Reader
-}
-
-func dialStats(t *testing.T, addr string) *statsConn {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return &statsConn{c: c, r: bufio.NewReader(c)}
-}
-
 // total is `stats` total_connections: the connections the server has
 // accepted since it started.
-func (s *statsConn) total(t *testing.T) int {
+func total(t *testing.T, s *testserver.StatsConn) int64 {
 	t.Helper()
-	s.c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := s.c.Write([]byte("stats\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	n := -1
-	for {
-		line, err := s.r.ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
-		}
-		line = strings.TrimRight(line, "\r\n")
-		if line == "END" {
-			break
-		}
-		if v, ok := strings.CutPrefix(line, "STAT total_connections "); ok {
-			if n, err = strconv.Atoi(v); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if n < 0 {
+	n, ok := s.Stats(t, "")["total_connections"]
+	if !ok {
 		t.Fatal("stats: no total_connections")
 	}
 	return n

@@ -1,12 +1,9 @@
 package memcached
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -52,36 +49,7 @@ func (s mcStats) chunkBytes() (n int64) {
 // readStats reads the server's `stats` and `stats slabs`.
 func readStats(t testing.TB, addr string) mcStats {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(10 * time.Second))
-	r := bufio.NewReader(nc)
-	read := func(cmd string) map[string]int64 {
-		if _, err := fmt.Fprintf(nc, "%s\r\n", cmd); err != nil {
-			t.Fatal(err)
-		}
-		out := make(map[string]int64)
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				t.Fatalf("%s: %v", cmd, err)
-			}
-			f := strings.Fields(line)
-			if len(f) == 1 && f[0] == "END" {
-				return out
-			}
-			if len(f) != 3 || f[0] != "STAT" {
-				t.Fatalf("%s: %q", cmd, line)
-			}
-			if n, err := strconv.ParseInt(f[2], 10, 64); err == nil {
-				out[f[1]] = n
-			}
-		}
-	}
-	st, sl := read("stats"), read("stats slabs")
+	st, sl := testserver.MemcachedStats(t, addr, ""), testserver.MemcachedStats(t, addr, "slabs")
 	s := mcStats{items: st["curr_items"], bytes: st["bytes"], hashBytes: st["hash_bytes"], malloced: sl["total_malloced"], chunks: map[int64]int64{}}
 	for k, size := range sl {
 		if cls, ok := strings.CutSuffix(k, ":chunk_size"); ok {

@@ -1,16 +1,12 @@
 package memcached
 
 import (
-	"bufio"
 	"context"
-	"fmt"
-	"net"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/internal/testserver"
 )
 
 // TestPeekWritesNothing: a Peek is one get of the tenant's bucket item:
@@ -27,7 +23,7 @@ func TestPeekWritesNothing(t *testing.T) {
 	if res, err := st.Hit(ctx, []fleetstore.Charge{limit.Charge(tenant, 1)}, nil); err != nil || res.Outcome != fleetstore.OK {
 		t.Fatalf("hit: %+v %v", res, err)
 	}
-	before := rawStats(t, addrs[0])
+	before := testserver.MemcachedStats(t, addrs[0], "")
 	const n = 10
 	for range n {
 		res, err := st.Peek(ctx, tenant, limit)
@@ -35,42 +31,11 @@ func TestPeekWritesNothing(t *testing.T) {
 			t.Fatalf("peek: %+v %v, want OK with 59 left", res, err)
 		}
 	}
-	after := rawStats(t, addrs[0])
+	after := testserver.MemcachedStats(t, addrs[0], "")
 	for stat, want := range map[string]int64{"cmd_get": n, "get_hits": n, "cmd_set": 0, "cmd_touch": 0,
 		"delete_hits": 0, "delete_misses": 0, "incr_misses": 0, "incr_hits": 0, "decr_misses": 0, "decr_hits": 0} {
 		if d := after[stat] - before[stat]; d != want {
 			t.Errorf("%d peeks: %s %+d, want %+d", n, stat, d, want)
-		}
-	}
-}
-
-// rawStats reads memcached's `stats` on a connection of its own.
-func rawStats(t *testing.T, addr string) map[string]int64 {
-	t.Helper()
-	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := fmt.Fprintf(nc, "stats\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	r := bufio.NewReader(nc)
-	out := make(map[string]int64)
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := strings.Fields(line)
-		if len(f) == 1 && f[0] == "END" {
-			return out
-		}
-		if len(f) == 3 && f[0] == "STAT" {
-			if v, err := strconv.ParseInt(f[2], 10, 64); err == nil {
-				out[f[1]] = v
-			}
 		}
 	}
 }

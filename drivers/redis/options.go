@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"net/url"
 	"strings"
 	"time"
 
@@ -9,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/fleetstore/fleetstore/driver"
-	"github.com/fleetstore/fleetstore/internal/rediscore"
+	"github.com/fleetstore/fleetstore/internal/redisurl"
 	"github.com/fleetstore/fleetstore/internal/tlsfiles"
 )
 
@@ -31,9 +30,13 @@ var (
 		"pool_size", "pool_timeout", "pool_fifo", "max_idle_conns", "max_active_conns",
 		"conn_max_idle_time", "conn_max_lifetime", "pipeline",
 	}, tlsfiles.Params...)
-	singleParams   = append([]string{"db", "skip_verify"}, commonParams...)
-	clusterParams  = append([]string{"addr", "max_redirects"}, commonParams...)
-	failoverParams = append([]string{"master_name", "addr", "db", "skip_verify"}, commonParams...)
+	urlSpec = redisurl.Spec{
+		TLSScheme: "rediss", ClusterScheme: "redis+cluster", Master: "master_name",
+		Single:   append([]string{"db", "skip_verify"}, commonParams...),
+		Cluster:  append([]string{"addr", "max_redirects"}, commonParams...),
+		Sentinel: append([]string{"master_name", "addr", "db", "skip_verify"}, commonParams...),
+		Timeouts: []string{"dial_timeout", "read_timeout", "write_timeout", "pool_timeout"},
+	}
 )
 
 // Reasons of refused that its lines cannot hold.
@@ -66,144 +69,102 @@ var refused = map[string]string{
 // contract needs forced. Errors wrap ErrInvalid, name the parameter and
 // never quote the URL.
 func parseURL(cfg driver.Config) (*options, error) {
-	u := *cfg.URL
-	q := u.Query()
+	q := cfg.URL.Query()
 	if err := driver.RefuseParams(q, refused); err != nil {
 		return nil, err
 	}
-	isFailover := q.Has("master_name")
-	isCluster := !isFailover && (u.Scheme == "redis+cluster" || len(q["addr"]) > 0)
-	accepted, form := singleParams, "one-server"
-	switch {
-	case isFailover && u.Scheme == "redis+cluster":
+	if cfg.URL.Scheme == "redis+cluster" && q.Has("master_name") {
 		return nil, driver.Invalid("url: master_name",
 			"a Sentinel-managed master is a redis:// or rediss:// URL, not redis+cluster://")
-	case isFailover:
-		accepted, form = failoverParams, "Sentinel"
-	case isCluster:
-		accepted, form = clusterParams, "cluster"
 	}
-	err := rediscore.CheckParams(q, form, accepted, singleParams, clusterParams, failoverParams)
+	u, err := urlSpec.Check(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if err := driver.CheckAddrs(u.Host, q["addr"]); err != nil {
-		return nil, err
-	}
-	if u.Scheme != "rediss" {
-		if name := tlsfiles.Given(q); name != "" || q.Has("skip_verify") {
-			if name == "" {
-				name = "skip_verify"
-			}
-			return nil, driver.Invalid("url: "+name, "only for rediss:// (TLS)")
-		}
-	}
-	if u.Opaque != "" || u.Host == "" {
-		return nil, driver.Invalid("url", "want "+u.Scheme+"://[[USER]:PASSWORD@]HOST:PORT[/DB]")
-	}
-	if isFailover && q.Get("master_name") == "" {
-		return nil, driver.Invalid("url: master_name",
-			"empty: want the name Sentinel monitors the master under")
-	}
-	timeouts, err := driver.Timeouts(q, cfg.Timeout,
-		"dial_timeout", "read_timeout", "write_timeout", "pool_timeout")
-	if err != nil {
-		return nil, err
-	}
-	pipeline := q.Get("pipeline")
-	switch pipeline {
+	o := &options{display: cfg.URL.Redacted(), pipeline: u.Query.Get("pipeline")}
+	switch o.pipeline {
 	case "":
-		pipeline = "auto"
+		o.pipeline = "auto"
 	case "auto", "always", "off":
 	default:
 		return nil, driver.Invalid("url: pipeline",
-			"want auto, always or off, got "+driver.Quote(pipeline))
+			"want auto, always or off, got "+driver.Quote(o.pipeline))
 	}
-	q.Del("pipeline") // ours, not go-redis's
-	files := url.Values{}
-	for _, name := range tlsfiles.Params {
-		if vs, ok := q[name]; ok {
-			files[name] = vs
-		}
+	u.Query.Del("pipeline") // ours, not go-redis's
+	switch u.Form {
+	case redisurl.Sentinel:
+		o.failover, err = failoverOptions(u)
+	case redisurl.Cluster:
+		o.cluster, err = clusterOptions(u)
+	default:
+		o.single, err = singleOptions(u)
 	}
-	tlsfiles.Del(q)
-	for name := range timeouts {
-		q.Del(name) // go-redis would also accept plain seconds and -1
+	if err != nil {
+		return nil, err
 	}
+	return o, nil
+}
 
-	parsed := u
-	if parsed.Scheme == "redis+cluster" {
-		parsed.Scheme = "redis"
-	}
-	parsed.RawQuery = q.Encode()
-	o := &options{display: cfg.URL.Redacted(), pipeline: pipeline}
-	switch {
-	case isFailover:
-		fo, err := goredis.ParseFailoverURL(parsed.String())
-		if err != nil {
-			return nil, invalidURL(err)
-		}
-		// The userinfo is the master's, as in every other URL of this
-		// driver (and as valkey-go reads a Sentinel URL): go-redis's
-		// ParseFailoverURL gives it to the Sentinels and takes the
-		// master's from password= in the query, which log lines would
-		// show.
-		fo.Username, fo.Password = fo.SentinelUsername, fo.SentinelPassword
-		fo.SentinelUsername, fo.SentinelPassword = "", ""
-		if fo.TLSConfig != nil {
-			// ParseFailoverURL names the first Sentinel as the server of
-			// every TLS connection, the master's too: verify each server
-			// under its own address instead.
-			fo.TLSConfig.ServerName = ""
-			if err := tlsfiles.Apply(fo.TLSConfig, files); err != nil {
-				return nil, err
-			}
-		}
-		contract{&fo.ContextTimeoutEnabled, &fo.MaxRetries, &fo.DialerRetries, &fo.MinIdleConns,
-			&fo.DialTimeout, &fo.ReadTimeout, &fo.WriteTimeout, &fo.PoolTimeout, nil}.force(timeouts)
-		// NewFailoverClient panics on either; the scripts write anyway.
-		fo.RouteByLatency, fo.RouteRandomly = false, false
-		fo.ReplicaOnly, fo.UseDisconnectedReplicas = false, false
-		o.failover = fo
-		return o, nil
-	case !isCluster:
-		so, err := goredis.ParseURL(parsed.String())
-		if err != nil {
-			return nil, invalidURL(err)
-		}
-		if so.TLSConfig != nil {
-			if err := tlsfiles.Apply(so.TLSConfig, files); err != nil {
-				return nil, err
-			}
-		}
-		contract{&so.ContextTimeoutEnabled, &so.MaxRetries, &so.DialerRetries, &so.MinIdleConns,
-			&so.DialTimeout, &so.ReadTimeout, &so.WriteTimeout, &so.PoolTimeout,
-			&so.MaintNotificationsConfig}.force(timeouts)
-		o.single = so
-		return o, nil
-	}
-	if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
-		return nil, driver.Invalid("url: path",
-			"a Redis Cluster has only database 0, got "+driver.Quote(u.Path))
-	}
-	parsed.Path = ""
-	co, err := goredis.ParseClusterURL(parsed.String())
+// singleOptions is go-redis's ParseURL of u, with the contract's settings.
+func singleOptions(u *redisurl.Checked) (*goredis.Options, error) {
+	so, err := goredis.ParseURL(u.String())
 	if err != nil {
 		return nil, invalidURL(err)
 	}
-	if co.TLSConfig != nil {
-		if err := tlsfiles.Apply(co.TLSConfig, files); err != nil {
-			return nil, err
-		}
+	if err := u.TLS(so.TLSConfig); err != nil {
+		return nil, err
+	}
+	contract{&so.ContextTimeoutEnabled, &so.MaxRetries, &so.DialerRetries, &so.MinIdleConns,
+		&so.DialTimeout, &so.ReadTimeout, &so.WriteTimeout, &so.PoolTimeout,
+		&so.MaintNotificationsConfig}.force(u.Timeouts)
+	return so, nil
+}
+
+// clusterOptions is go-redis's ParseClusterURL of u, with the contract's
+// settings.
+func clusterOptions(u *redisurl.Checked) (*goredis.ClusterOptions, error) {
+	if u.URL.Scheme == "redis+cluster" {
+		u.URL.Scheme = "redis"
+	}
+	co, err := goredis.ParseClusterURL(u.String())
+	if err != nil {
+		return nil, invalidURL(err)
+	}
+	if err := u.TLS(co.TLSConfig); err != nil {
+		return nil, err
 	}
 	contract{&co.ContextTimeoutEnabled, &co.MaxRetries, &co.DialerRetries, &co.MinIdleConns,
 		&co.DialTimeout, &co.ReadTimeout, &co.WriteTimeout, &co.PoolTimeout,
-		&co.MaintNotificationsConfig}.force(timeouts)
+		&co.MaintNotificationsConfig}.force(u.Timeouts)
 	co.ReadOnly, co.RouteByLatency, co.RouteRandomly = false, false, false
 	// Keyed commands only: no COMMAND round trip to learn routing tips.
 	co.DisableRoutingPolicies = true
-	o.cluster = co
-	return o, nil
+	return co, nil
+}
+
+// failoverOptions is go-redis's ParseFailoverURL of u, with the contract's
+// settings and the userinfo the master's.
+func failoverOptions(u *redisurl.Checked) (*goredis.FailoverOptions, error) {
+	fo, err := goredis.ParseFailoverURL(u.String())
+	if err != nil {
+		return nil, invalidURL(err)
+	}
+	// The userinfo is the master's, as in every other URL of this
+	// driver (and as valkey-go reads a Sentinel URL): go-redis's
+	// ParseFailoverURL gives it to the Sentinels and takes the
+	// master's from password= in the query, which log lines would
+	// show.
+	fo.Username, fo.Password = fo.SentinelUsername, fo.SentinelPassword
+	fo.SentinelUsername, fo.SentinelPassword = "", ""
+	if err := u.TLS(fo.TLSConfig); err != nil {
+		return nil, err
+	}
+	contract{&fo.ContextTimeoutEnabled, &fo.MaxRetries, &fo.DialerRetries, &fo.MinIdleConns,
+		&fo.DialTimeout, &fo.ReadTimeout, &fo.WriteTimeout, &fo.PoolTimeout, nil}.force(u.Timeouts)
+	// NewFailoverClient panics on either; the scripts write anyway.
+	fo.RouteByLatency, fo.RouteRandomly = false, false
+	fo.ReplicaOnly, fo.UseDisconnectedReplicas = false, false
+	return fo, nil
 }
 
 // contract points at the go-redis settings the contract forces, in

@@ -1,7 +1,6 @@
 package valkey
 
 import (
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -9,7 +8,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/fleetstore/fleetstore/driver"
-	"github.com/fleetstore/fleetstore/internal/rediscore"
+	"github.com/fleetstore/fleetstore/internal/redisurl"
 	"github.com/fleetstore/fleetstore/internal/tlsfiles"
 )
 
@@ -24,48 +23,24 @@ type options struct {
 var (
 	commonParams = append([]string{"protocol", "client_name", "dial_timeout",
 		"write_timeout", "client_cache", "max_retries", "skip_verify"}, tlsfiles.Params...)
-	singleParams   = append([]string{"db"}, commonParams...)
-	clusterParams  = append([]string{"addr"}, commonParams...)
-	sentinelParams = append([]string{"master_set", "addr", "db"}, commonParams...)
+	urlSpec = redisurl.Spec{
+		TLSScheme: "valkeys", Master: "master_set",
+		Single:   append([]string{"db"}, commonParams...),
+		Cluster:  append([]string{"addr"}, commonParams...),
+		Sentinel: append([]string{"master_set", "addr", "db"}, commonParams...),
+		Timeouts: []string{"dial_timeout", "write_timeout"},
+	}
 )
 
 // parseURL turns cfg into valkey-go options with the settings the contract
 // needs forced (see forceContract). Errors wrap ErrInvalid, name the
 // parameter and never quote the URL's userinfo.
 func parseURL(cfg driver.Config) (*options, error) {
-	u := *cfg.URL
-	q := u.Query()
-	sentinel := q.Has("master_set")
-	cluster := !sentinel && len(q["addr"]) > 0
-	accepted, form := singleParams, "one-server"
-	switch {
-	case sentinel:
-		accepted, form = sentinelParams, "Sentinel"
-	case cluster:
-		accepted, form = clusterParams, "cluster"
-	}
-	err := rediscore.CheckParams(q, form, accepted, singleParams, clusterParams, sentinelParams)
+	u, err := urlSpec.Check(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if err := driver.CheckAddrs(u.Host, q["addr"]); err != nil {
-		return nil, err
-	}
-	if u.Opaque != "" || u.Host == "" {
-		return nil, driver.Invalid("url", "want "+u.Scheme+"://[[USER]:PASSWORD@]HOST:PORT[/DB]")
-	}
-	if u.Scheme != "valkeys" {
-		if name := tlsfiles.Given(q); name != "" || q.Has("skip_verify") {
-			if name == "" {
-				name = "skip_verify"
-			}
-			return nil, driver.Invalid("url: "+name, "only for valkeys:// (TLS)")
-		}
-	}
-	if sentinel && q.Get("master_set") == "" {
-		return nil, driver.Invalid("url: master_set",
-			"empty: want the name Sentinel monitors the master under")
-	}
+	q := u.Query
 	// valkey-go reads these as "anything but 0 means on"; the contract
 	// needs them off, so the only value worth writing is 0.
 	if v := q.Get("client_cache"); q.Has("client_cache") && v != "0" {
@@ -80,65 +55,30 @@ func parseURL(cfg driver.Config) (*options, error) {
 	if v := q.Get("protocol"); q.Has("protocol") && v != "2" && v != "3" {
 		return nil, driver.Invalid("url: protocol", "want 2 or 3, got "+driver.Quote(v))
 	}
-	limits, err := driver.Timeouts(q, cfg.Timeout, "dial_timeout", "write_timeout")
-	if err != nil {
-		return nil, err
-	}
-
-	// valkey.ParseURL reads "/" as database "" and fails: drop it.
-	path := strings.TrimSuffix(u.Path, "/")
-	if cluster {
-		if db := strings.TrimPrefix(path, "/"); db != "" && db != "0" {
-			return nil, driver.Invalid("url: path",
-				"a cluster has only database 0, got "+driver.Quote(u.Path))
-		}
-		path = ""
-	}
 	if q.Has("db") {
 		if _, err := strconv.Atoi(q.Get("db")); err != nil {
 			return nil, driver.Invalid("url: db", "want a database number, got "+driver.Quote(q.Get("db")))
 		}
 	}
-	files := url.Values{}
-	for _, name := range tlsfiles.Params {
-		if vs, ok := q[name]; ok {
-			files[name] = vs
-		}
-	}
-	parsed := u
-	parsed.Path, parsed.RawPath = path, ""
-	own := []string{"client_cache", "max_retries", "dial_timeout", "write_timeout"}
-	for _, name := range append(own, tlsfiles.Params...) {
-		q.Del(name)
-	}
-	parsed.RawQuery = q.Encode()
-	co, err := valkey.ParseURL(parsed.String())
+	q.Del("client_cache")
+	q.Del("max_retries")
+	// valkey.ParseURL reads "/" as database "" and fails: drop it.
+	u.URL.Path, u.URL.RawPath = strings.TrimSuffix(u.URL.Path, "/"), ""
+	co, err := valkey.ParseURL(u.String())
 	if err != nil {
 		return nil, invalidURL(err)
 	}
-	if co.TLSConfig != nil {
-		if err := tlsfiles.Apply(co.TLSConfig, files); err != nil {
-			return nil, err
-		}
+	if err := u.TLS(co.TLSConfig); err != nil {
+		return nil, err
 	}
-	if sentinel {
-		sentinelTLS(&co)
+	if u.Form == redisurl.Sentinel && co.TLSConfig != nil {
+		// Under valkeys:// the Sentinels' own connections are TLS too,
+		// with the same CA and client certificate (as go-redis does):
+		// valkey-go's ParseURL leaves them plain (Sentinel.TLSConfig).
+		co.Sentinel.TLSConfig = co.TLSConfig.Clone()
 	}
-	forceContract(&co, limits["dial_timeout"], limits["write_timeout"])
+	forceContract(&co, u.Timeouts["dial_timeout"], u.Timeouts["write_timeout"])
 	return &options{client: co, display: cfg.URL.Redacted()}, nil
-}
-
-// sentinelTLS sets the TLS of a Sentinel URL: valkey-go's ParseURL names
-// the first Sentinel as the server of the master's TLS connections and
-// leaves the Sentinels' own connections plain (Sentinel.TLSConfig).
-// Under valkeys:// both are TLS, with the same CA and client certificate
-// (as go-redis does), each server verified under its own address.
-func sentinelTLS(co *valkey.ClientOption) {
-	if co.TLSConfig == nil {
-		return
-	}
-	co.TLSConfig.ServerName = ""
-	co.Sentinel.TLSConfig = co.TLSConfig.Clone()
 }
 
 // forceContract sets what the contract needs, whatever the URL says. Each

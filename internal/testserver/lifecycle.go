@@ -18,11 +18,7 @@ func (r *Redis) Kill() error {
 	if p == nil {
 		return errors.New("testserver: kill: server not running")
 	}
-	if err := p.cmd.Process.Kill(); err != nil {
-		return err
-	}
-	<-p.done
-	return nil
+	return p.Kill()
 }
 
 // Freeze stops the server with SIGSTOP: a black hole. The kernel still
@@ -40,5 +36,5 @@ func (r *Redis) signal(sig os.Signal) error {
 	if p == nil {
 		return errors.New("testserver: signal: server not running")
 	}
-	return p.cmd.Process.Signal(sig)
+	return p.Signal(sig)
 }

@@ -1,8 +1,10 @@
 package testserver
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -29,9 +31,8 @@ type Memcached struct {
 	tls  *Certs
 	auth bool // ssl_verify_mode=2: a client certificate is required
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has been waited for
+	mu   sync.Mutex
+	proc *Process // nil when stopped
 }
 
 // StartMemcached starts memcached (-l 127.0.0.1 -p PORT -U 0) with the
@@ -90,21 +91,16 @@ func (m *Memcached) start() error {
 	cmd := exec.Command(m.bin, append(args, m.args...)...)
 	cmd.Stdout = os.Stderr
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	p, err := StartProcess(cmd)
+	if err != nil {
 		return err
 	}
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
-	if err := mcWaitUp(m.Addr, exited); err != nil {
-		cmd.Process.Kill()
-		<-exited
+	if err := mcWaitUp(m.Addr, p.Done()); err != nil {
+		_ = p.Kill()
 		return err
 	}
 	m.mu.Lock()
-	m.cmd, m.exited = cmd, exited
+	m.proc = p
 	m.mu.Unlock()
 	return nil
 }
@@ -130,14 +126,12 @@ func mcWaitUp(addr string, exited <-chan struct{}) error {
 // Stop kills the server and waits for it to exit. Stopping twice is fine.
 func (m *Memcached) Stop() {
 	m.mu.Lock()
-	cmd, exited := m.cmd, m.exited
-	m.cmd = nil
+	p := m.proc
+	m.proc = nil
 	m.mu.Unlock()
-	if cmd == nil {
-		return
+	if p != nil {
+		_ = p.Kill() // SIGKILL also ends a SIGSTOPped process
 	}
-	cmd.Process.Kill() // SIGKILL also ends a SIGSTOPped process
-	<-exited
 }
 
 // Restart stops the server and starts a new one on the same address: every
@@ -164,8 +158,65 @@ func (m *Memcached) Resume() error { return m.signal(syscall.SIGCONT) }
 func (m *Memcached) signal(sig os.Signal) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.cmd == nil {
+	if m.proc == nil {
 		return errors.New("memcached not running")
 	}
-	return m.cmd.Process.Signal(sig)
+	return m.proc.Signal(sig)
+}
+
+// StatsConn is a connection of the test's own to a memcached, for its
+// stats commands. Kept open, it is counted once among the server's
+// connections.
+type StatsConn struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+// DialStats connects to the memcached at addr; the connection is closed
+// at t.Cleanup.
+func DialStats(t testing.TB, addr string) *StatsConn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("testserver: stats: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &StatsConn{c: c, r: bufio.NewReader(c)}
+}
+
+// Stats sends `stats`, or `stats SUB` when sub is not "" (e.g. "slabs"),
+// and returns its integer values by name. It fails t on an error or a
+// line that is not STAT NAME VALUE.
+func (s *StatsConn) Stats(t testing.TB, sub string) map[string]int64 {
+	t.Helper()
+	cmd := strings.TrimSpace("stats " + sub)
+	_ = s.c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := s.c.Write([]byte(cmd + "\r\n")); err != nil {
+		t.Fatalf("testserver: %s: %v", cmd, err)
+	}
+	out := make(map[string]int64)
+	for {
+		line, err := s.r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("testserver: %s: %v", cmd, err)
+		}
+		f := strings.Fields(line)
+		if len(f) == 1 && f[0] == "END" {
+			return out
+		}
+		if len(f) != 3 || f[0] != "STAT" {
+			t.Fatalf("testserver: %s: %q", cmd, line)
+		}
+		if n, err := strconv.ParseInt(f[2], 10, 64); err == nil {
+			out[f[1]] = n
+		}
+	}
+}
+
+// MemcachedStats is Stats on a connection of its own to addr.
+func MemcachedStats(t testing.TB, addr, sub string) map[string]int64 {
+	t.Helper()
+	s := DialStats(t, addr)
+	defer s.c.Close()
+	return s.Stats(t, sub)
 }

@@ -3,11 +3,9 @@ package testserver
 import (
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,7 +26,7 @@ type Redis struct {
 	conf string
 
 	mu   sync.Mutex
-	proc *process // nil when stopped
+	proc *Process // nil when stopped
 }
 
 // RedisOption configures StartRedis and StartCluster.
@@ -104,15 +102,7 @@ func tryStartRedis(t testing.TB, c redisConfig, dir string, port int,
 	bin := Need(t, c.bin)
 	r := &Redis{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port,
 		Password: c.password, t: t, bin: bin, dir: dir, conf: filepath.Join(dir, "redis.conf")}
-	lines := []string{
-		"port " + strconv.Itoa(port),
-		"bind 127.0.0.1",
-		"dir " + dir,
-		"save \"\"",
-		"appendonly no",
-		"daemonize no",
-		"logfile " + filepath.Join(dir, "server.log"),
-	}
+	lines := RedisConf(port, dir)
 	if c.password != "" {
 		lines = append(lines, "requirepass "+c.password, "masterauth "+c.password)
 	}
@@ -121,7 +111,7 @@ func tryStartRedis(t testing.TB, c redisConfig, dir string, port int,
 	}
 	lines = append(lines, extra...)
 	lines = append(lines, c.lines...)
-	if err := os.WriteFile(r.conf, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+	if err := WriteConf(r.conf, lines); err != nil {
 		t.Fatalf("testserver: %v", err)
 	}
 	if err := r.start(); err != nil {
@@ -154,52 +144,29 @@ func (r *Redis) tlsLines(c redisConfig) []string {
 func (r *Redis) start() error {
 	cmd := exec.Command(r.bin, r.conf)
 	cmd.Dir = r.dir
-	if err := cmd.Start(); err != nil {
+	p, err := StartProcess(cmd)
+	if err != nil {
 		return err
 	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if _, err := Do(r.Addr, r.Password, "PING"); err == nil {
 			break
 		}
 		select {
-		case <-p.done:
-			return fmt.Errorf("exited before answering (%v): %s", p.err, r.logTail())
+		case <-p.Done():
+			return fmt.Errorf("exited before answering (%v): %s", p.Err(), LogTail(r.dir))
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			p.stop()
-			return fmt.Errorf("no answer on %s after 10s: %s", r.Addr, r.logTail())
+			p.Stop()
+			return fmt.Errorf("no answer on %s after 10s: %s", r.Addr, LogTail(r.dir))
 		}
 	}
 	r.mu.Lock()
 	r.proc = p
 	r.mu.Unlock()
 	return nil
-}
-
-// process is one run of the server.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when it has exited
-	err  error         // its exit status, once done
-}
-
-// stop sends SIGINT (a clean shutdown), then SIGKILL after 5s, and waits
-// for the exit.
-func (p *process) stop() {
-	_ = p.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-p.done:
-	case <-time.After(5 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
 }
 
 // Stop stops the server and waits for it to exit. Stopping a stopped
@@ -210,7 +177,7 @@ func (r *Redis) Stop() {
 	r.proc = nil
 	r.mu.Unlock()
 	if p != nil {
-		p.stop()
+		p.Stop()
 	}
 }
 
@@ -283,15 +250,4 @@ func (r *Redis) URL() string {
 		return "redis://:" + r.Password + "@" + r.Addr
 	}
 	return "redis://" + r.Addr
-}
-
-func (r *Redis) logTail() string {
-	b, err := os.ReadFile(filepath.Join(r.dir, "server.log"))
-	if err != nil {
-		return "(no log)"
-	}
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return string(b)
 }

@@ -3,7 +3,6 @@ package testserver
 import (
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -109,8 +108,7 @@ func startSentinelProc(t testing.TB, bin string, master *Redis, cfg redisConfig)
 		if cfg.password != "" {
 			lines = append(lines, "sentinel auth-pass "+SentinelMasterName+" "+cfg.password)
 		}
-		// Sentinel rewrites its config file: it must be writable.
-		if err := os.WriteFile(r.conf, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		if err := WriteConf(r.conf, lines); err != nil {
 			t.Fatalf("testserver: %v", err)
 		}
 		if last = r.start(); last == nil {

@@ -51,12 +51,18 @@ func Given(q url.Values) string {
 	return ""
 }
 
-// Del removes Params from q, before q goes to a client's own URL parser
-// (go-redis's rejects names it does not know).
-func Del(q url.Values) {
+// Take removes Params from q, before q goes to a client's own URL parser
+// (go-redis's rejects names it does not know), and returns them, for
+// Apply.
+func Take(q url.Values) url.Values {
+	files := url.Values{}
 	for _, name := range Params {
-		q.Del(name)
+		if vs, ok := q[name]; ok {
+			files[name] = vs
+			q.Del(name)
+		}
 	}
+	return files
 }
 
 // Apply reads the files q names into c: RootCAs from tls_ca_file, one

@@ -9,11 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fleetstore/fleetstore/internal/testserver"
 )
 
 // server is a redis-server this command started on a free loopback port,
@@ -21,8 +22,7 @@ import (
 type server struct {
 	addr string
 	dir  string
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
+	proc *testserver.Process // nil when stopped
 }
 
 // startServer starts bin and waits until it answers PING. The free port
@@ -43,8 +43,7 @@ func startServer(ctx context.Context, bin string) (*server, error) {
 			last = err
 			continue
 		}
-		s := &server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir,
-			done: make(chan struct{})}
+		s := &server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir}
 		if last = s.start(ctx, path, port); last == nil {
 			return s, nil
 		}
@@ -55,30 +54,18 @@ func startServer(ctx context.Context, bin string) (*server, error) {
 
 func (s *server) start(ctx context.Context, bin string, port int) error {
 	conf := filepath.Join(s.dir, "redis.conf")
-	lines := []string{
-		"port " + strconv.Itoa(port),
-		"bind 127.0.0.1",
-		"dir " + s.dir,
-		`save ""`,
-		"appendonly no",
-		"daemonize no",
-		"logfile " + filepath.Join(s.dir, "server.log"),
-	}
-	if err := os.WriteFile(conf, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+	if err := testserver.WriteConf(conf, testserver.RedisConf(port, s.dir)); err != nil {
 		return err
 	}
-	s.cmd = exec.Command(bin, conf)
-	s.cmd.Dir = s.dir
+	cmd := exec.Command(bin, conf)
+	cmd.Dir = s.dir
 	// The server dies with compare, even when compare is killed with
 	// SIGKILL and cannot stop it.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := s.cmd.Start(); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p, err := testserver.StartProcess(cmd)
+	if err != nil {
 		return err
 	}
-	go func() {
-		_ = s.cmd.Wait()
-		close(s.done)
-	}()
 	probe := goredis.NewClient(&goredis.Options{Addr: s.addr, MaxRetries: -1,
 		DialTimeout: time.Second})
 	defer probe.Close()
@@ -86,51 +73,31 @@ func (s *server) start(ctx context.Context, bin string, port int) error {
 	for {
 		err := probe.Ping(ctx).Err()
 		if err == nil {
+			s.proc = p
 			return nil
 		}
 		select {
-		case <-s.done:
-			return fmt.Errorf("exited before answering: %s", s.logTail())
+		case <-p.Done():
+			return fmt.Errorf("exited before answering: %s", testserver.LogTail(s.dir))
 		case <-ctx.Done():
-			s.stop()
+			p.Stop()
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			s.stop()
+			p.Stop()
 			return fmt.Errorf("no answer on %s after 10s: %v", s.addr, err)
 		}
 	}
 }
 
-// stop sends SIGINT (a redis-server shuts down on it), then SIGKILL after
-// 5s, and waits for the exit; close also removes the temp dir.
-func (s *server) stop() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-s.done:
-		case <-time.After(5 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.done
-		}
-	}
-}
-
+// close stops the server (testserver.Process.Stop) and removes its temp
+// dir.
 func (s *server) close() {
-	s.stop()
+	if s.proc != nil {
+		s.proc.Stop()
+	}
 	_ = os.RemoveAll(s.dir)
-}
-
-func (s *server) logTail() string {
-	b, err := os.ReadFile(filepath.Join(s.dir, "server.log"))
-	if err != nil {
-		return "(no log)"
-	}
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return string(b)
 }
 
 func freePort() (int, error) {
