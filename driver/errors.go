@@ -59,6 +59,7 @@ func (e *ClaimLostError) Is(target error) bool { return target == ErrClaimLost }
 // it mid-batch). A batch's failures are joined, one *ClaimError each, so
 // errors.As finds the first and a type switch over the joined errors finds
 // them all; a failure of the whole call is one error, not a ClaimError.
+// Its message quotes Tenant, SourceID and Key, each cut to 64 characters.
 type ClaimError struct {
 	Index                 int
 	Tenant, SourceID, Key string
