@@ -48,9 +48,9 @@
 // decided from a node-local memory store at this node's share of every
 // limit, and its Result has Local set; a Commit is committed locally and
 // queued, to be replayed when a background probe finds the shared store
-// back. Fallback's documentation gives the rules: the share and its bound,
-// the breaker, the outbox, Release and Reset, memory and logging.
-// Store.FallbackStats returns the counters.
+// back. CONTRACT §8 gives the rules: the share and its bound, the breaker,
+// the outbox, Release and Reset, memory and logging. Store.FallbackStats
+// returns the counters.
 //
 // # Metrics and traces
 //
