@@ -8,7 +8,7 @@ import (
 )
 
 // TestClaimErrorCut: a ClaimError names its claim's tenant, source_id and
-// key each cut to 64 characters (CONTRACT §1.3), so that an error of a
+// key each cut to 64 characters (ClaimError's doc), so that an error of a
 // batch of long keys stays readable.
 func TestClaimErrorCut(t *testing.T) {
 	e := &driver.ClaimError{Index: 3, Tenant: strings.Repeat("t", 1024),

@@ -27,7 +27,7 @@ type shard struct {
 }
 
 // tenantBuckets holds every kind's TAT of one tenant: one record per tenant,
-// as CONTRACT §7 suggests, so Reset is one delete.
+// so Reset is one delete.
 type tenantBuckets struct {
 	tats    []kindTAT
 	expires int64 // µs: the largest TAT; the record is dead after it
