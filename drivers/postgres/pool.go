@@ -17,9 +17,9 @@ import (
 //		"postgres://?timeout=100ms&key_prefix=edge")
 //
 // Open refuses, with ErrInvalid naming the setting ("pool:
-// ConnectTimeout"), a pool whose connects may outlive the Store's timeout
-// (none set, or longer): pgxpool finishes a connect its caller gave up on
-// (T1, T4). The pool's own statement_timeout is kept: set it, and
+// ConnectTimeout"), a pool whose connects are not bounded by the larger of
+// the Store's timeout and 1s: pgxpool finishes a connect its caller gave
+// up on, and Close must not wait long for it (T4). The pool's own statement_timeout is kept: set it, and
 // lock_timeout, to the Store's timeout, as the driver does on its own pools,
 // so that a statement whose caller gave up stops. Any query exec mode works;
 // pgx's default prepares each statement once per connection (a second
@@ -48,9 +48,9 @@ func (d poolDriver) Open(cfg driver.Config) (driver.Conn, error) {
 		return nil, err
 	}
 	ct := d.pool.Config().ConnConfig.ConnectTimeout
-	if ct <= 0 || ct > cfg.Timeout {
-		return nil, driver.Invalid("pool: ConnectTimeout", "is "+ct.String()+
-			"; set it to at most the Store's timeout ("+cfg.Timeout.String()+"): pgxpool finishes a connect its caller gave up on")
+	if ct <= 0 || ct > connectTimeout(cfg.Timeout) {
+		return nil, driver.Invalid("pool: ConnectTimeout", "is "+ct.String()+"; set it to at most "+
+			connectTimeout(cfg.Timeout).String()+": pgxpool finishes a connect its caller gave up on")
 	}
 	return newConn(d.pool, false, cfg, o), nil
 }

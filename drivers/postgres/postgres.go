@@ -30,7 +30,7 @@
 //	application_name     shown in pg_stat_activity. Default none.
 //	target_session_attrs libpq's: read-write (the functions write) to skip a standby
 //	                     among several hosts. Default any.
-//	connect_timeout      libpq's, whole seconds; at most timeout.
+//	connect_timeout      libpq's, whole seconds; at most the timeout or 1s (see Cold start).
 //	pool_max_conns       connections of the Store's pool. Default 8.
 //	pool_max_conn_lifetime, pool_max_conn_idle_time, pool_health_check_period
 //	                     pgxpool's, Go durations.
@@ -80,8 +80,10 @@
 //
 // # Cold start
 //
-// Open connects nothing (T3). The first calls of a Store each pay a
-// connect (TCP, startup, authentication: about 2–5ms on a LAN, more with
+// Open connects nothing (T3). A connect is bounded by the larger of the
+// timeout and 1s, and goes on after its call returned at its deadline, so
+// that the next calls find its connection. The first calls of a Store each
+// pay a connect (TCP, startup, authentication: about 2–5ms on a LAN, more with
 // TLS or SCRAM). After the first answered call the Store connects its pool
 // up to pool_max_conns in the background, so a burst finds connections.
 // With several Stores starting under full load at once, give the first
@@ -229,9 +231,9 @@ func parseOptions(q url.Values, budget time.Duration) (options, error) {
 	}
 	if v := q.Get("connect_timeout"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || time.Duration(n)*time.Second > budget {
-			return o, driver.Invalid("url: connect_timeout", "want whole seconds ≥ 1, at most the timeout ("+
-				budget.String()+"), got "+driver.Quote(v))
+		if err != nil || n < 1 || time.Duration(n)*time.Second > connectTimeout(budget) {
+			return o, driver.Invalid("url: connect_timeout", "want whole seconds ≥ 1, at most "+
+				connectTimeout(budget).String()+", got "+driver.Quote(v))
 		}
 	}
 	if q.Has("tls_cert_file") != q.Has("tls_key_file") {
@@ -280,12 +282,19 @@ func poolConfig(cfg driver.Config, o options) (*pgxpool.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", driver.Invalid("url", safeErr(err)))
 	}
-	if pc.ConnConfig.ConnectTimeout == 0 || pc.ConnConfig.ConnectTimeout > cfg.Timeout {
-		pc.ConnConfig.ConnectTimeout = cfg.Timeout
+	if pc.ConnConfig.ConnectTimeout == 0 {
+		pc.ConnConfig.ConnectTimeout = connectTimeout(cfg.Timeout)
 	}
 	setSession(pc, cfg.Timeout)
 	return pc, nil
 }
+
+// connectTimeout bounds a connect: the budget, and at least 1s. A call
+// returns at its deadline whatever its connect does (pgxpool's Acquire),
+// and the connect goes on in the background, so that a cold pool under
+// load still fills (a fork and a startup per connection take more than
+// 100ms on a busy server) and the next calls find connections.
+func connectTimeout(budget time.Duration) time.Duration { return max(budget, time.Second) }
 
 // setSession sets what every connection of pc needs: statements sent in
 // one round trip (QueryExecModeExec), statement_timeout and lock_timeout of
@@ -293,6 +302,9 @@ func poolConfig(cfg driver.Config, o options) (*pgxpool.Config, error) {
 func setSession(pc *pgxpool.Config, budget time.Duration) {
 	ms := strconv.FormatInt(max(budget.Milliseconds(), 1), 10)
 	pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	// No answer of ours is near 1 MiB; a message declaring more is not
+	// PostgreSQL's, and is not allocated (V4).
+	pc.ConnConfig.MaxProtocolMessageBodyLen = 1 << 20
 	if pc.ConnConfig.RuntimeParams == nil {
 		pc.ConnConfig.RuntimeParams = map[string]string{}
 	}

@@ -137,7 +137,7 @@ func (p *Postgres) start() error {
 	p.mu.Lock()
 	p.cmd, p.done = cmd, done
 	p.mu.Unlock()
-	if err := waitPostgres(p.Addr, done, 30*time.Second); err != nil {
+	if err := waitPostgres(filepath.Join(p.bin, "pg_isready"), p.Addr, done, 30*time.Second); err != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 		log, _ := os.ReadFile(filepath.Join(filepath.Dir(p.Dir), "postgres.log"))
@@ -146,8 +146,9 @@ func (p *Postgres) start() error {
 	return nil
 }
 
-// waitPostgres waits until addr accepts connections, or the server exits.
-func waitPostgres(addr string, done <-chan struct{}, d time.Duration) error {
+// waitPostgres waits until addr accepts sessions (pg_isready), or the
+// server exits.
+func waitPostgres(isready, addr string, done <-chan struct{}, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
 		select {
@@ -156,7 +157,13 @@ func waitPostgres(addr string, done <-chan struct{}, d time.Duration) error {
 		default:
 		}
 		if err := WaitTCP(addr, 50*time.Millisecond); err == nil {
-			return nil
+			host, port, _ := splitPort(addr)
+			// Accepting connections is not accepting sessions: the
+			// startup refuses them (57P03) until recovery is done.
+			if exec.Command(isready, "-q", "-h", host, "-p", port, "-U", "fleet", "-d", "postgres").Run() == nil {
+				return nil
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("postgres not accepting connections on %s after %v", addr, d)
