@@ -244,4 +244,3 @@ func (c *conn) nextRound() (*settleCall, *round) {
 	}
 	return r.exec, r
 }
-
