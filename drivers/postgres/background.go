@@ -3,10 +3,8 @@ package postgres
 import (
 	"context"
 	"math/rand/v2"
-	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 )
 
@@ -19,54 +17,19 @@ const (
 )
 
 // startBackground starts, after the first answered call, the sweep of
-// expired rows and the warm-up of the pool; both stop at Close.
+// expired rows; it stops at Close.
 func (c *conn) startBackground() {
 	select {
 	case <-c.bg.Done():
 		return
 	default:
 	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.warm()
-	}()
 	if c.sweep > 0 {
 		c.wg.Add(1)
 		go func() {
 			defer c.wg.Done()
 			c.sweepLoop()
 		}()
-	}
-}
-
-// warm connects the pool up to its size, each connect bounded by 5s, so
-// that the first burst of calls finds connections (package doc, Cold
-// start). A driver's own pool only: an application's pool is its own.
-func (c *conn) warm() {
-	if !c.own {
-		return
-	}
-	ctx, cancel := context.WithTimeout(c.bg, 5*time.Second)
-	defer cancel()
-	n := int(c.pool.Config().MaxConns) - int(c.pool.Stat().TotalConns())
-	var held []*pgxpool.Conn
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range max(n, 0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if pc, err := c.pool.Acquire(ctx); err == nil {
-				mu.Lock()
-				held = append(held, pc)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	for _, pc := range held {
-		pc.Release()
 	}
 }
 

@@ -18,3 +18,20 @@ func TestConformance(t *testing.T) {
 		Restart: srv.Restart,
 	})
 }
+
+// TestConformanceFallback runs the suite on a Store with a fallback
+// (fallback_nodes=3, CONTRACT §8) on a healthy server: while the shared
+// store answers, the degraded mode changes nothing. T1, T2 and V4 aim the
+// Store at a dead, refused or lying address, which the fallback turns into
+// local decisions.
+func TestConformanceFallback(t *testing.T) {
+	t.Parallel()
+	const local = "with a fallback, a dead, refused or lying store is a local decision (CONTRACT §8)"
+	srv := testserver.StartPostgres(t)
+	conformance.Run(t, conformance.Config{
+		URL:     srv.URL() + "&fallback_nodes=3",
+		Records: records(adminPool(t, srv)),
+		Restart: srv.Restart,
+		Omit:    map[string]string{"T1": local, "T2": local, "V4": local},
+	})
+}

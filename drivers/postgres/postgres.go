@@ -31,13 +31,12 @@
 //	target_session_attrs libpq's: read-write (the functions write) to skip a standby
 //	                     among several hosts. Default any.
 //	connect_timeout      libpq's, whole seconds; at most the timeout or 1s (see Cold start).
-//	pool_max_conns       connections of the Store's pool. Default 8.
+//	pool_max_conns       connections of the Store's pool. Default 4.
 //	pool_max_conn_lifetime, pool_max_conn_idle_time, pool_health_check_period
 //	                     pgxpool's, Go durations.
 //
 // Refused with the reason: pool_min_conns and pool_min_idle_conns (Open
-// connects nothing, CONTRACT T3; the pool is filled after the first
-// answered call instead, see Cold start).
+// connects nothing, CONTRACT T3; see Cold start).
 //
 // # How a call runs
 //
@@ -83,12 +82,13 @@
 // Open connects nothing (T3). A connect is bounded by the larger of the
 // timeout and 1s, and goes on after its call returned at its deadline, so
 // that the next calls find its connection. The first calls of a Store each
-// pay a connect (TCP, startup, authentication: about 2–5ms on a LAN, more with
-// TLS or SCRAM). After the first answered call the Store connects its pool
-// up to pool_max_conns in the background, so a burst finds connections.
-// With several Stores starting under full load at once, give the first
-// seconds a longer budget (timeout=250ms) if a connect takes longer than
-// a tenth of a second on your network.
+// pay a connect (TCP, a backend forked, startup, authentication: a few ms
+// on a LAN, more with TLS or SCRAM), and the first Hit on a connection
+// compiles the plpgsql function. On a busy server a connect can take more
+// than the default 100ms budget: the calls of a cold Store then time out
+// until its connects, which go on, are done. Give such a deployment a
+// longer budget (timeout=250ms) or a pool of your own, connected ahead of
+// load (FromPool with pgxpool's MinConns).
 //
 // # Schema
 //
@@ -189,8 +189,8 @@ var (
 		"application_name", "target_session_attrs", "connect_timeout", "pool_max_conns",
 		"pool_max_conn_lifetime", "pool_max_conn_idle_time", "pool_health_check_period"}
 	refused = map[string]string{
-		"pool_min_conns":      "Open connects nothing (CONTRACT T3); the pool fills after the first answered call",
-		"pool_min_idle_conns": "Open connects nothing (CONTRACT T3); the pool fills after the first answered call",
+		"pool_min_conns":      "Open connects nothing (CONTRACT T3); connect ahead of load with a pool of your own (FromPool)",
+		"pool_min_idle_conns": "Open connects nothing (CONTRACT T3); connect ahead of load with a pool of your own (FromPool)",
 	}
 )
 
@@ -275,7 +275,7 @@ func poolConfig(cfg driver.Config, o options) (*pgxpool.Config, error) {
 		q.Set("sslmode", "verify-full")
 	}
 	if !q.Has("pool_max_conns") {
-		q.Set("pool_max_conns", "8")
+		q.Set("pool_max_conns", "4")
 	}
 	u.RawQuery = q.Encode()
 	pc, err := pgxpool.ParseConfig(u.String())
@@ -339,10 +339,10 @@ type conn struct {
 	log     *zap.Logger
 	q       queries
 
-	started atomic.Bool // a call was answered: the sweep and the warm-up run
+	started atomic.Bool // a call was answered: the sweep runs
 
-	// bg is cancelled by Close; the install, the sweep and the warm-up
-	// run under it and Close waits for them (T4).
+	// bg is cancelled by Close; the install and the sweep run under it
+	// and Close waits for them (T4).
 	bg     context.Context
 	stopBG context.CancelFunc
 	wg     sync.WaitGroup
@@ -402,8 +402,7 @@ func (c *conn) queryRow(ctx context.Context, sql string, args []any, dest ...any
 	return c.done(err)
 }
 
-// done marks err and, on the first answered call, starts the sweep and
-// the warm-up.
+// done marks err and, on the first answered call, starts the sweep.
 func (c *conn) done(err error) error {
 	if err == nil || errors.As(err, new(*pgconn.PgError)) {
 		if !c.started.Swap(true) {
@@ -566,8 +565,7 @@ func (c *conn) Ping(ctx context.Context) error {
 	return c.done(c.pool.Ping(ctx))
 }
 
-// Close implements driver.Conn: it stops the sweep, the warm-up and an
-// install, waits for them, and closes the pool when it is the driver's.
+// Close implements driver.Conn: it stops the sweep and an install, waits for them, and closes the pool when it is the driver's.
 func (c *conn) Close() error {
 	c.stopBG()
 	c.wg.Wait()
