@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -209,7 +210,8 @@ func (p *Postgres) Restart() error {
 	return p.start()
 }
 
-// Kill ends the server and every backend with SIGKILL, as a crash would;
+// Kill ends the server and every backend with SIGKILL, as a crash (or the
+// OOM killer on every process) would;
 // Restart starts it again (after crash recovery).
 func (p *Postgres) Kill() error {
 	p.mu.Lock()
@@ -219,9 +221,39 @@ func (p *Postgres) Kill() error {
 	if cmd == nil {
 		return errors.New("testserver: kill: postgres not running")
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	for _, pid := range append(pgChildren(cmd.Process.Pid), cmd.Process.Pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 	<-done
 	return nil
+}
+
+// pgChildren returns the processes whose parent is pid: the server's
+// backends and workers, each of which PostgreSQL moves to a session of its
+// own (setsid), out of the server's process group.
+func pgChildren(pid int) []int {
+	dirs, _ := os.ReadDir("/proc")
+	var out []int
+	for _, d := range dirs {
+		n, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …: comm may hold spaces; ppid follows the last ')'.
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Freeze stops the server and its backends with SIGSTOP; Thaw resumes them.
@@ -237,5 +269,16 @@ func (p *Postgres) signalGroup(sig syscall.Signal) error {
 	if cmd == nil {
 		return errors.New("testserver: signal: postgres not running")
 	}
-	return syscall.Kill(-cmd.Process.Pid, sig)
+	// The backends first on SIGSTOP (none forked meanwhile answers), last
+	// on SIGCONT.
+	pids := append(pgChildren(cmd.Process.Pid), cmd.Process.Pid)
+	if sig == syscall.SIGCONT {
+		pids = append([]int{cmd.Process.Pid}, pids[:len(pids)-1]...)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, sig); err != nil && pid == cmd.Process.Pid {
+			return err
+		}
+	}
+	return nil
 }
