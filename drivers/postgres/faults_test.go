@@ -109,28 +109,31 @@ func TestCommitsGrouped(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	// A session reports its function calls once idle for a second.
-	var calls int64
-	err := eventually(func() error {
-		if _, err := admin.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
-			return err
-		}
-		err := admin.QueryRow(ctx, "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions "+
-			"WHERE funcname = 'settle_v1'").Scan(&calls)
-		if err == nil && calls == 0 {
-			err = errors.New("no settle_v1 call reported yet")
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for i := range claims {
 		other := claims[i]
 		other.HookID = "h2"
 		if res, err := st.Hit(ctx, nil, &other); err != nil || res.Outcome != fleetstore.Duplicate {
 			t.Fatalf("claim %d after its commit: %v %v, want duplicate", i, res.Outcome, err)
 		}
+	}
+	// A session reports its function calls once idle for a second: all
+	// 2n Hits reported, its Commits before them are too.
+	var calls int64
+	err := eventually(func() error {
+		if _, err := admin.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
+			return err
+		}
+		var hits int64
+		err := admin.QueryRow(ctx, "SELECT coalesce(sum(calls) FILTER (WHERE funcname = 'hit_v1'), 0), "+
+			"coalesce(sum(calls) FILTER (WHERE funcname = 'settle_v1'), 0) FROM pg_stat_user_functions").
+			Scan(&hits, &calls)
+		if err == nil && hits < 2*n {
+			err = fmt.Errorf("%d of %d hit_v1 calls reported yet", hits, 2*n)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if calls == 0 || calls >= n {
 		t.Fatalf("%d concurrent Commits made %d settle_v1 calls, want fewer (grouped)", n, calls)
