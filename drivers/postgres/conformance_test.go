@@ -9,6 +9,10 @@ import (
 
 // TestConformance runs the whole conformance suite against one
 // PostgreSQL cluster of its own, the schema installed by the first call.
+// The package's other tests each start a cluster too and run one after
+// another, before the two conformance configurations run at once: a
+// cluster's start (initdb, a server and its backends) takes the cores
+// that the suite's 100ms budgets need.
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	srv := testserver.StartPostgres(t)

@@ -24,7 +24,6 @@ func hitOnce(st *fleetstore.Store, key string) (fleetstore.Result, error) {
 // times them out at the budget; once it is back, calls succeed on the same
 // Store.
 func TestServerFaults(t *testing.T) {
-	t.Parallel()
 	srv := testserver.StartPostgres(t)
 	const budget = 300 * time.Millisecond
 	st := openStore(t, srv.URL()+"&timeout=300ms")
@@ -84,7 +83,6 @@ func eventually(f func() error) error {
 // TestCommitsGrouped: the Commits of concurrent callers go in rounds,
 // fewer settle_v1 calls than Commits, each claim settled.
 func TestCommitsGrouped(t *testing.T) {
-	t.Parallel()
 	srv := testserver.StartPostgres(t, "track_functions=all")
 	admin := adminPool(t, srv)
 	st := openStore(t, srv.URL()+"&timeout=5s&pool_max_conns=2")

@@ -41,7 +41,6 @@ func TestOpenRefuses(t *testing.T) {
 // its calls fail until SchemaSQL has been run (the migration path), then
 // succeed without reopening it.
 func TestSchemaInstallOff(t *testing.T) {
-	t.Parallel()
 	srv := testserver.StartPostgres(t)
 	ctx := context.Background()
 	st := openStore(t, srv.URL()+"&timeout=2s&schema=edge_state&schema_install=off")
@@ -64,7 +63,6 @@ func TestSchemaInstallOff(t *testing.T) {
 // TestFromPool: a Store on the application's own pool works, refuses a
 // pool whose connects are unbounded, and leaves the pool open at Close.
 func TestFromPool(t *testing.T) {
-	t.Parallel()
 	srv := testserver.StartPostgres(t)
 	ctx := context.Background()
 	unbounded, err := pgxpool.New(ctx, srv.URL())

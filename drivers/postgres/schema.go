@@ -9,11 +9,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// schemaVersion is the suffix of every table and function the driver
-// uses: a later layout gets new names beside these, so that Stores of two
-// versions can run during a rolling upgrade.
-const schemaVersion = "v1"
-
 // SchemaSQL returns the SQL that installs the driver's tables and
 // functions in schema (a PostgreSQL identifier; "fleetstore" by default),
 // for a team that installs schemas itself: run it once, with a role that

@@ -87,7 +87,6 @@ func settlerServer(t *testing.T) (*testserver.Postgres, *pgxpool.Pool) {
 // leaves neither: no hook row, and the claim still pending (a redelivery
 // is Pending, then OK once PendingTTL has passed), never Duplicate.
 func TestSettlerKilled(t *testing.T) {
-	t.Parallel()
 	srv, admin := settlerServer(t)
 	cmd, lines, _ := testchild.Start(t, "TestSettlerChild", "SETTLER_CHILD=kill", "SETTLER_URL="+srv.URL())
 	if !lines.Scan() || lines.Text() != "inserted" {
@@ -135,7 +134,6 @@ func TestSettlerKilled(t *testing.T) {
 // hook row, and the claim committed for its hook, so that a redelivery is
 // a Duplicate naming it.
 func TestSettlerCommitted(t *testing.T) {
-	t.Parallel()
 	srv, admin := settlerServer(t)
 	_, lines, _ := testchild.Start(t, "TestSettlerChild", "SETTLER_CHILD=commit", "SETTLER_URL="+srv.URL())
 	for _, want := range []string{"inserted", "committed"} {
@@ -167,7 +165,6 @@ func TestSettlerCommitted(t *testing.T) {
 // is left to its holder (C8); a release of one's own committed claim is
 // ErrAlreadyCommitted (C6); a bad claim is ErrInvalid naming its field.
 func TestSettlerFencing(t *testing.T) {
-	t.Parallel()
 	srv := testserver.StartPostgres(t)
 	ctx := context.Background()
 	store := openStore(t, srv.URL()+"&timeout=2s")

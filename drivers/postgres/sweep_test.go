@@ -19,7 +19,6 @@ import (
 // per Hit) the sweep keeps the tables' rows to a fraction of what was
 // written, and deletes every row once the load stops.
 func TestTablesStayBounded(t *testing.T) {
-	t.Parallel()
 	srv := testserver.StartPostgres(t)
 	admin := adminPool(t, srv)
 	st := openStore(t, srv.URL()+"&timeout=2s&sweep_interval=100ms")
