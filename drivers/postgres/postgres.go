@@ -61,22 +61,22 @@
 //
 // # Errors
 //
-// The server's error answers are marked driver.ErrorReply (the store was
-// reached) except those that say it is going away or out of resources
-// (classes 08, 53, 57P and any FATAL or PANIC), which are outages, and a
-// statement or lock timeout (57014, 55P03), which is ErrTimeout.
+// The server's error answers are marked driver.ErrorReply: the store was
+// reached. Two kinds are not. An answer that the server is going away or
+// out of resources is an outage: classes 08, 53 and 57P, any FATAL or
+// PANIC. A statement or lock timeout, 57014 or 55P03, is ErrTimeout.
 //
 // # Expiry
 //
 // PostgreSQL has no TTL. Every row carries its expiry (a bucket's is its
 // TAT) and every function treats a row past it as absent, so expiry is
 // exact on the server's clock whatever is still stored. A sweep deletes
-// them: every sweep_interval one Store of those on a database (the one that
-// wins a try-lock) deletes the expired rows of the next 256 pages of each
-// table (a TID range scan: no index on the expiry, so the Hits' updates
-// stay HOT), until it has gone round once or eight ranges a tick. The
-// tables then hold at most about the rows written in one pass, plus the
-// live ones; TestTablesStayBounded shows it.
+// them. Every sweep_interval, the one Store of a database that wins a
+// try-lock deletes the expired rows of the next 256 pages of each table.
+// It reads them by TID range, with no index on the expiry, so the Hits'
+// updates stay HOT. A tick sweeps eight such ranges at most, or the whole
+// table once. The tables then hold about the rows written in one pass,
+// plus the live ones; TestTablesStayBounded shows it.
 //
 // # Cold start
 //
@@ -98,24 +98,25 @@
 // sweep_v1 and now_v1 (SchemaSQL). key_prefix is part of every row's key,
 // so Stores of several prefixes share the tables. A committed claim takes
 // about 440 bytes on disk after VACUUM (its row, its index entry and the
-// free space its update left). With schema_install=on, a call that
-// finds them missing (the server's answer proves it did not run) installs
-// them under an advisory lock, in one transaction, and runs once more:
-// the Store's role then needs CREATE on the database (for the schema) —
+// free space its update left).
+//
+// With schema_install=on, a call that finds them missing installs them
+// and runs once more: the server's answer proves that the call did not
+// run. The install takes an advisory lock and runs in one transaction.
+// The Store's role then needs CREATE on the database, for the schema.
 // PostgreSQL 15 revoked CREATE on the public schema, which the driver does
 // not use. Teams that install schemas themselves run SchemaSQL with a
-// role of their own and open the Stores with schema_install=off; a
-// later driver version adds tables and functions with a new suffix (_v2)
-// beside these, so that Stores of both versions run during a rolling
-// upgrade.
+// role of their own, and open the Stores with schema_install=off. A later
+// driver version adds tables and functions with a new suffix, _v2, beside
+// these: Stores of both versions can run during a rolling upgrade.
 //
 // # Deploying
 //
 // A claim is committed when the function's transaction commits. With
-// synchronous_commit on (the default) a claim that a Hit or Commit
-// reported is on the primary's disk; with asynchronous replication a
-// failover loses what the standby had not received (the last commits, as
-// on Redis), and a redelivery of those hooks is accepted again. Set
+// synchronous_commit on, the default, a claim that a Hit or Commit
+// reported is on the primary's disk. With asynchronous replication a
+// failover loses what the standby had not received, the last commits, as
+// on Redis: a redelivery of those hooks is accepted again. Set
 // synchronous_standby_names (and synchronous_commit on or remote_apply)
 // to lose none, at the cost of a standby round trip per call;
 // synchronous_commit off loses up to three wal_writer_delay of commits in
@@ -302,10 +303,10 @@ func poolConfig(cfg driver.Config, o options) (*pgxpool.Config, error) {
 }
 
 // connectTimeout bounds a connect: the budget, and at least 1s. A call
-// returns at its deadline whatever its connect does (pgxpool's Acquire),
-// and the connect goes on in the background, so that a cold pool under
-// load still fills (a fork and a startup per connection take more than
-// 100ms on a busy server) and the next calls find connections.
+// returns at its deadline whatever its connect does (pgxpool's Acquire).
+// The connect goes on in the background, so that a cold pool under load
+// still fills and the next calls find connections: a fork and a startup
+// per connection can take more than 100ms on a busy server.
 func connectTimeout(budget time.Duration) time.Duration { return max(budget, time.Second) }
 
 // setSession sets what every connection of pc needs: statements sent in
@@ -442,9 +443,9 @@ func mark(err error) error {
 }
 
 // ensureSchema installs the schema, one install at a time per Conn, on a
-// connection of the pool and the background context (a caller that gives
-// up does not cut the install short); the caller waits for it or its own
-// context.
+// connection of the pool and the background context: a caller that gives
+// up does not cut the install short. The caller waits for it or for its
+// own context.
 func (c *conn) ensureSchema(ctx context.Context) error {
 	c.imu.Lock()
 	ch := c.installing
