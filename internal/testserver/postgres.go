@@ -63,6 +63,18 @@ func pgMajor(dir string) int {
 // t (fails it when CI is set) when PostgreSQL is not installed.
 func StartPostgres(t testing.TB, settings ...string) *Postgres {
 	t.Helper()
+	return startPostgres(t, nil, settings)
+}
+
+// StartPostgresTLS is StartPostgres with TLS on (ssl=on), serving c's
+// server certificate; plain connections are accepted too.
+func StartPostgresTLS(t testing.TB, c *Certs, settings ...string) *Postgres {
+	t.Helper()
+	return startPostgres(t, c, settings)
+}
+
+func startPostgres(t testing.TB, certs *Certs, settings []string) *Postgres {
+	t.Helper()
 	p := &Postgres{bin: PostgresBinDir(t)}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
@@ -97,6 +109,27 @@ func StartPostgres(t testing.TB, settings ...string) *Postgres {
 	}
 	base := []string{"listen_addresses=127.0.0.1", "unix_socket_directories=" + dir,
 		"fsync=off", "full_page_writes=off", "max_connections=300", "log_min_messages=fatal"}
+	if certs != nil {
+		// The server reads them as its own user, the key private to it.
+		for _, f := range []struct{ from, to string }{{certs.ServerCertFile, "server.crt"},
+			{certs.ServerKeyFile, "server.key"}} {
+			b, err := os.ReadFile(f.from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			to := filepath.Join(dir, f.to)
+			if err := os.WriteFile(to, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if p.cred != nil {
+				if err := os.Chown(to, int(p.cred.Uid), int(p.cred.Gid)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		base = append(base, "ssl=on", "ssl_cert_file="+filepath.Join(dir, "server.crt"),
+			"ssl_key_file="+filepath.Join(dir, "server.key"))
+	}
 	for range 3 { // the free port may be taken before postgres binds it
 		p.Addr = "127.0.0.1:" + strconv.Itoa(FreePort(t))
 		p.settings = append(base, settings...)
