@@ -47,8 +47,10 @@ test: fmt
 	@for m in $(MODULES); do echo "cd $$m && $(GO) test ./..."; (cd $$m && $(GO) test $(TESTFLAGS) -timeout 10m ./...) || exit 1; done
 
 # Install the servers the driver tests start (they pick free loopback ports
-# in temp dirs; nothing is left running): redis-server, redis-sentinel and
-# memcached (built with TLS: the memcacheds:// tests run it with -Z) from
+# in temp dirs; nothing is left running): redis-server, redis-sentinel,
+# memcached (built with TLS: the memcacheds:// tests run it with -Z) and
+# postgresql (its binaries in /usr/lib/postgresql/N/bin, off PATH: the
+# tests find them there and run initdb as the user postgres) from
 # Debian's own suites, valkey-server and valkey-sentinel from bookworm-backports
 # on Debian 12 (which has no valkey in its main suite; elsewhere from the main
 # suite). The backports suite is added as one apt source file of its own,
@@ -66,6 +68,8 @@ servers:
 	for bin in redis-server:redis-server redis-sentinel:redis-sentinel memcached:memcached; do \
 		command -v $${bin%%:*} >/dev/null 2>&1 || missing="$$missing $${bin#*:}"; \
 	done; \
+	[ -x /usr/lib/postgresql/15/bin/initdb ] || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		missing="$$missing postgresql"; \
 	valkey=""; \
 	command -v valkey-server >/dev/null 2>&1 || valkey="$$valkey valkey-server"; \
 	command -v valkey-sentinel >/dev/null 2>&1 || valkey="$$valkey valkey-sentinel"; \

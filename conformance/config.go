@@ -72,6 +72,13 @@ type Config struct {
 	// V4 expect errors, CONTRACT §8). A driver author omits nothing.
 	Omit map[string]string
 
+	// ClauseTimeout is how long one clause may run before the suite stops
+	// waiting for it and reports it FAIL, naming it, with the stacks of
+	// the suite's goroutines (a driver call that ignores its context's
+	// deadline would otherwise hang the whole run). Zero:
+	// DefaultClauseTimeout.
+	ClauseTimeout time.Duration
+
 	// Serial runs every clause one after another instead of the clauses
 	// that only sleep at once: for a store whose Stores are costly to open
 	// and first call (TLS to every node of a cluster), where the clauses

@@ -34,5 +34,7 @@
 // offers a Config.Clock, which the suite moves instead of sleeping.
 //
 // The same clause code runs outside go test through Check, which the
-// fleetstore command's check subcommand uses.
+// fleetstore command's check subcommand uses, and through Main, a driver's
+// own check command. A clause that does not end within
+// Config.ClauseTimeout is reported FAIL by name, with the suite's stacks.
 package conformance

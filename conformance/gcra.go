@@ -56,13 +56,33 @@ func testG2(t *clauseT) {
 	for attempt := 0; attempt < 20; attempt++ {
 		c := charge(fleetstore.Hooks, t.tenant(), inc, inc)
 		start := t.now()
-		t.want("first charge", t.hit(st, []fleetstore.Charge{c}, nil), fleetstore.OK)
+		first := t.hit(st, []fleetstore.Charge{c}, nil)
+		t.want("first charge", first, fleetstore.OK)
 		res := t.hit(st, []fleetstore.Charge{c}, nil)
 		between := t.since(start)
 		if res.Outcome == fleetstore.OK {
 			continue // the two charges were more than 10.5ms apart
 		}
 		t.want("second charge", res, fleetstore.RateLimited)
+		// Whatever the round trip: the bucket state (G10) is the wait in
+		// µs. A fresh bucket's charge leaves exactly the increment; the
+		// denial's is that less the store's time between the two, which
+		// is at most between; and the retry-after is the denial's wait
+		// rounded up. A store that rounds its state down to whole ms fails
+		// here, also when its Hits are too slow for the check below.
+		r1, r2 := first.Quota()[0].ResetAfter, res.Quota()[0].ResetAfter
+		if r1 != inc {
+			t.Fatalf("a charge of %v on a fresh bucket left a reset-after of %v, want exactly %v "+
+				"(state rounded?)", inc, r1, inc)
+		}
+		if d := r1 - r2; d < 0 || d > between {
+			t.Fatalf("reset-after %v after the charge, %v at the denial %v later: the store's "+
+				"time moved %v (state rounded?)", r1, r2, between, d)
+		}
+		if want := gcra.RetryAfter(r2.Microseconds()); res.RetryAfter < want {
+			t.Fatalf("retry-after %v for a wait of %v: want at least %v (rounded down?)", res.RetryAfter,
+				r2, want)
+		}
 		floor := gcra.RetryAfter((inc - between).Microseconds()) // of the least possible wait
 		if res.RetryAfter < floor {
 			t.Fatalf("retry-after %v after a charge of %v at most %v earlier: the wait was at least "+
@@ -82,7 +102,8 @@ func testG2(t *clauseT) {
 			return
 		}
 	}
-	t.Logf("only %d of 20 attempts had two charges within 0.5ms: rounding was checked loosely", tight)
+	t.Logf("only %d of 20 attempts had two charges within 0.5ms: rounding was checked against the "+
+		"bucket states (G10), and loosely against the time between the charges", tight)
 }
 
 func testG3(t *clauseT) {

@@ -378,8 +378,23 @@ func (s *suite) run(c clause) Report {
 		}()
 		c.run(t)
 	}()
-	<-done
-	r := Report{ID: c.id, Title: c.title, Status: Pass, Messages: t.msgs, Elapsed: time.Since(start)}
+	limit := s.cfg.ClauseTimeout
+	if limit <= 0 {
+		limit = DefaultClauseTimeout
+	}
+	watchdog := time.NewTimer(limit)
+	defer watchdog.Stop()
+	select {
+	case <-done:
+	case <-watchdog.C:
+		// The clause's goroutine is left behind: a call that ignores its
+		// context cannot be stopped from here.
+		return Report{ID: c.id, Title: c.title, Status: Fail, Elapsed: time.Since(start),
+			Messages: append(t.messages(), fmt.Sprintf("%s did not end within %v (Config.ClauseTimeout): "+
+				"a call that ignores its context's deadline hangs it; the suite's goroutines:\n%s",
+				c.id, limit, suiteStacks()))}
+	}
+	r := Report{ID: c.id, Title: c.title, Status: Pass, Messages: t.messages(), Elapsed: time.Since(start)}
 	switch {
 	case t.failed:
 		r.Status = Fail
@@ -396,6 +411,8 @@ type clauseT struct {
 	id       string
 	mu       sync.Mutex
 	msgs     []string
+	repeats  []int          // repeats[i]: how many times msgs[i] was recorded
+	seen     map[string]int // message → its index in msgs
 	failed   bool
 	skipped  bool
 	cleanups []func()
@@ -405,7 +422,61 @@ func (t *clauseT) fail(msg string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.failed = true
+	t.add(msg)
+}
+
+// add records msg; a message recorded before is counted, not repeated
+// (200 concurrent calls that fail alike are one line with its count).
+// t.mu is held.
+func (t *clauseT) add(msg string) {
+	if i, ok := t.seen[msg]; ok {
+		t.repeats[i]++
+		return
+	}
+	if t.seen == nil {
+		t.seen = map[string]int{}
+	}
+	t.seen[msg] = len(t.msgs)
 	t.msgs = append(t.msgs, msg)
+	t.repeats = append(t.repeats, 1)
+}
+
+// messages returns the messages recorded, each repeated one with its
+// count: "concurrent hit: timeout (×167)".
+func (t *clauseT) messages() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]string, len(t.msgs))
+	for i, m := range t.msgs {
+		out[i] = m
+		if n := t.repeats[i]; n > 1 {
+			out[i] = fmt.Sprintf("%s (×%d)", m, n)
+		}
+	}
+	return out
+}
+
+// DefaultClauseTimeout is how long a clause may run before the suite
+// reports it as hung (Config.ClauseTimeout): the slowest clause takes
+// about 15s on a loaded machine.
+const DefaultClauseTimeout = 3 * time.Minute
+
+// suiteStacks returns the stacks of the goroutines that run the suite's
+// code (a hung clause's among them), at most 32 KiB.
+func suiteStacks() string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "fleetstore/conformance.") && !strings.Contains(g, "conformance.suiteStacks") {
+			out = append(out, g)
+		}
+	}
+	all := strings.Join(out, "\n\n")
+	if len(all) > 32<<10 {
+		all = all[:32<<10] + "\n…"
+	}
+	return all
 }
 
 // hasFailed reports whether the clause has failed so far.
@@ -429,7 +500,7 @@ func (t *clauseT) Fatalf(format string, args ...any) {
 func (t *clauseT) Skipf(format string, args ...any) {
 	t.mu.Lock()
 	t.skipped = true
-	t.msgs = append(t.msgs, "skip: "+fmt.Sprintf(format, args...))
+	t.add("skip: " + fmt.Sprintf(format, args...))
 	t.mu.Unlock()
 	runtime.Goexit()
 }
@@ -438,7 +509,7 @@ func (t *clauseT) Skipf(format string, args ...any) {
 func (t *clauseT) Logf(format string, args ...any) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.msgs = append(t.msgs, fmt.Sprintf(format, args...))
+	t.add(fmt.Sprintf(format, args...))
 }
 
 // Cleanup registers f to run when the clause ends, last first.

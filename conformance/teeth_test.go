@@ -208,6 +208,23 @@ var variants = []struct {
 			return res, err
 		}
 	}},
+	{"rounds-state-down-slowly", "G2", func(b *broken) {
+		// A store whose Hits take 0.7ms (too slow for G2's tight check)
+		// and whose bucket state is whole ms, rounded down, with a
+		// retry-after true to that state.
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			time.Sleep(700 * time.Microsecond)
+			res, err := c.Hit(ctx, charges, claim)
+			for i := range res.NBuckets {
+				res.Buckets[i].ResetAfter = res.Buckets[i].ResetAfter.Truncate(time.Millisecond)
+			}
+			if res.Outcome == driver.RateLimited && res.NBuckets == 1 {
+				wait := res.Buckets[0].ResetAfter + charges[0].Increment - charges[0].Capacity
+				res.RetryAfter = max(wait.Round(time.Millisecond), time.Millisecond)
+			}
+			return res, err
+		}
+	}},
 	{"release-ignores-hook-id", "C8", func(b *broken) {
 		b.release = func(c driver.Conn, ctx context.Context, claims []driver.Claim) ([]error, error) {
 			errs, err := c.Release(ctx, claims)

@@ -8,6 +8,7 @@ import (
 	// The drivers the command can reach. The memory driver is built into
 	// the root package and needs no import.
 	_ "github.com/fleetstore/fleetstore/drivers/memcached"
+	_ "github.com/fleetstore/fleetstore/drivers/postgres"
 	_ "github.com/fleetstore/fleetstore/drivers/redis"
 	_ "github.com/fleetstore/fleetstore/drivers/valkey"
 )

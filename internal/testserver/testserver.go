@@ -1,5 +1,5 @@
 // Package testserver starts real servers (redis-server, a Redis Cluster,
-// memcached) for tests, on free loopback ports in temp dirs, and stops them
+// memcached, a PostgreSQL cluster) for tests, on free loopback ports in temp dirs, and stops them
 // when the test ends. A test that needs a binary it cannot find skips, or
 // fails when the CI environment variable is set.
 package testserver
