@@ -239,6 +239,10 @@ func baseScheme(s string) string {
 		return "redis"
 	case "valkeys":
 		return "valkey"
+	case "postgresql":
+		return "postgres"
+	case "memcacheds":
+		return "memcached"
 	}
 	return s
 }

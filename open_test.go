@@ -18,8 +18,8 @@ import (
 	"github.com/fleetstore/fleetstore/driver"
 )
 
-// The root test binary imports no driver package, so redis, valkey and
-// memcached are unknown schemes here.
+// The root test binary imports no driver package, so redis, valkey,
+// memcached and postgres are unknown schemes here.
 func TestOpenUnknownScheme(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -31,6 +31,9 @@ func TestOpenUnknownScheme(t *testing.T) {
 		{give: "redis+cluster://a:7000,b:7001", wantImport: "github.com/fleetstore/fleetstore/drivers/redis"},
 		{give: "valkeys://cache:6380", wantImport: "github.com/fleetstore/fleetstore/drivers/valkey"},
 		{give: "memcached://h1:11211,h2:11211", wantImport: "github.com/fleetstore/fleetstore/drivers/memcached"},
+		{give: "memcacheds://h1:11211", wantImport: "github.com/fleetstore/fleetstore/drivers/memcached"},
+		{give: "postgres://db:5432/hooks", wantImport: "github.com/fleetstore/fleetstore/drivers/postgres"},
+		{give: "postgresql://db:5432/hooks", wantImport: "github.com/fleetstore/fleetstore/drivers/postgres"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.give, func(t *testing.T) {
