@@ -17,7 +17,7 @@ import (
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/drivers/memory"
-	"github.com/fleetstore/fleetstore/internal/degradedtest"
+	"github.com/fleetstore/fleetstore/internal/testing/degradedtest"
 )
 
 // The failure modes of a flaky shared store.

@@ -10,7 +10,7 @@ import (
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/drivers/memory"
-	"github.com/fleetstore/fleetstore/internal/degradedtest"
+	"github.com/fleetstore/fleetstore/internal/testing/degradedtest"
 )
 
 // TestFallbackReplayMeetsPending: a replayed commit that meets another

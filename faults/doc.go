@@ -22,7 +22,7 @@
 // sockets stay within its pool. The figures each test logs as FIGURE lines
 // (go test -v ./faults) are bench/README.md's "The fault suite".
 //
-// The servers come from internal/testserver; a missing binary skips the
+// The servers come from internal/testing/testserver; a missing binary skips the
 // tests locally and fails them when CI is set. The Valkey driver runs
 // against valkey-server when it is on PATH (make test installs it), else
 // against redis-server (the protocol is the same).

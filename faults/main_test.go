@@ -10,7 +10,7 @@ import (
 	_ "github.com/fleetstore/fleetstore/drivers/memcached"
 	_ "github.com/fleetstore/fleetstore/drivers/redis"
 	_ "github.com/fleetstore/fleetstore/drivers/valkey"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 )
 
 func TestMain(m *testing.M) {

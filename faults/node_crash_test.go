@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
-	"github.com/fleetstore/fleetstore/internal/testchild"
+	"github.com/fleetstore/fleetstore/internal/testing/testchild"
 	"github.com/fleetstore/fleetstore/nettest"
 )
 

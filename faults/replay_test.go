@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
-	"github.com/fleetstore/fleetstore/internal/degradedtest"
+	"github.com/fleetstore/fleetstore/internal/testing/degradedtest"
 	"github.com/fleetstore/fleetstore/nettest"
 	"github.com/fleetstore/fleetstore/observe"
 )

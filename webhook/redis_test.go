@@ -6,7 +6,7 @@ import (
 
 	"github.com/fleetstore/fleetstore"
 	_ "github.com/fleetstore/fleetstore/drivers/redis"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 	"github.com/fleetstore/fleetstore/nettest"
 	"github.com/fleetstore/fleetstore/webhook"
 )

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 	"github.com/fleetstore/fleetstore/webhook/webhooktest"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/fleetstore/fleetstore/conformance"
 	"github.com/fleetstore/fleetstore/driver"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 )
 
 // TestConformance runs the whole conformance suite on one memcached and

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 )
 
 // TestPeekWritesNothing: a Peek is one get of the tenant's bucket item:

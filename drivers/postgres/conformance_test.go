@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/fleetstore/fleetstore/conformance"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 )
 
 // TestConformance runs the whole conformance suite against one

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 )
 
 // hitOnce is a Hit of a fresh claim alone.

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fleetstore/fleetstore"
-	"github.com/fleetstore/fleetstore/internal/testchild"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/testchild"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 )
 
 // The child of the Settler tests: it takes a claim, begins a transaction,

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/fleetstore/fleetstore"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 )
 
 // TestTLS: tls_ca_file verifies the server (sslmode verify-full by

@@ -12,7 +12,7 @@ import (
 	"github.com/fleetstore/fleetstore/conformance"
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/internal/scripts"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 )
 
 // userOptions are the settings an application gives its own client for

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 )
 
 // TestSingleURLAtClusterNode: redis:// pointed at one node of a cluster

@@ -15,7 +15,7 @@ import (
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/conformance"
 	"github.com/fleetstore/fleetstore/internal/scripts"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 )
 
 func randHex(n int) string {

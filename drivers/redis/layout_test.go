@@ -9,7 +9,7 @@ import (
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/internal/scripts"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 )
 
 // TestBucketExpiryFollowsLatestTAT: the tenant's hash expires at its

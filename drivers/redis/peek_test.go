@@ -7,7 +7,7 @@ import (
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/internal/scripts"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 )
 
 // TestPeekWritesNothing: on redis-server and valkey-server, a Peek is one

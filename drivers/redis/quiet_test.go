@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/fleetstore/fleetstore"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 	"github.com/fleetstore/fleetstore/nettest"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/conformance"
-	"github.com/fleetstore/fleetstore/internal/failover"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/failover"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 )
 
 // sentinelURL is the go-redis failover URL of s: the first Sentinel as

@@ -12,8 +12,8 @@ import (
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/conformance"
 	"github.com/fleetstore/fleetstore/driver"
-	"github.com/fleetstore/fleetstore/internal/testserver"
-	"github.com/fleetstore/fleetstore/internal/tlstest"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/tlstest"
 )
 
 var tlsQuery = testserver.TLSQuery

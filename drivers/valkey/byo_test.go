@@ -12,7 +12,7 @@ import (
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/conformance"
 	"github.com/fleetstore/fleetstore/driver"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 )
 
 // userOption is the option an application gives FromOption: the settings

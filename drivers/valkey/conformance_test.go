@@ -12,7 +12,7 @@ import (
 
 	"github.com/fleetstore/fleetstore/conformance"
 	"github.com/fleetstore/fleetstore/internal/scripts"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 )
 
 // serverBinary is the server every test of this package starts:

@@ -11,10 +11,10 @@ import (
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
-	"github.com/fleetstore/fleetstore/internal/batcherr"
 	"github.com/fleetstore/fleetstore/internal/rediscore"
 	"github.com/fleetstore/fleetstore/internal/scripts"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/batcherr"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 	"github.com/fleetstore/fleetstore/nettest"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/internal/rediscore"
 	"github.com/fleetstore/fleetstore/internal/scripts"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 	"github.com/fleetstore/fleetstore/nettest"
 )
 

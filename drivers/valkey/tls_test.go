@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore/conformance"
-	"github.com/fleetstore/fleetstore/internal/testserver"
-	"github.com/fleetstore/fleetstore/internal/tlstest"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/tlstest"
 )
 
 var tlsQuery = testserver.TLSQuery

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetstore/fleetstore/internal/testchild"
+	"github.com/fleetstore/fleetstore/internal/testing/testchild"
 )
 
 // The child process: this test binary run again with helperEnv set to a

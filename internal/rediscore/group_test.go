@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
-	"github.com/fleetstore/fleetstore/internal/batcherr"
 	"github.com/fleetstore/fleetstore/internal/scripts"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/batcherr"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 	"github.com/fleetstore/fleetstore/nettest"
 )
 

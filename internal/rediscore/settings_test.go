@@ -13,7 +13,7 @@ import (
 	"github.com/fleetstore/fleetstore"
 	_ "github.com/fleetstore/fleetstore/drivers/redis"
 	_ "github.com/fleetstore/fleetstore/drivers/valkey"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 )
 
 // The drivers of the core, each with its server binary.

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/fleetstore/fleetstore/driver"
-	"github.com/fleetstore/fleetstore/internal/testserver"
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 	"github.com/fleetstore/fleetstore/internal/tlsfiles"
 )
 
