@@ -38,12 +38,12 @@ type Client interface {
 	// EVAL), over keys and args, never re-sent by the client (T5). The
 	// reply is decoded into int64, string, nil and []any of those.
 	Eval(ctx context.Context, s *scripts.Script, how Send, keys, args []string) (any, error)
-	// EvalMulti runs every call in one pipeline (one round trip per
-	// node; one call alone may go as a plain command), setting each
-	// call's Reply and Err. The calls are written at once: never queued
-	// behind a batch of other calls in flight (a settle round would wait
-	// a round trip more for nothing).
-	EvalMulti(ctx context.Context, s *scripts.Script, how Send, calls []*Call)
+	// EvalMulti runs every call, each of its own Script, sent as how
+	// says, in one pipeline (one round trip per node; one call alone may
+	// go as a plain command), setting each call's Reply and Err. The
+	// calls are written at once: never queued behind a batch of other
+	// calls in flight (a round would wait a round trip more for nothing).
+	EvalMulti(ctx context.Context, how Send, calls []*Call)
 	// LoadLibrary loads the function library source (FUNCTION LOAD) on
 	// every master (one server: it); a library of that name already there
 	// is no error, nor is a replica's refusal.
@@ -74,6 +74,7 @@ type Client interface {
 // Call is one script call and, once it ran, its reply or the client's
 // error.
 type Call struct {
+	Script     *scripts.Script
 	Keys, Args []string
 	Reply      any
 	Err        error
@@ -97,10 +98,10 @@ type Conn struct {
 	stopBG context.CancelFunc
 	wg     sync.WaitGroup
 
-	// mu guards the group commit's queue (group.go).
+	// mu guards the rounds' queue (group.go).
 	mu    sync.Mutex
-	busy  bool          // a settle round is in flight
-	queue []*settleCall // settle calls waiting for the next round
+	busy  bool  // a round is in flight
+	queue []*op // calls waiting for the next round
 }
 
 var (
@@ -120,17 +121,11 @@ func New(cl Client, cfg driver.Config, display string) *Conn {
 func (c *Conn) Client() Client { return c.cl }
 
 // Hit implements driver.Conn: one call of the hit script (CONTRACT §3–§4),
-// on the one slot of the tenant's hash tag.
+// on the one slot of the tenant's hash tag, in a round (group.go).
 func (c *Conn) Hit(
 	ctx context.Context, charges []driver.Charge, claim *driver.Claim,
 ) (driver.Result, error) {
-	keys, args := scripts.HitCall(c.prefix, charges, claim)
-	reply, err := c.run(ctx, scripts.Hit, keys, args)
-	if err != nil {
-		return driver.Result{}, err
-	}
-	res, err := scripts.DecodeHit(reply, len(charges))
-	return res, driver.ErrorReply(err)
+	return c.hit(ctx, charges, claim)
 }
 
 // Peek implements driver.Peeker: one call of the peek script (CONTRACT
@@ -202,11 +197,11 @@ func (c *Conn) run(ctx context.Context, s *scripts.Script, keys, args []string) 
 	return reply, nil
 }
 
-// runAll runs every call of s in one pipeline (EvalMulti), then those
-// that did not run (c.again) once more with EVAL in a second one.
-func (c *Conn) runAll(ctx context.Context, s *scripts.Script, calls []*Call) {
+// runAll runs every call in one pipeline (EvalMulti), then those that
+// did not run (c.again) once more with EVAL in a second one.
+func (c *Conn) runAll(ctx context.Context, calls []*Call) {
 	how := c.first()
-	c.cl.EvalMulti(ctx, s, how, calls)
+	c.cl.EvalMulti(ctx, how, calls)
 	var again []*Call
 	for _, call := range calls {
 		if c.again(how, call.Err) {
@@ -214,7 +209,7 @@ func (c *Conn) runAll(ctx context.Context, s *scripts.Script, calls []*Call) {
 		}
 	}
 	if len(again) > 0 {
-		c.cl.EvalMulti(ctx, s, SendSource, again)
+		c.cl.EvalMulti(ctx, SendSource, again)
 	}
 }
 
