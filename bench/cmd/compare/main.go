@@ -66,6 +66,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -74,6 +75,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -241,6 +243,21 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return err
 	}
 
+	one := target{addrs: []string{addr}, admins: []*goredis.Client{admin}}
+	var onCluster target
+	if slices.ContainsFunc(sys, func(s system) bool { return s.cluster }) {
+		if cfg.addr != "" {
+			return errors.New("the cluster rows start their own cluster: leave them out with -only when -addr is set")
+		}
+		cl, err := startCluster(ctx, cfg.serverBin)
+		if err != nil {
+			return err
+		}
+		defer cl.close()
+		onCluster = target{addrs: cl.addrs(), admins: cl.admins}
+		progress("started a cluster of %s on %s", cfg.serverBin, strings.Join(cl.addrs(), " "))
+	}
+
 	// Every round runs every row once; rounds interleave, so that a slow
 	// spell of the machine does not fall on one system only. Each row
 	// pools its rounds.
@@ -249,7 +266,11 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		for _, c := range cfg.concurrency {
 			for _, s := range sys {
 				progress("round %d/%d  %-24s c=%-3d …", round, cfg.rounds, s.name, c)
-				sm, err := measure(ctx, admin, addr, s, c, cfg.run)
+				on := one
+				if s.cluster {
+					on = onCluster
+				}
+				sm, err := measure(ctx, on, s, c, cfg.run)
 				if err != nil {
 					return err
 				}
@@ -262,7 +283,11 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 				// them for it. A server of our own is flushed; on -addr only
 				// this row's keys (each holds its run id) are deleted.
 				if cfg.addr == "" {
-					err = admin.FlushAll(ctx).Err()
+					for _, a := range on.admins {
+						if err = a.FlushAll(ctx).Err(); err != nil {
+							break
+						}
+					}
 				} else {
 					err = deleteMatching(ctx, admin, "*"+sm.run+"*")
 				}

@@ -25,9 +25,10 @@ type server struct {
 	done chan struct{} // closed when the process has exited
 }
 
-// startServer starts bin and waits until it answers PING. The free port
-// may be taken by the time the server binds it: three tries.
-func startServer(ctx context.Context, bin string) (*server, error) {
+// startServer starts bin, with extra lines of configuration, and waits
+// until it answers PING. The free port may be taken by the time the
+// server binds it: three tries.
+func startServer(ctx context.Context, bin string, extra ...string) (*server, error) {
 	path, err := exec.LookPath(bin)
 	if err != nil {
 		return nil, fmt.Errorf("%s not found (make servers installs it, or pass -addr): %w", bin, err)
@@ -45,7 +46,7 @@ func startServer(ctx context.Context, bin string) (*server, error) {
 		}
 		s := &server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir,
 			done: make(chan struct{})}
-		if last = s.start(ctx, path, port); last == nil {
+		if last = s.start(ctx, path, port, extra); last == nil {
 			return s, nil
 		}
 	}
@@ -53,7 +54,7 @@ func startServer(ctx context.Context, bin string) (*server, error) {
 	return nil, fmt.Errorf("start %s: %w", bin, last)
 }
 
-func (s *server) start(ctx context.Context, bin string, port int) error {
+func (s *server) start(ctx context.Context, bin string, port int, extra []string) error {
 	conf := filepath.Join(s.dir, "redis.conf")
 	lines := []string{
 		"port " + strconv.Itoa(port),
@@ -64,6 +65,7 @@ func (s *server) start(ctx context.Context, bin string, port int) error {
 		"daemonize no",
 		"logfile " + filepath.Join(s.dir, "server.log"),
 	}
+	lines = append(lines, extra...)
 	if err := os.WriteFile(conf, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 		return err
 	}
