@@ -98,10 +98,9 @@ type Conn struct {
 	stopBG context.CancelFunc
 	wg     sync.WaitGroup
 
-	// mu guards the rounds' queue (group.go).
+	// mu guards the rounds' lanes (group.go).
 	mu    sync.Mutex
-	busy  bool  // a round is in flight
-	queue []*op // calls waiting for the next round
+	lanes map[string]*lane // by tenant on a cluster, else the one lane ""
 }
 
 var (
@@ -185,16 +184,24 @@ func (c *Conn) Close() error {
 // that running it cannot charge twice. A reply marks the server reached;
 // an error reply is returned marked as one (mark).
 func (c *Conn) run(ctx context.Context, s *scripts.Script, keys, args []string) (any, error) {
-	how := c.first()
-	reply, err := c.cl.Eval(ctx, s, how, keys, args)
-	if c.again(how, err) {
-		reply, err = c.cl.Eval(ctx, s, SendSource, keys, args)
-	}
-	if err != nil {
-		return nil, c.mark(err)
+	call := &Call{Script: s, Keys: keys, Args: args}
+	c.runOne(ctx, call)
+	if call.Err != nil {
+		return nil, c.mark(call.Err)
 	}
 	c.answered()
-	return reply, nil
+	return call.Reply, nil
+}
+
+// runOne runs call alone (Client.Eval: through the client's pipelining
+// of concurrent calls, if any), then once more with EVAL when it did not
+// run (c.again), setting its Reply and Err.
+func (c *Conn) runOne(ctx context.Context, call *Call) {
+	how := c.first()
+	call.Reply, call.Err = c.cl.Eval(ctx, call.Script, how, call.Keys, call.Args)
+	if c.again(how, call.Err) {
+		call.Reply, call.Err = c.cl.Eval(ctx, call.Script, SendSource, call.Keys, call.Args)
+	}
 }
 
 // runAll runs every call in one pipeline (EvalMulti), then those that

@@ -11,7 +11,8 @@ import (
 // Rounds (group commit): the Hits, Commits and Releases of a Conn (a
 // settle of at most maxGrouped claims; a larger one is a batch already,
 // and is sent at once on its own) go to the server in rounds, one round
-// in flight at a time. A call that finds no round in flight is sent at
+// in flight at a time per lane: the server's, or on a cluster each
+// tenant's (the slot of its hash tag). A call that finds no round in flight is sent at
 // once, alone, on its own context: an idle Conn adds no wait and no
 // timer. Calls that arrive while a round is in flight queue; when it is
 // back, the caller that sent it hands the next round — every call queued
@@ -89,6 +90,7 @@ type op struct {
 	charges int          // a Hit's charges
 	groups  []claimGroup // its claims by tenant; a Hit's call is one
 	wake    chan *round  // cap 1: a round to send, or nil when its results are set
+	lane    *lane        // the lane it joined; guarded by Conn.mu
 	state   opState      // guarded by Conn.mu
 	round   *round       // its round once picked; guarded by Conn.mu
 	result               // set when settled
@@ -109,6 +111,17 @@ type claimGroup struct {
 	tenant     string
 	idx        []int
 	keys, args []string
+}
+
+// lane is where the calls of one slot queue: the one lane of a single
+// server (key ""), or on a cluster (the client splits by tenant) the lane
+// of a tenant, the tenant of a call's first claim, so that a round in
+// flight to one slot holds up no call to another. A lane lives while a
+// round of it is in flight. Conn.mu guards it.
+type lane struct {
+	key   string
+	busy  bool  // a round is in flight
+	queue []*op // calls waiting for the next round
 }
 
 // round is the calls sent together, and the one that sends them.
@@ -150,9 +163,22 @@ func (c *Conn) settle(ctx context.Context, commit bool, claims []driver.Claim) (
 // the next round; it returns when o's results are set or its context
 // has ended.
 func (c *Conn) join(o *op) {
+	key := ""
+	if c.cl.SplitByTenant() {
+		key = o.groups[0].tenant
+	}
 	c.mu.Lock()
-	if !c.busy {
-		c.busy = true
+	l := c.lanes[key]
+	if l == nil {
+		if c.lanes == nil {
+			c.lanes = make(map[string]*lane)
+		}
+		l = &lane{key: key}
+		c.lanes[key] = l
+	}
+	o.lane = l
+	if !l.busy {
+		l.busy = true
 		r := &round{ops: []*op{o}, exec: o}
 		o.state, o.round = picked, r
 		c.mu.Unlock()
@@ -160,7 +186,7 @@ func (c *Conn) join(o *op) {
 		return
 	}
 	o.wake = make(chan *round, 1)
-	c.queue = append(c.queue, o)
+	l.queue = append(l.queue, o)
 	c.mu.Unlock()
 	select {
 	case r := <-o.wake:
@@ -218,9 +244,9 @@ func (c *Conn) leave(o *op) {
 		c.mu.Unlock()
 		return
 	case queued:
-		for i, q := range c.queue {
+		for i, q := range o.lane.queue {
 			if q == o {
-				c.queue = slices.Delete(c.queue, i, i+1)
+				o.lane.queue = slices.Delete(o.lane.queue, i, i+1)
 				break
 			}
 		}
@@ -234,7 +260,7 @@ func (c *Conn) leave(o *op) {
 			}
 			exec, next = r.exec, r
 			if exec == nil {
-				exec, next = c.nextRound()
+				exec, next = c.nextRound(o.lane)
 			}
 		}
 	}
@@ -281,7 +307,7 @@ func (c *Conn) send(o *op, r *round) {
 			done = append(done, q)
 		}
 	}
-	exec, next := c.nextRound()
+	exec, next := c.nextRound(o.lane)
 	c.mu.Unlock()
 	wakeAll(o, done)
 	if exec != nil {
@@ -329,24 +355,28 @@ func later(a, b context.Context) bool {
 	return !okA && okB || okA && okB && da.After(db)
 }
 
-// nextRound takes the next round off the queue: the calls queued, in
+// nextRound takes l's next round off its queue: the calls queued, in
 // order, up to maxRound claims and Hits (at least one call), sent by the
-// one with the latest deadline. With none queued the Conn is idle again.
-func (c *Conn) nextRound() (*op, *round) {
-	if len(c.queue) == 0 {
-		c.busy = false
+// one with the latest deadline. With none queued the lane is idle again,
+// and a tenant's lane is dropped.
+func (c *Conn) nextRound(l *lane) (*op, *round) {
+	if len(l.queue) == 0 {
+		l.busy = false
+		if l.key != "" {
+			delete(c.lanes, l.key)
+		}
 		return nil, nil
 	}
-	k, n := 1, c.queue[0].n
-	for k < len(c.queue) && n+c.queue[k].n <= maxRound {
-		n += c.queue[k].n
+	k, n := 1, l.queue[0].n
+	for k < len(l.queue) && n+l.queue[k].n <= maxRound {
+		n += l.queue[k].n
 		k++
 	}
 	r := &round{ops: make([]*op, k)}
-	copy(r.ops, c.queue)
-	rest := copy(c.queue, c.queue[k:])
-	clear(c.queue[rest:])
-	c.queue = c.queue[:rest]
+	copy(r.ops, l.queue)
+	rest := copy(l.queue, l.queue[k:])
+	clear(l.queue[rest:])
+	l.queue = l.queue[:rest]
 	for _, q := range r.ops {
 		q.state, q.round = picked, r
 		if r.exec == nil || later(q.ctx, r.exec.ctx) {

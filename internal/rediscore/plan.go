@@ -38,11 +38,19 @@ type partResult struct {
 // as its whole failure; otherwise each Hit and claim gets its own.
 func (c *Conn) sendRound(ctx context.Context, ops []*op) []result {
 	plan := c.plan(ops)
-	calls := make([]*Call, len(plan))
-	for i, sc := range plan {
-		calls[i] = &sc.Call
+	if len(ops) == 1 && ops[0].kind == opHit {
+		// A Hit alone: as the client sends calls alone, its pipelining of
+		// concurrent calls included (on a cluster, the Hits of other
+		// tenants' lanes). A settle alone is written at once (EvalMulti):
+		// a large one must not wait behind a batch in flight.
+		c.runOne(ctx, &plan[0].Call)
+	} else {
+		calls := make([]*Call, len(plan))
+		for i, sc := range plan {
+			calls[i] = &sc.Call
+		}
+		c.runAll(ctx, calls)
 	}
-	c.runAll(ctx, calls)
 	parts := make([][]partResult, len(plan))
 	reached := false
 	for i, sc := range plan {

@@ -45,7 +45,7 @@ type roundStep struct {
 }
 
 // TestRoundDecidesInOrder: with the server stopped (SIGSTOP) and a Commit
-// of another tenant in flight, eleven Hits, Commits and Releases of one
+// of the tenant in flight (its lane busy), eleven Hits, Commits and Releases of one
 // tenant queue, 100ms apart; when the server runs again they go as one
 // round — two script calls in all — and each is decided as if sent alone,
 // in order:
@@ -79,7 +79,7 @@ func TestRoundDecidesInOrder(t *testing.T) {
 }
 
 func testRoundInOrder(t *testing.T, raw string, servers ...*testserver.Redis) {
-	st, _, warm := openWarm(t, raw)
+	st, _, _ := openWarm(t, raw)
 	tenant := "tr-" + randHex(3)
 	// The bytes bucket 4h full: a second bytes charge is denied.
 	if res, err := st.Hit(gctx(t, 5*time.Second), []fleetstore.Charge{bytesCharge(tenant)}, nil); err != nil ||
@@ -139,7 +139,7 @@ func testRoundInOrder(t *testing.T, raw string, servers ...*testserver.Redis) {
 	defer thaw()
 	var wg sync.WaitGroup
 	var first error
-	wg.Go(func() { first = st.Commit(gctx(t, 20*time.Second), newClaim(warm, "first")) })
+	wg.Go(func() { first = st.Commit(gctx(t, 20*time.Second), newClaim(tenant, "first")) })
 	time.Sleep(200 * time.Millisecond)
 	for _, s := range steps {
 		wg.Go(func() { s.got, s.err = s.do(gctx(t, 20*time.Second)) })
