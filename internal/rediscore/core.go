@@ -1,20 +1,25 @@
 // Package rediscore is the driver logic the Redis and Valkey drivers
 // share: it implements driver.Conn over a small [Client] adapter per
-// client library (go-redis, valkey-go). A Hit is one call of the hit
-// script of package internal/scripts; Commits and Releases go in rounds
-// (group commit: those that arrive while a round is in flight go
-// together in the next), each round one call of the settle script per
-// mode and cluster slot, pipelined; a Peek is one call of the read-only
-// peek script; Reset is one DEL. The adapter only sends commands and says
-// which errors were the server's reply; everything else — building the
-// script calls, FCALL of the scripts' function library then EVAL once
-// when the server lacks it (functions.go), group commit, grouping by
-// tenant, decoding, the eviction policy check — is here, once.
+// client library (go-redis, valkey-go). Hits, Commits and Releases go in
+// rounds (group.go): a call that finds no round in flight is sent at
+// once; those that arrive while one is in flight go together in the next,
+// one script call per cluster slot (plan.go), pipelined. A Hit alone is
+// one call of the hit script of package internal/scripts, a settle alone
+// one of the settle script, and a round of several calls one of the round
+// script, which runs each by its own script's code, in order. A Peek is
+// one call of the read-only peek script, never in a round (its no-writes
+// flag lets it run where a writing round would be refused); Reset is one
+// DEL. The adapter only sends commands and says which errors were the
+// server's reply; everything else — building the script calls, FCALL of
+// the scripts' function library then EVAL once when the server lacks it
+// (functions.go), rounds, grouping by tenant, decoding, the eviction
+// policy check — is here, once.
 //
 // The path of a Redis Hit: fleetstore.Store.Hit (checks, budget, error
 // classification) → driver.Conn.Hit, which is [Conn.Hit] here →
-// scripts.HitCall (keys and arguments) → [Client.Eval] (FCALL, EVAL when
-// the function is missing) → scripts.DecodeHit.
+// scripts.HitCall (keys and arguments) → a round (join, sendRound) →
+// [Client.Eval] alone or [Client.EvalMulti] (FCALL, EVAL when the function
+// is missing) → scripts.DecodeHit, or scripts.DecodeRound then DecodeHit.
 package rediscore
 
 import (
