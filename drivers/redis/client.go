@@ -30,7 +30,15 @@ type client struct {
 	inFlight atomic.Int32
 }
 
-var _ rediscore.Client = (*client)(nil)
+var (
+	_ rediscore.Client    = (*client)(nil)
+	_ rediscore.HitsAlone = (*client)(nil)
+)
+
+// HitsAlone implements rediscore.HitsAlone: with pipeline=off every Hit
+// goes alone on a pooled connection, with pipeline=always through the
+// auto-pipeliner; with pipeline=auto Hits go in the core's rounds.
+func (c *client) HitsAlone() bool { return c.ap == nil || c.always }
 
 // noRetry is a script command that go-redis must never re-send: its reply
 // may have been lost after the script ran (CONTRACT T5). The node clients

@@ -93,6 +93,8 @@ type Conn struct {
 	log     *zap.Logger
 	display string // the URL, password redacted
 
+	hitsAlone bool // every Hit alone, never in a round (HitsAlone)
+
 	checked  atomic.Bool // maxmemory-policy known (or not knowable)
 	checking atomic.Bool // a check is running
 	fn       functions   // the scripts' function library on the server
@@ -108,6 +110,11 @@ type Conn struct {
 	lanes map[string]*lane // by tenant on a cluster, else the one lane ""
 }
 
+// HitsAlone is what a Client implements when its own pipelining setting
+// rules how Hits go: when HitsAlone returns true, every Hit is sent alone
+// (Client.Eval), never in a round.
+type HitsAlone interface{ HitsAlone() bool }
+
 var (
 	_ driver.Conn   = (*Conn)(nil)
 	_ driver.Peeker = (*Conn)(nil)
@@ -117,6 +124,9 @@ var (
 // redacted, for log lines.
 func New(cl Client, cfg driver.Config, display string) *Conn {
 	c := &Conn{cl: cl, prefix: cfg.KeyPrefix, timeout: cfg.Timeout, log: cfg.Logger, display: display}
+	if a, ok := cl.(HitsAlone); ok {
+		c.hitsAlone = a.HitsAlone()
+	}
 	c.bg, c.stopBG = context.WithCancel(context.Background())
 	return c
 }
@@ -125,10 +135,20 @@ func New(cl Client, cfg driver.Config, display string) *Conn {
 func (c *Conn) Client() Client { return c.cl }
 
 // Hit implements driver.Conn: one call of the hit script (CONTRACT §3–§4),
-// on the one slot of the tenant's hash tag, in a round (group.go).
+// on the one slot of the tenant's hash tag, in a round (group.go) unless
+// the client sends Hits alone (HitsAlone).
 func (c *Conn) Hit(
 	ctx context.Context, charges []driver.Charge, claim *driver.Claim,
 ) (driver.Result, error) {
+	if c.hitsAlone {
+		keys, args := scripts.HitCall(c.prefix, charges, claim)
+		reply, err := c.run(ctx, scripts.Hit, keys, args)
+		if err != nil {
+			return driver.Result{}, err
+		}
+		res, err := scripts.DecodeHit(reply, len(charges))
+		return res, driver.ErrorReply(err)
+	}
 	return c.hit(ctx, charges, claim)
 }
 
