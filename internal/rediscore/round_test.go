@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/internal/scripts"
 	"github.com/fleetstore/fleetstore/internal/testserver"
 	"github.com/fleetstore/fleetstore/nettest"
 )
@@ -331,6 +332,105 @@ func TestRoundLostReplyHits(t *testing.T) {
 			// 9 increments of 1h, less the seconds since.
 			if got := res.Buckets[0].ResetAfter; got < 9*time.Hour-time.Minute || got > 9*time.Hour+time.Second {
 				t.Errorf("bucket's reset-after %v, want about 9h: one charge per Hit", got)
+			}
+		})
+	}
+}
+
+// nodeOf is the index of the cluster node that holds tenant's slot
+// (testserver gives node i the i-th third of the slots).
+func nodeOf(t *testing.T, cl *testserver.Cluster, prefix, tenant string) int {
+	t.Helper()
+	v, err := cl.Nodes[0].Do("CLUSTER", "KEYSLOT", scripts.BucketKey(prefix, tenant))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot, ok := v.(int64)
+	if !ok {
+		t.Fatalf("CLUSTER KEYSLOT: %#v", v)
+	}
+	return int(slot) * 3 / 16384
+}
+
+// TestRoundLanesPerTenant: on a cluster a round in flight to one tenant's
+// slot holds up no call of another tenant. With the node of tenant A
+// stopped (SIGSTOP) and a Hit of A in flight, a Hit of A queued behind it
+// waits, but Hits and a Commit of a tenant B on another node are
+// answered at once. Fails with one lane for all (B's calls wait for A's
+// round until the node runs again).
+func TestRoundLanesPerTenant(t *testing.T) {
+	t.Parallel()
+	for _, d := range drivers {
+		t.Run(d.scheme, func(t *testing.T) {
+			t.Parallel()
+			cl := testserver.StartCluster(t, testserver.Binary(d.bin))
+			st, prefix := openGroup(t, cl.URLScheme(d.scheme))
+			a := "ta-" + randHex(3)
+			b := "tb-" + randHex(3)
+			for nodeOf(t, cl, prefix, b) == nodeOf(t, cl, prefix, a) {
+				b = "tb-" + randHex(3)
+			}
+			for _, tenant := range []string{a, b} { // the client built, the library on both nodes
+				if err := st.Commit(gctx(t, 5*time.Second), newClaim(tenant, "warm")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitLibrary(t, cl.Nodes...)
+			node := cl.Nodes[nodeOf(t, cl, prefix, a)]
+			if err := node.Freeze(); err != nil {
+				t.Fatal(err)
+			}
+			thawed := false
+			thaw := func() {
+				if !thawed {
+					thawed = true
+					if err := node.Thaw(); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			defer thaw()
+			var wg sync.WaitGroup
+			errA := make([]error, 2)
+			for i := range errA {
+				wg.Go(func() {
+					time.Sleep(time.Duration(i) * 100 * time.Millisecond)
+					_, errA[i] = st.Hit(gctx(t, 10*time.Second), []fleetstore.Charge{hooksCharge(a)}, nil)
+				})
+			}
+			time.Sleep(300 * time.Millisecond)
+			t0 := time.Now()
+			var errB [3]error
+			var resB [2]fleetstore.Result
+			var wgB sync.WaitGroup
+			for i := range resB {
+				wgB.Go(func() {
+					resB[i], errB[i] = st.Hit(gctx(t, 10*time.Second), []fleetstore.Charge{hooksCharge(b)}, nil)
+				})
+			}
+			wgB.Go(func() { errB[2] = st.Commit(gctx(t, 10*time.Second), newClaim(b, "hb")) })
+			wgB.Wait()
+			took := time.Since(t0)
+			thaw()
+			wg.Wait()
+			t.Logf("FIGURE round lanes: tenant B's calls took %v with tenant A's node stopped", took)
+			if took > 2*time.Second {
+				t.Errorf("tenant B's calls took %v with tenant A's node stopped: held up by A's round", took)
+			}
+			for i, err := range errB {
+				if err != nil {
+					t.Errorf("tenant B call %d: %v", i, err)
+				}
+			}
+			for i, r := range resB {
+				if r.Outcome != fleetstore.OK {
+					t.Errorf("tenant B Hit %d: %v, want OK", i, r.Outcome)
+				}
+			}
+			for i, err := range errA {
+				if err != nil {
+					t.Errorf("tenant A Hit %d, answered once its node ran again: %v", i, err)
+				}
 			}
 		})
 	}
