@@ -37,20 +37,15 @@ type partResult struct {
 // call's result: a call none of whose script calls got a reply has that
 // as its whole failure; otherwise each Hit and claim gets its own.
 func (c *Conn) sendRound(ctx context.Context, ops []*op) []result {
-	plan := c.plan(ops)
-	if len(ops) == 1 && ops[0].kind == opHit {
-		// A Hit alone: as the client sends calls alone, its pipelining of
-		// concurrent calls included (on a cluster, the Hits of other
-		// tenants' lanes). A settle alone is written at once (EvalMulti):
-		// a large one must not wait behind a batch in flight.
-		c.runOne(ctx, &plan[0].Call)
-	} else {
-		calls := make([]*Call, len(plan))
-		for i, sc := range plan {
-			calls[i] = &sc.Call
-		}
-		c.runAll(ctx, calls)
+	if len(ops) == 1 && ops[0].lane != nil && len(ops[0].groups) == 1 {
+		return []result{c.sendAlone(ctx, ops[0])}
 	}
+	plan := c.plan(ops)
+	calls := make([]*Call, len(plan))
+	for i, sc := range plan {
+		calls[i] = &sc.Call
+	}
+	c.runAll(ctx, calls)
 	parts := make([][]partResult, len(plan))
 	reached := false
 	for i, sc := range plan {
@@ -61,6 +56,40 @@ func (c *Conn) sendRound(ctx context.Context, ops []*op) []result {
 		c.answered()
 	}
 	return c.results(ops, plan, parts)
+}
+
+// sendAlone sends o, alone in its round and of one tenant, as the client
+// sends a call alone: its pipelining of concurrent calls included (on a
+// cluster, those of other tenants' lanes). A settle larger than a round
+// takes is not sent so (it is in no lane): it is written at once
+// (EvalMulti), never behind a batch in flight.
+func (c *Conn) sendAlone(ctx context.Context, o *op) result {
+	g := &o.groups[0]
+	call := Call{Script: scripts.Settle, Keys: g.keys, Args: g.args}
+	if o.kind == opHit {
+		call.Script = scripts.Hit
+	}
+	c.runOne(ctx, &call)
+	var p partResult
+	if call.Err != nil {
+		p.err = c.mark(call.Err)
+		if o.kind == opHit || !c.cl.IsReply(call.Err) {
+			return result{err: p.err} // a settle that reached no server: its whole failure
+		}
+	} else {
+		c.answered()
+		p = decodePart(o, 0, call.Reply)
+	}
+	if o.kind == opHit {
+		return result{hit: p.hit, err: p.err}
+	}
+	if p.err != nil {
+		p.errs = make([]error, o.n)
+		for i := range p.errs {
+			p.errs[i] = p.err
+		}
+	}
+	return result{errs: p.errs}
 }
 
 // plan groups the parts of ops by slot into script calls and builds each.
