@@ -35,14 +35,13 @@ func bytesCharge(tenant string) fleetstore.Charge {
 
 // roundStep is one call of a round, with what it must answer.
 type roundStep struct {
-	name    string
-	do      func(ctx context.Context) (fleetstore.Result, error)
-	want    fleetstore.Outcome
-	settle  bool   // a Commit or Release: want no error
-	holder  string // a Duplicate's hook_id
-	got     fleetstore.Result
-	err     error
-	settled bool
+	name   string
+	do     func(ctx context.Context) (fleetstore.Result, error)
+	want   fleetstore.Outcome
+	settle bool   // a Commit or Release: want no error
+	holder string // a Duplicate's hook_id
+	got    fleetstore.Result
+	err    error
 }
 
 // TestRoundDecidesInOrder: with the server stopped (SIGSTOP) and a Commit
