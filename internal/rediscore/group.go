@@ -178,11 +178,25 @@ func (c *Conn) join(o *op) {
 	}
 	o.lane = l
 	if !l.busy {
+		// Alone: no other caller sees o, so it needs no round of its own.
 		l.busy = true
-		r := &round{ops: []*op{o}, exec: o}
-		o.state, o.round = picked, r
 		c.mu.Unlock()
-		c.send(o, r)
+		var res result
+		switch {
+		case o.ctx.Err() != nil:
+			res.err = o.ctx.Err()
+		case len(o.groups) == 1:
+			res = c.sendAlone(o.ctx, o)
+		default:
+			res = c.sendRound(o.ctx, []*op{o})[0]
+		}
+		c.mu.Lock()
+		o.state, o.result = settled, res
+		exec, next := c.nextRound(l)
+		c.mu.Unlock()
+		if exec != nil {
+			exec.wake <- next
+		}
 		return
 	}
 	o.wake = make(chan *round, 1)
