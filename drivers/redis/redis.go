@@ -141,7 +141,7 @@
 // internal/rediscore): Hits, Commits and Releases that arrive while a
 // round is in flight go in the next one, one script call per slot, written
 // at once on a pooled connection (several in one go-redis pipeline of
-// their own). A Hit that finds no round in flight, and a Peek, goes
+// their own). A call that finds no round in flight, and a Peek, goes
 // through go-redis's auto-pipeliner (Client.AsyncAutoPipeline,
 // ClusterClient.AsyncAutoPipeline; marked experimental by go-redis,
 // v9.23.0 here) while another of the Store's calls is in flight there,
@@ -151,10 +151,9 @@
 // connections per server, beside and not counted in pool_size and
 // max_active_conns; go-redis creates it with pipeline=off too); on a
 // cluster, one such stream per range of slots (GOMAXPROCS of them, at
-// most 16), each batch split by node. A settle alone (one that finds no
-// round in flight, or a call of more claims than a round takes) is never
-// queued behind the pipeliner's batch in flight, which would delay it by
-// a round trip. Reset and Ping are never pipelined. pipeline=always sends
+// most 16), each batch split by node. A settle of more claims than a
+// round takes is written at once, never queued behind the pipeliner's
+// batch in flight, which would delay it by a round trip. Reset and Ping are never pipelined. pipeline=always sends
 // every Hit and Peek through the pipeliner, never in a round (one alone
 // then pays the pipeliner's hand-offs between goroutines: about 40–90µs
 // more p50 at concurrency 1 on the 2-core machine of the README's
