@@ -153,9 +153,10 @@
 // cluster, one such stream per range of slots (GOMAXPROCS of them, at
 // most 16), each batch split by node. A settle of more claims than a
 // round takes is written at once, never queued behind the pipeliner's
-// batch in flight, which would delay it by a round trip. Reset and Ping are never pipelined. pipeline=always sends
-// every Hit and Peek through the pipeliner, never in a round (one alone
-// then pays the pipeliner's hand-offs between goroutines: about 40–90µs
+// batch in flight, which would delay it by a round trip. Reset and Ping
+// are never pipelined. pipeline=always sends every Hit and Peek, and
+// every settle alone, through the pipeliner, Hits never in a round (one
+// alone then pays the pipeliner's hand-offs between goroutines: about 40–90µs
 // more p50 at concurrency 1 on the 2-core machine of the README's
 // figures); pipeline=off sends each Hit and Peek alone on a pooled
 // connection. Commits and Releases go in rounds whatever pipeline says.
