@@ -30,7 +30,15 @@ type client struct {
 	inFlight atomic.Int32
 }
 
-var _ rediscore.Client = (*client)(nil)
+var (
+	_ rediscore.Client    = (*client)(nil)
+	_ rediscore.HitsAlone = (*client)(nil)
+)
+
+// HitsAlone implements rediscore.HitsAlone: with pipeline=off every Hit
+// goes alone on a pooled connection, with pipeline=always through the
+// auto-pipeliner; with pipeline=auto Hits go in the core's rounds.
+func (c *client) HitsAlone() bool { return c.ap == nil || c.always }
 
 // noRetry is a script command that go-redis must never re-send: its reply
 // may have been lost after the script ran (CONTRACT T5). The node clients
@@ -193,22 +201,21 @@ func (c *client) Eval(
 
 // EvalMulti implements rediscore.Client: one pipeline, which go-redis
 // sends as one round trip per node; one call alone goes straight to a
-// pooled connection. Never through the auto-pipeliner: a settle round
-// queued behind its batch in flight would wait a round trip more, and
-// the Commits queued behind the round with it.
-func (c *client) EvalMulti(
-	ctx context.Context, s *scripts.Script, how rediscore.Send, calls []*rediscore.Call,
-) {
+// pooled connection. Never through the auto-pipeliner: a round queued
+// behind its batch in flight would wait a round trip more, and the calls
+// queued behind the round with it.
+func (c *client) EvalMulti(ctx context.Context, how rediscore.Send, calls []*rediscore.Call) {
 	if len(calls) == 1 {
-		cmd := evalCmd(ctx, nil, s, how, calls[0].Keys, calls[0].Args)
+		call := calls[0]
+		cmd := evalCmd(ctx, nil, call.Script, how, call.Keys, call.Args)
 		_ = c.c.Process(ctx, cmd)
-		calls[0].Reply, calls[0].Err = cmd.Val(), c.failed(cmd.Err())
+		call.Reply, call.Err = cmd.Val(), c.failed(cmd.Err())
 		return
 	}
 	cmds := make([]*noRetry, len(calls))
 	pipe := c.c.Pipeline()
 	for i, call := range calls {
-		cmds[i] = evalCmd(ctx, nil, s, how, call.Keys, call.Args)
+		cmds[i] = evalCmd(ctx, nil, call.Script, how, call.Keys, call.Args)
 		_ = pipe.Process(ctx, cmds[i])
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error

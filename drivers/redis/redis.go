@@ -54,8 +54,9 @@
 //	                    another Sentinel (repeat it).
 //	max_redirects       cluster MOVED/ASK redirects followed per call. Default 3.
 //	master_name         the name the Sentinels monitor the master under: the hosts are Sentinels.
-//	pipeline            auto, always or off: how Hits use go-redis's auto-pipeliner
-//	                    (see Pipelining). Default auto.
+//	pipeline            auto, always or off: how Hits share round trips, in rounds
+//	                    or through go-redis's auto-pipeliner (see Pipelining).
+//	                    Default auto.
 //
 // pipeline is this driver's own (go-redis has no URL parameter for its
 // auto-pipeliner). Neither go-redis nor valkey-go has URL parameters for TLS files (both
@@ -135,28 +136,30 @@
 //
 // # Pipelining
 //
-// Concurrent script calls share round trips through go-redis's
-// auto-pipeliner (Client.AsyncAutoPipeline,
+// With pipeline=auto, the default, concurrent Hits share round trips and
+// script calls in the rounds of the Redis-family core (package
+// internal/rediscore): Hits, Commits and Releases that arrive while a
+// round is in flight go in the next one, one script call per slot, written
+// at once on a pooled connection (several in one go-redis pipeline of
+// their own). A call that finds no round in flight, and a Peek, goes
+// through go-redis's auto-pipeliner (Client.AsyncAutoPipeline,
 // ClusterClient.AsyncAutoPipeline; marked experimental by go-redis,
-// v9.23.0 here), with go-redis's defaults: one stream of batches per
-// client, one batch in flight, up to 200 commands a batch, on go-redis's
-// pipeline pool (10 connections per server, beside and not counted in
-// pool_size and max_active_conns; go-redis creates it with pipeline=off
-// too, for batch settles); on a cluster, one such stream per range
-// of slots (GOMAXPROCS of them, at most 16), each batch split by node.
-// Only Hits and Peeks go through it. A settle (a round of Commits and
-// Releases, see Keys and scripts, or a larger call) is written at once,
-// never queued behind the pipeliner's batch in flight, which would delay
-// it and the calls queued behind it by a round trip: one script call on a
-// pooled connection, several in one go-redis pipeline of its own. Reset
-// and Ping are never pipelined. With pipeline=auto, the default, a Hit or
-// Peek goes through the pipeliner while another of the Store's is in
-// flight; one alone goes straight to a pooled connection, as with
-// pipeline=off, because the pipeliner's hand-offs between goroutines
-// would only add to its latency. pipeline=always sends every Hit and Peek
-// through it (one alone then pays those hand-offs: about 40–90µs more p50
-// at concurrency 1 on the 2-core machine of the README's figures);
-// pipeline=off none.
+// v9.23.0 here) while another of the Store's calls is in flight there,
+// and straight to a pooled connection when alone. The pipeliner runs with
+// go-redis's defaults: one stream of batches per client, one batch in
+// flight, up to 200 commands a batch, on go-redis's pipeline pool (10
+// connections per server, beside and not counted in pool_size and
+// max_active_conns; go-redis creates it with pipeline=off too); on a
+// cluster, one such stream per range of slots (GOMAXPROCS of them, at
+// most 16), each batch split by node. A settle of more claims than a
+// round takes is written at once, never queued behind the pipeliner's
+// batch in flight, which would delay it by a round trip. Reset and Ping
+// are never pipelined. pipeline=always sends every Hit and Peek, and
+// every settle alone, through the pipeliner, Hits never in a round (one
+// alone then pays the pipeliner's hand-offs between goroutines: about 40–90µs
+// more p50 at concurrency 1 on the 2-core machine of the README's
+// figures); pipeline=off sends each Hit and Peek alone on a pooled
+// connection. Commits and Releases go in rounds whatever pipeline says.
 //
 // What the contract needs, and how it holds on that path (each shown by a
 // test with pipeline=always, the conformance suite included, on a single

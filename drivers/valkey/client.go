@@ -37,9 +37,7 @@ func (c *client) Eval(
 
 // EvalMulti implements rediscore.Client: one DoMulti, pipelined, one round
 // trip per node (one call alone: Do).
-func (c *client) EvalMulti(
-	ctx context.Context, s *scripts.Script, how rediscore.Send, calls []*rediscore.Call,
-) {
+func (c *client) EvalMulti(ctx context.Context, how rediscore.Send, calls []*rediscore.Call) {
 	cl, err := c.lazy.get(ctx)
 	if err != nil {
 		for _, call := range calls {
@@ -56,7 +54,7 @@ func (c *client) EvalMulti(
 			continue
 		}
 		sent = append(sent, call)
-		cmds = append(cmds, evalCmd(cl, s, how, call.Keys, call.Args))
+		cmds = append(cmds, evalCmd(cl, call.Script, how, call.Keys, call.Args))
 	}
 	switch len(cmds) {
 	case 0:

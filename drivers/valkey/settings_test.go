@@ -277,8 +277,9 @@ func TestCrossSlotRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	a1, zz2 := scripts.ClaimKey("p", "a", "s", "1"), scripts.ClaimKey("p", "zz", "s", "2")
-	calls := []*rediscore.Call{{Keys: []string{a1, zz2}, Args: []string{"r", "h", "1000", "h", "1000"}}, {Keys: []string{a1}, Args: []string{"r", "h", "1000"}}}
-	c.core.Client().EvalMulti(budget(t, time.Second), scripts.Settle, rediscore.SendSource, calls)
+	calls := []*rediscore.Call{{Script: scripts.Settle, Keys: []string{a1, zz2}, Args: []string{"r", "h", "1000", "h", "1000"}},
+		{Script: scripts.Settle, Keys: []string{a1}, Args: []string{"r", "h", "1000"}}}
+	c.core.Client().EvalMulti(budget(t, time.Second), rediscore.SendSource, calls)
 	if !errors.Is(calls[0].Err, errCrossSlot) {
 		t.Errorf("cross-slot call: got %v, want errCrossSlot", calls[0].Err)
 	}

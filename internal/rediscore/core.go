@@ -1,20 +1,25 @@
 // Package rediscore is the driver logic the Redis and Valkey drivers
 // share: it implements driver.Conn over a small [Client] adapter per
-// client library (go-redis, valkey-go). A Hit is one call of the hit
-// script of package internal/scripts; Commits and Releases go in rounds
-// (group commit: those that arrive while a round is in flight go
-// together in the next), each round one call of the settle script per
-// mode and cluster slot, pipelined; a Peek is one call of the read-only
-// peek script; Reset is one DEL. The adapter only sends commands and says
-// which errors were the server's reply; everything else — building the
-// script calls, FCALL of the scripts' function library then EVAL once
-// when the server lacks it (functions.go), group commit, grouping by
-// tenant, decoding, the eviction policy check — is here, once.
+// client library (go-redis, valkey-go). Hits, Commits and Releases go in
+// rounds (group.go): a call that finds no round in flight is sent at
+// once; those that arrive while one is in flight go together in the next,
+// one script call per cluster slot (plan.go), pipelined. A Hit alone is
+// one call of the hit script of package internal/scripts, a settle alone
+// one of the settle script, and a round of several calls one of the round
+// script, which runs each by its own script's code, in order. A Peek is
+// one call of the read-only peek script, never in a round (its no-writes
+// flag lets it run where a writing round would be refused); Reset is one
+// DEL. The adapter only sends commands and says which errors were the
+// server's reply; everything else — building the script calls, FCALL of
+// the scripts' function library then EVAL once when the server lacks it
+// (functions.go), rounds, grouping by tenant, decoding, the eviction
+// policy check — is here, once.
 //
 // The path of a Redis Hit: fleetstore.Store.Hit (checks, budget, error
 // classification) → driver.Conn.Hit, which is [Conn.Hit] here →
-// scripts.HitCall (keys and arguments) → [Client.Eval] (FCALL, EVAL when
-// the function is missing) → scripts.DecodeHit.
+// scripts.HitCall (keys and arguments) → a round (join, sendRound) →
+// [Client.Eval] alone or [Client.EvalMulti] (FCALL, EVAL when the function
+// is missing) → scripts.DecodeHit, or scripts.DecodeRound then DecodeHit.
 package rediscore
 
 import (
@@ -38,12 +43,12 @@ type Client interface {
 	// EVAL), over keys and args, never re-sent by the client (T5). The
 	// reply is decoded into int64, string, nil and []any of those.
 	Eval(ctx context.Context, s *scripts.Script, how Send, keys, args []string) (any, error)
-	// EvalMulti runs every call in one pipeline (one round trip per
-	// node; one call alone may go as a plain command), setting each
-	// call's Reply and Err. The calls are written at once: never queued
-	// behind a batch of other calls in flight (a settle round would wait
-	// a round trip more for nothing).
-	EvalMulti(ctx context.Context, s *scripts.Script, how Send, calls []*Call)
+	// EvalMulti runs every call, each of its own Script, sent as how
+	// says, in one pipeline (one round trip per node; one call alone may
+	// go as a plain command), setting each call's Reply and Err. The
+	// calls are written at once: never queued behind a batch of other
+	// calls in flight (a round would wait a round trip more for nothing).
+	EvalMulti(ctx context.Context, how Send, calls []*Call)
 	// LoadLibrary loads the function library source (FUNCTION LOAD) on
 	// every master (one server: it); a library of that name already there
 	// is no error, nor is a replica's refusal.
@@ -74,6 +79,7 @@ type Client interface {
 // Call is one script call and, once it ran, its reply or the client's
 // error.
 type Call struct {
+	Script     *scripts.Script
 	Keys, Args []string
 	Reply      any
 	Err        error
@@ -87,6 +93,8 @@ type Conn struct {
 	log     *zap.Logger
 	display string // the URL, password redacted
 
+	hitsAlone bool // every Hit alone, never in a round (HitsAlone)
+
 	checked  atomic.Bool // maxmemory-policy known (or not knowable)
 	checking atomic.Bool // a check is running
 	fn       functions   // the scripts' function library on the server
@@ -97,11 +105,15 @@ type Conn struct {
 	stopBG context.CancelFunc
 	wg     sync.WaitGroup
 
-	// mu guards the group commit's queue (group.go).
+	// mu guards the rounds' lanes (group.go).
 	mu    sync.Mutex
-	busy  bool          // a settle round is in flight
-	queue []*settleCall // settle calls waiting for the next round
+	lanes map[string]*lane // by tenant on a cluster, else the one lane ""
 }
+
+// HitsAlone is what a Client implements when its own pipelining setting
+// rules how Hits go: when HitsAlone returns true, every Hit is sent alone
+// (Client.Eval), never in a round.
+type HitsAlone interface{ HitsAlone() bool }
 
 var (
 	_ driver.Conn   = (*Conn)(nil)
@@ -112,6 +124,9 @@ var (
 // redacted, for log lines.
 func New(cl Client, cfg driver.Config, display string) *Conn {
 	c := &Conn{cl: cl, prefix: cfg.KeyPrefix, timeout: cfg.Timeout, log: cfg.Logger, display: display}
+	if a, ok := cl.(HitsAlone); ok {
+		c.hitsAlone = a.HitsAlone()
+	}
 	c.bg, c.stopBG = context.WithCancel(context.Background())
 	return c
 }
@@ -120,17 +135,21 @@ func New(cl Client, cfg driver.Config, display string) *Conn {
 func (c *Conn) Client() Client { return c.cl }
 
 // Hit implements driver.Conn: one call of the hit script (CONTRACT §3–§4),
-// on the one slot of the tenant's hash tag.
+// on the one slot of the tenant's hash tag, in a round (group.go) unless
+// the client sends Hits alone (HitsAlone).
 func (c *Conn) Hit(
 	ctx context.Context, charges []driver.Charge, claim *driver.Claim,
 ) (driver.Result, error) {
-	keys, args := scripts.HitCall(c.prefix, charges, claim)
-	reply, err := c.run(ctx, scripts.Hit, keys, args)
-	if err != nil {
-		return driver.Result{}, err
+	if c.hitsAlone {
+		keys, args := scripts.HitCall(c.prefix, charges, claim)
+		reply, err := c.run(ctx, scripts.Hit, keys, args)
+		if err != nil {
+			return driver.Result{}, err
+		}
+		res, err := scripts.DecodeHit(reply, len(charges))
+		return res, driver.ErrorReply(err)
 	}
-	res, err := scripts.DecodeHit(reply, len(charges))
-	return res, driver.ErrorReply(err)
+	return c.hit(ctx, charges, claim)
 }
 
 // Peek implements driver.Peeker: one call of the peek script (CONTRACT
@@ -190,23 +209,31 @@ func (c *Conn) Close() error {
 // that running it cannot charge twice. A reply marks the server reached;
 // an error reply is returned marked as one (mark).
 func (c *Conn) run(ctx context.Context, s *scripts.Script, keys, args []string) (any, error) {
-	how := c.first()
-	reply, err := c.cl.Eval(ctx, s, how, keys, args)
-	if c.again(how, err) {
-		reply, err = c.cl.Eval(ctx, s, SendSource, keys, args)
-	}
-	if err != nil {
-		return nil, c.mark(err)
+	call := &Call{Script: s, Keys: keys, Args: args}
+	c.runOne(ctx, call)
+	if call.Err != nil {
+		return nil, c.mark(call.Err)
 	}
 	c.answered()
-	return reply, nil
+	return call.Reply, nil
 }
 
-// runAll runs every call of s in one pipeline (EvalMulti), then those
-// that did not run (c.again) once more with EVAL in a second one.
-func (c *Conn) runAll(ctx context.Context, s *scripts.Script, calls []*Call) {
+// runOne runs call alone (Client.Eval: through the client's pipelining
+// of concurrent calls, if any), then once more with EVAL when it did not
+// run (c.again), setting its Reply and Err.
+func (c *Conn) runOne(ctx context.Context, call *Call) {
 	how := c.first()
-	c.cl.EvalMulti(ctx, s, how, calls)
+	call.Reply, call.Err = c.cl.Eval(ctx, call.Script, how, call.Keys, call.Args)
+	if c.again(how, call.Err) {
+		call.Reply, call.Err = c.cl.Eval(ctx, call.Script, SendSource, call.Keys, call.Args)
+	}
+}
+
+// runAll runs every call in one pipeline (EvalMulti), then those that
+// did not run (c.again) once more with EVAL in a second one.
+func (c *Conn) runAll(ctx context.Context, calls []*Call) {
+	how := c.first()
+	c.cl.EvalMulti(ctx, how, calls)
 	var again []*Call
 	for _, call := range calls {
 		if c.again(how, call.Err) {
@@ -214,7 +241,7 @@ func (c *Conn) runAll(ctx context.Context, s *scripts.Script, calls []*Call) {
 		}
 	}
 	if len(again) > 0 {
-		c.cl.EvalMulti(ctx, s, SendSource, again)
+		c.cl.EvalMulti(ctx, SendSource, again)
 	}
 }
 

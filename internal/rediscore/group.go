@@ -8,20 +8,25 @@ import (
 	"github.com/fleetstore/fleetstore/internal/scripts"
 )
 
-// Group commit: the Commits and Releases of a Conn (those of at most
-// maxGrouped claims; a larger one is a batch already, and is sent at once
-// on its own) go to the server in rounds, one round in flight at a time.
-// A call that finds no round in flight sends its claims at once, alone,
-// on its own context: an idle Conn adds no wait and no timer. Calls that
-// arrive while a round is in flight queue; when it is back, the caller
-// that sent it hands the next round — every call queued meanwhile, in
-// order, up to maxRound claims — to one of them, which sends it: one
-// settle script call per mode (commit, release), and on a cluster per
-// tenant (one slot each), all in one pipeline. No goroutine is started:
-// every round is sent by a caller whose claims are in it.
+// Rounds (group commit): the Hits, Commits and Releases of a Conn (a
+// settle of at most maxGrouped claims; a larger one is a batch already,
+// and is sent at once on its own) go to the server in rounds, one round
+// in flight at a time per lane: the server's, or on a cluster each
+// tenant's (the slot of its hash tag). A call that finds no round in flight is sent at
+// once, alone, on its own context: an idle Conn adds no wait and no
+// timer. Calls that arrive while a round is in flight queue; when it is
+// back, the caller that sent it hands the next round — every call queued
+// meanwhile, in order, up to maxRound claims and Hits — to one of them,
+// which sends it: one script call per slot (plan.go), all in one
+// pipeline. No goroutine is started: every round is sent by a caller
+// whose call is in it.
 //
-// The contract holds per call, as if each had sent its claims alone:
+// The contract holds per call, as if each had been sent alone, in the
+// order they queued:
 //
+//   - Decisions (G1–G4, C1–C10): a script call runs its calls one after
+//     the other, at one now, each by its own script's code, so each sees
+//     the writes of those before it and a denied Hit writes nothing.
 //   - Budget (T1): the caller that sends a round is the one of its calls
 //     whose deadline is the latest, and the round runs on that deadline
 //     (not on that caller's cancellation), so no call's answer is cut
@@ -31,72 +36,113 @@ import (
 //     caller cancelled while it sends a round for others returns when the
 //     round is back (by its own deadline), not at once.
 //   - Lost replies (T5): a round is sent once. A call whose context ends
-//     before its round is sent is taken out of it, and its claims are
-//     never sent; once sent, the call returns its context's error and the
-//     round's answer for it is dropped. A round whose reply is lost fails
-//     each call in it with the error its own call would have had: its
+//     before its round is sent is taken out of it, and is never sent;
+//     once sent, the call returns its context's error and the round's
+//     answer for it is dropped. A round whose reply is lost fails each
+//     call in it with the error its own call would have had: its
 //     context's deadline, or the round's error.
 //   - Fencing and results (C7, C8, C10): each claim keeps its own hook_id
 //     and gets its own result; the claims of one call stay together in
 //     its round's script calls, those of one tenant in the call's order
-//     (so two settles of one key in a call run in its order), and a round
-//     that reached no server for any claim of a call is that call's whole
-//     failure (T2).
+//     (so two settles of one key in a call run in its order), one call's
+//     script error is its own, and a round that reached no server for any
+//     claim of a call is that call's whole failure (T2).
 //   - Close (T4): the Store waits for its calls before it closes the
 //     Conn, and a round in flight is one of them.
 
-// maxRound bounds the claims of one round, so that one settle script call
-// keeps the server (which runs scripts one at a time) for a bounded time.
+// maxRound bounds the claims and Hits of one round, so that one script
+// call keeps the server (which runs scripts one at a time) for a bounded
+// time.
 const maxRound = 128
 
-// maxGrouped is the most claims of a call that goes in a round. A larger
-// call (a replay of the degraded mode's outbox, an application's own
-// batch) shares little with the one-claim Commits of hooks and would keep
-// them waiting for its round: it is sent at once, beside the rounds.
+// maxGrouped is the most claims of a settle that goes in a round. A
+// larger call (a replay of the degraded mode's outbox, an application's
+// own batch) shares little with the one-claim Commits of hooks and would
+// keep them waiting for its round: it is sent at once, beside the rounds.
 const maxGrouped = 16
 
-// settleState is where a settle call is in its round; Conn.mu guards it.
-type settleState uint8
+// opKind is what a call in a round does.
+type opKind uint8
 
 const (
-	queued  settleState = iota // waiting for a round
-	picked                     // in a round not yet sent
-	sent                       // in a round on the wire
-	settled                    // its results are set
-	left                       // its caller returned on its context's end
+	opHit opKind = iota
+	opCommit
+	opRelease
 )
 
-// settleCall is one Commit or Release: its claims' script arguments, built
-// by its own caller, and its results.
-type settleCall struct {
-	ctx    context.Context
-	commit bool
-	n      int          // claims
-	groups []claimGroup // its claims by tenant
-	wake   chan *round  // cap 1: a round to send, or nil when its results are set
-	state  settleState  // guarded by Conn.mu
-	round  *round       // its round once picked; guarded by Conn.mu
-	errs   []error      // per claim, or nil with err: the whole call's failure
-	err    error
-	place  []placeInCall // where each group went in its round's calls
+// opState is where a call is in its round; Conn.mu guards it.
+type opState uint8
+
+const (
+	queued  opState = iota // waiting for a round
+	picked                 // in a round not yet sent
+	sent                   // in a round on the wire
+	settled                // its results are set
+	left                   // its caller returned on its context's end
+)
+
+// op is one Hit, Commit or Release: its script arguments, built by its
+// own caller, and its results.
+type op struct {
+	ctx     context.Context
+	kind    opKind
+	n       int          // its weight in a round: its claims, 1 for a Hit
+	charges int          // a Hit's charges
+	groups  []claimGroup // its claims by tenant; a Hit's call is one
+	wake    chan *round  // cap 1: a round to send, or nil when its results are set
+	lane    *lane        // the lane it joined; guarded by Conn.mu
+	state   opState      // guarded by Conn.mu
+	round   *round       // its round once picked; guarded by Conn.mu
+	result               // set when settled
 }
 
-// claimGroup is claims of one tenant of a settle call: their indices in
-// the call (nil: all, in order) and their settle script arguments.
+// result is an op's answer: a Hit's result, or a settle's error per
+// claim, or nil with err: the whole call's failure.
+type result struct {
+	hit  driver.Result
+	errs []error
+	err  error
+}
+
+// claimGroup is claims of one tenant of a settle call, their indices in
+// the call (nil: all, in order) and their settle script arguments; or a
+// Hit's script arguments.
 type claimGroup struct {
 	tenant     string
 	idx        []int
 	keys, args []string
 }
 
-// placeInCall is a group's place in a round: its script call and the
-// index of its first claim there.
-type placeInCall struct{ call, off int }
+// lane is where the calls of one slot queue: the one lane of a single
+// server (key ""), or on a cluster (the client splits by tenant) the lane
+// of a tenant, the tenant of a call's first claim, so that a round in
+// flight to one slot holds up no call to another. A lane lives while a
+// round of it is in flight. Conn.mu guards it.
+type lane struct {
+	key   string
+	busy  bool  // a round is in flight
+	queue []*op // calls waiting for the next round
+}
 
-// round is the settle calls sent together, and the one that sends them.
+// round is the calls sent together, and the one that sends them.
 type round struct {
-	calls []*settleCall
-	exec  *settleCall
+	ops  []*op
+	exec *op
+}
+
+// hit runs a Hit in a round.
+func (c *Conn) hit(ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+	o := &op{ctx: ctx, kind: opHit, n: 1, charges: len(charges)}
+	g := claimGroup{}
+	if len(charges) > 0 {
+		g.tenant = charges[0].Tenant
+	} else {
+		g.tenant = claim.Tenant
+	}
+	g.keys, g.args = scripts.HitCall(c.prefix, charges, claim)
+	o.groups = []claimGroup{g}
+	c.join(o)
+	return o.hit, o.err
 }
 
 // settle runs a Commit (commit true) or Release of claims in a round.
@@ -104,42 +150,79 @@ func (c *Conn) settle(ctx context.Context, commit bool, claims []driver.Claim) (
 	if len(claims) == 0 { // the Store sends none; nothing to send
 		return nil, nil
 	}
-	s := c.newSettleCall(ctx, commit, claims)
+	o := c.newSettle(ctx, commit, claims)
 	if len(claims) > maxGrouped {
-		res := c.sendRound(ctx, []*settleCall{s})
+		res := c.sendRound(ctx, []*op{o})
 		return res[0].errs, res[0].err
 	}
-	c.mu.Lock()
-	if !c.busy {
-		c.busy = true
-		r := &round{calls: []*settleCall{s}, exec: s}
-		s.state, s.round = picked, r
-		c.mu.Unlock()
-		c.send(s, r)
-		return s.errs, s.err
-	}
-	s.wake = make(chan *round, 1)
-	c.queue = append(c.queue, s)
-	c.mu.Unlock()
-	select {
-	case r := <-s.wake:
-		if r != nil {
-			c.send(s, r)
-		}
-	case <-ctx.Done():
-		c.leave(s)
-	}
-	return s.errs, s.err
+	c.join(o)
+	return o.errs, o.err
 }
 
-// newSettleCall builds the script arguments of claims, by tenant.
-func (c *Conn) newSettleCall(ctx context.Context, commit bool, claims []driver.Claim) *settleCall {
-	s := &settleCall{ctx: ctx, commit: commit, n: len(claims)}
+// join sends o at once when no round is in flight, else queues it for
+// the next round; it returns when o's results are set or its context
+// has ended.
+func (c *Conn) join(o *op) {
+	key := ""
+	if c.cl.SplitByTenant() {
+		key = o.groups[0].tenant
+	}
+	c.mu.Lock()
+	l := c.lanes[key]
+	if l == nil {
+		if c.lanes == nil {
+			c.lanes = make(map[string]*lane)
+		}
+		l = &lane{key: key}
+		c.lanes[key] = l
+	}
+	o.lane = l
+	if !l.busy {
+		// Alone: no other caller sees o, so it needs no round of its own.
+		l.busy = true
+		c.mu.Unlock()
+		var res result
+		switch {
+		case o.ctx.Err() != nil:
+			res.err = o.ctx.Err()
+		case len(o.groups) == 1:
+			res = c.sendAlone(o.ctx, o)
+		default:
+			res = c.sendRound(o.ctx, []*op{o})[0]
+		}
+		c.mu.Lock()
+		o.state, o.result = settled, res
+		exec, next := c.nextRound(l)
+		c.mu.Unlock()
+		if exec != nil {
+			exec.wake <- next
+		}
+		return
+	}
+	o.wake = make(chan *round, 1)
+	l.queue = append(l.queue, o)
+	c.mu.Unlock()
+	select {
+	case r := <-o.wake:
+		if r != nil {
+			c.send(o, r)
+		}
+	case <-o.ctx.Done():
+		c.leave(o)
+	}
+}
+
+// newSettle builds the script arguments of claims, by tenant.
+func (c *Conn) newSettle(ctx context.Context, commit bool, claims []driver.Claim) *op {
+	o := &op{ctx: ctx, kind: opRelease, n: len(claims)}
+	if commit {
+		o.kind = opCommit
+	}
 	if oneTenant(claims) {
 		g := claimGroup{tenant: claims[0].Tenant}
 		g.keys, g.args = scripts.SettleCall(c.prefix, commit, claims)
-		s.groups = []claimGroup{g}
-		return s
+		o.groups = []claimGroup{g}
+		return o
 	}
 	for _, idx := range GroupByTenant(claims) {
 		batch := make([]driver.Claim, len(idx))
@@ -148,9 +231,9 @@ func (c *Conn) newSettleCall(ctx context.Context, commit bool, claims []driver.C
 		}
 		g := claimGroup{tenant: batch[0].Tenant, idx: idx}
 		g.keys, g.args = scripts.SettleCall(c.prefix, commit, batch)
-		s.groups = append(s.groups, g)
+		o.groups = append(o.groups, g)
 	}
-	return s
+	return o
 }
 
 func oneTenant(claims []driver.Claim) bool {
@@ -162,54 +245,54 @@ func oneTenant(claims []driver.Claim) bool {
 	return true
 }
 
-// leave takes s, whose context has ended, out of its round: it is not
+// leave takes o, whose context has ended, out of its round: it is not
 // sent when it was not yet, and the round's answer for it is dropped when
-// it was. The round s was to send goes to another of its calls, or, when
+// it was. The round o was to send goes to another of its calls, or, when
 // none is left, the next round starts.
-func (c *Conn) leave(s *settleCall) {
+func (c *Conn) leave(o *op) {
 	c.mu.Lock()
-	var exec *settleCall
+	var exec *op
 	var next *round
-	switch s.state {
+	switch o.state {
 	case settled: // the answer came first
 		c.mu.Unlock()
 		return
 	case queued:
-		for i, q := range c.queue {
-			if q == s {
-				c.queue = slices.Delete(c.queue, i, i+1)
+		for i, q := range o.lane.queue {
+			if q == o {
+				o.lane.queue = slices.Delete(o.lane.queue, i, i+1)
 				break
 			}
 		}
 	case picked:
-		if r := s.round; r.exec == s {
+		if r := o.round; r.exec == o {
 			r.exec = nil
-			for _, q := range r.calls {
-				if q != s && q.state == picked && (r.exec == nil || later(q.ctx, r.exec.ctx)) {
+			for _, q := range r.ops {
+				if q != o && q.state == picked && (r.exec == nil || later(q.ctx, r.exec.ctx)) {
 					r.exec = q
 				}
 			}
 			exec, next = r.exec, r
 			if exec == nil {
-				exec, next = c.nextRound()
+				exec, next = c.nextRound(o.lane)
 			}
 		}
 	}
-	s.state, s.errs, s.err = left, nil, s.ctx.Err()
+	o.state, o.result = left, result{err: o.ctx.Err()}
 	c.mu.Unlock()
 	if exec != nil {
 		exec.wake <- next
 	}
 }
 
-// send sends round r, on the goroutine of its call s; a call whose
+// send sends round r, on the goroutine of its call o; a call whose
 // context has ended is taken out first. Then it sets each call's results,
 // wakes its callers and hands the next round on.
-func (c *Conn) send(s *settleCall, r *round) {
+func (c *Conn) send(o *op, r *round) {
 	c.mu.Lock()
-	live := make([]*settleCall, 0, len(r.calls))
-	var done []*settleCall
-	for _, q := range r.calls {
+	live := make([]*op, 0, len(r.ops))
+	var done []*op
+	for _, q := range r.ops {
 		switch {
 		case q.state == left:
 		case q.ctx.Err() != nil:
@@ -221,11 +304,11 @@ func (c *Conn) send(s *settleCall, r *round) {
 		}
 	}
 	c.mu.Unlock()
-	wakeAll(s, done)
+	wakeAll(o, done)
 
-	var res []settleResult
+	var res []result
 	if len(live) > 0 {
-		ctx, cancel := roundCtx(s, live)
+		ctx, cancel := roundCtx(o, live)
 		res = c.sendRound(ctx, live)
 		cancel()
 	}
@@ -234,36 +317,36 @@ func (c *Conn) send(s *settleCall, r *round) {
 	done = done[:0]
 	for i, q := range live {
 		if q.state == sent {
-			q.state, q.errs, q.err = settled, res[i].errs, res[i].err
+			q.state, q.result = settled, res[i]
 			done = append(done, q)
 		}
 	}
-	exec, next := c.nextRound()
+	exec, next := c.nextRound(o.lane)
 	c.mu.Unlock()
-	wakeAll(s, done)
+	wakeAll(o, done)
 	if exec != nil {
 		exec.wake <- next
 	}
 }
 
-// wakeAll tells the callers of calls, but s's own (it is running), that
+// wakeAll tells the callers of ops, but o's own (it is running), that
 // their results are set.
-func wakeAll(s *settleCall, calls []*settleCall) {
-	for _, q := range calls {
-		if q != s {
+func wakeAll(o *op, ops []*op) {
+	for _, q := range ops {
+		if q != o {
 			q.wake <- nil
 		}
 	}
 }
 
-// roundCtx is the context a round of the calls live runs on, sent by s's
-// caller: s's own context when s is alone in it; otherwise s's values
-// without its cancellation, ending at the latest deadline of live (s's,
-// unless s has left), so that neither s's deadline nor its caller's
+// roundCtx is the context a round of the calls live runs on, sent by o's
+// caller: o's own context when o is alone in it; otherwise o's values
+// without its cancellation, ending at the latest deadline of live (o's,
+// unless o has left), so that neither o's deadline nor its caller's
 // cancellation cuts the others' answers short.
-func roundCtx(s *settleCall, live []*settleCall) (context.Context, context.CancelFunc) {
-	if len(live) == 1 && live[0] == s {
-		return s.ctx, func() {}
+func roundCtx(o *op, live []*op) (context.Context, context.CancelFunc) {
+	if len(live) == 1 && live[0] == o {
+		return o.ctx, func() {}
 	}
 	last := live[0]
 	for _, q := range live[1:] {
@@ -271,7 +354,7 @@ func roundCtx(s *settleCall, live []*settleCall) (context.Context, context.Cance
 			last = q
 		}
 	}
-	ctx := context.WithoutCancel(s.ctx)
+	ctx := context.WithoutCancel(o.ctx)
 	if dl, ok := last.ctx.Deadline(); ok {
 		return context.WithDeadline(ctx, dl)
 	}
@@ -286,140 +369,33 @@ func later(a, b context.Context) bool {
 	return !okA && okB || okA && okB && da.After(db)
 }
 
-// nextRound takes the next round off the queue: the calls queued, in
-// order, up to maxRound claims (at least one call), sent by the one with
-// the latest deadline. With none queued the Conn is idle again.
-func (c *Conn) nextRound() (*settleCall, *round) {
-	if len(c.queue) == 0 {
-		c.busy = false
+// nextRound takes l's next round off its queue: the calls queued, in
+// order, up to maxRound claims and Hits (at least one call), sent by the
+// one with the latest deadline. With none queued the lane is idle again,
+// and a tenant's lane is dropped.
+func (c *Conn) nextRound(l *lane) (*op, *round) {
+	if len(l.queue) == 0 {
+		l.busy = false
+		if l.key != "" {
+			delete(c.lanes, l.key)
+		}
 		return nil, nil
 	}
-	k, n := 1, c.queue[0].n
-	for k < len(c.queue) && n+c.queue[k].n <= maxRound {
-		n += c.queue[k].n
+	k, n := 1, l.queue[0].n
+	for k < len(l.queue) && n+l.queue[k].n <= maxRound {
+		n += l.queue[k].n
 		k++
 	}
-	r := &round{calls: make([]*settleCall, k)}
-	copy(r.calls, c.queue)
-	rest := copy(c.queue, c.queue[k:])
-	clear(c.queue[rest:])
-	c.queue = c.queue[:rest]
-	for _, q := range r.calls {
+	r := &round{ops: make([]*op, k)}
+	copy(r.ops, l.queue)
+	rest := copy(l.queue, l.queue[k:])
+	clear(l.queue[rest:])
+	l.queue = l.queue[:rest]
+	for _, q := range r.ops {
 		q.state, q.round = picked, r
 		if r.exec == nil || later(q.ctx, r.exec.ctx) {
 			r.exec = q
 		}
 	}
 	return r.exec, r
-}
-
-// settleResult is one settle call's results.
-type settleResult struct {
-	errs []error
-	err  error
-}
-
-// sendRound runs the settle script over the claims of calls: one script
-// call per mode and, when the client says so, per tenant, all in one
-// pipeline. A call none of whose script calls got a reply has that as
-// its whole failure; otherwise each claim gets its script call's result.
-func (c *Conn) sendRound(ctx context.Context, calls []*settleCall) []settleResult {
-	split := c.cl.SplitByTenant()
-	type slot struct {
-		commit bool
-		tenant string
-	}
-	type callSize struct{ groups, keys, args int }
-	// Each group's script call, and each call's size.
-	at := make(map[slot]int, 2)
-	var size []callSize
-	for _, s := range calls {
-		s.place = s.place[:0]
-		for _, g := range s.groups {
-			k := slot{commit: s.commit}
-			if split {
-				k.tenant = g.tenant
-			}
-			i, ok := at[k]
-			if !ok {
-				i = len(size)
-				at[k] = i
-				size = append(size, callSize{args: 1}) // the mode
-			}
-			z := &size[i]
-			s.place = append(s.place, placeInCall{call: i, off: z.keys})
-			z.groups++
-			z.keys += len(g.keys)
-			z.args += len(g.args) - 1
-		}
-	}
-	// A call of one group is that group's arguments; a call of several
-	// has its own, the mode once.
-	script := make([]*Call, len(size))
-	for _, s := range calls {
-		for j, g := range s.groups {
-			i := s.place[j].call
-			sc := script[i]
-			switch {
-			case size[i].groups == 1:
-				script[i] = &Call{Keys: g.keys, Args: g.args}
-				continue
-			case sc == nil:
-				sc = &Call{Keys: make([]string, 0, size[i].keys)}
-				sc.Args = append(make([]string, 0, size[i].args), g.args[0])
-				script[i] = sc
-			}
-			sc.Keys = append(sc.Keys, g.keys...)
-			sc.Args = append(sc.Args, g.args[1:]...)
-		}
-	}
-	c.runAll(ctx, scripts.Settle, script)
-
-	// Each script call's claims' results, or its error.
-	perClaim := make([][]error, len(script))
-	callErr := make([]error, len(script))
-	reached := false
-	for i, sc := range script {
-		if sc.Err != nil {
-			reached = reached || c.cl.IsReply(sc.Err)
-			callErr[i] = c.mark(sc.Err)
-			continue
-		}
-		reached = true
-		res, err := scripts.DecodeSettle(sc.Reply, len(sc.Keys))
-		perClaim[i], callErr[i] = res, driver.ErrorReply(err)
-	}
-	if reached {
-		c.answered()
-	}
-
-	out := make([]settleResult, len(calls))
-	for n, s := range calls {
-		ok := false
-		for _, p := range s.place {
-			e := script[p.call].Err
-			ok = ok || e == nil || c.cl.IsReply(e)
-		}
-		if !ok {
-			out[n].err = callErr[s.place[0].call]
-			continue
-		}
-		errs := make([]error, s.n)
-		for j, g := range s.groups {
-			p := s.place[j]
-			for q := range len(g.keys) {
-				i := q
-				if g.idx != nil {
-					i = g.idx[q]
-				}
-				if err := callErr[p.call]; err != nil {
-					errs[i] = err
-				} else {
-					errs[i] = perClaim[p.call][p.off+q]
-				}
-			}
-		}
-		out[n].errs = errs
-	}
-	return out
 }

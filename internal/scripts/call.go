@@ -263,3 +263,64 @@ func shape(v any) string {
 	}
 	return fmt.Sprintf("%T", v)
 }
+
+// RoundOp is one call in a Round script call: a Hit's KEYS and ARGV, as
+// HitCall builds them, or a Settle's (Settle true), as SettleCall does.
+type RoundOp struct {
+	Settle     bool
+	Keys, Args []string
+}
+
+// RoundCall returns the KEYS and ARGV of a Round script call over ops, in
+// order (round.lua): every op's keys, then for each op its script ('h' or
+// 's'), its number of keys and of arguments, and its arguments. On a
+// cluster, every key must hash to one slot.
+func RoundCall(ops []RoundOp) (keys, args []string) {
+	nk, na := 0, 0
+	for i := range ops {
+		nk += len(ops[i].Keys)
+		na += 3 + len(ops[i].Args)
+	}
+	keys, args = make([]string, 0, nk), make([]string, 0, na)
+	for i := range ops {
+		op := &ops[i]
+		script := "h"
+		if op.Settle {
+			script = "s"
+		}
+		keys = append(keys, op.Keys...)
+		args = append(args, script, strconv.Itoa(len(op.Keys)), strconv.Itoa(len(op.Args)))
+		args = append(args, op.Args...)
+	}
+	return keys, args
+}
+
+// ScriptError is the error one call of a Round raised (a malformed value
+// under the prefix, a command's error reply): that call's failure alone.
+// Its text is the server's, as an error reply's.
+type ScriptError struct{ Text string }
+
+func (e *ScriptError) Error() string { return e.Text }
+
+// DecodeRound splits the Round script's reply to a call of n ops into
+// each op's reply, for DecodeHit or DecodeSettle, or *ScriptError where
+// the op raised one. A reply of another shape is an error wrapping
+// ErrMalformed.
+func DecodeRound(reply any, n int) ([]any, error) {
+	a, ok := reply.([]any)
+	if !ok || len(a) != n {
+		return nil, malformed("round", reply)
+	}
+	out := make([]any, n)
+	for i, r := range a {
+		switch r := r.(type) {
+		case []any:
+			out[i] = r
+		case string:
+			out[i] = &ScriptError{Text: r}
+		default:
+			return nil, malformed("round", reply)
+		}
+	}
+	return out, nil
+}

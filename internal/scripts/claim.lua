@@ -19,15 +19,23 @@ local C = {}
 -- 8.0), so C.init, the first line of every script, fills them at the first
 -- call; call, redis.call, at every call. wide is whether Lua's %d writes
 -- an integer below 2^53 in full (a C long of 64 bits).
-local call, byte, sub, char, format, find, floor, max, unpack, select, wide
+local call, byte, sub, char, format, find, floor, max, unpack, select, pcall, type, wide
 
 function C.init()
   call = redis.call
   if not byte then
     byte, sub, char, format, find = string.byte, string.sub, string.char, string.format, string.find
     floor, max, unpack, select = math.floor, math.max, _G.unpack, _G.select
+    pcall, type = _G.pcall, _G.type
     wide = format('%d', 2 ^ 53) == '9007199254740992'
   end
+end
+
+-- now is the server's clock in µs (CONTRACT G8): one TIME per script
+-- call, whatever the calls it decides.
+function C.now()
+  local t = call('TIME')
+  return t[1] * 1000000 + t[2]
 end
 
 -- CAP is the number of fields at which a shard splits a bucket: well

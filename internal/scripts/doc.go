@@ -8,14 +8,19 @@
 // (FCALL then EVAL, the library's load, batches, errors) is package
 // internal/rediscore.
 //
-// The scripts are hit.lua (a Hit), settle.lua (a batch Commit or Release)
-// and present.lua (which claims have a live record, for tests and tools),
-// each loaded after claim.lua, the code of the claim layout below (a script
-// cannot call another), and peek.lua (a Peek: the buckets' reset-after),
-// which stands alone: its first line declares it no-writes, so the server
-// refuses any write it makes. In the library, claim.lua comes once and
-// each script is a function (peek's with the no-writes flag). CAP, PACKED
-// and SLACK are claim.lua's constants.
+// The scripts are hit.lua (a Hit), settle.lua (a batch Commit or Release),
+// round.lua (a round of group commit: Hits and settles in order, each by
+// hit.lua's or settle.lua's code, with its own reply) and present.lua
+// (which claims have a live record, for tests and tools), each loaded
+// after claim.lua, the code of the claim layout below (a script cannot
+// call another), and peek.lua (a Peek: the buckets' reset-after), which
+// stands alone: its first line declares it no-writes, so the server
+// refuses any write it makes. hit.lua, settle.lua and round.lua are the
+// bodies of functions of (KEYS, ARGV, now): a script call reads the
+// server's clock once (C.now), so a round decides all its calls at one
+// now. In the library, claim.lua comes once and each script is a function
+// (peek's with the no-writes flag). CAP, PACKED and SLACK are claim.lua's
+// constants.
 //
 // # Keys
 //

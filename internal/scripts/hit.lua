@@ -1,5 +1,8 @@
 -- hit.lua: one Hit of CONTRACT §3–§4 (G1–G9, C1–C4), atomically, in one
--- round trip. The GCRA is package gcra's Charge, transcribed.
+-- round trip. The GCRA is package gcra's Charge, transcribed. It is the
+-- body of a function of (KEYS, ARGV, now): now is the server's clock in µs
+-- (CONTRACT G8: every node of the fleet shares it), read once by the
+-- script call (C.now), which may decide a round of calls at one now.
 --
 -- KEYS[1]   the tenant's bucket hash: field = kind, value = TAT in µs
 -- KEYS[2]   the claim's short key PREFIX:{T}D (D: the claim's digest),
@@ -30,12 +33,6 @@
 -- (1.78e+15) and lose digits. Numbers come in as strings and are
 -- converted by arithmetic (ARGV[i] + 0), one string-to-number conversion
 -- where tonumber() makes two.
-
-C.init()
-
--- The server's clock in µs (CONTRACT G8): every node of the fleet shares it.
-local t = call('TIME')
-local now = t[1] * 1000000 + t[2]
 
 -- How many charges, and where the claim's arguments start.
 local n = ARGV[1] + 0

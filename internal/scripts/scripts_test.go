@@ -248,7 +248,9 @@ func TestDecodePeek(t *testing.T) {
 
 // TestLibrary: the library names itself and each function after the
 // version of the code, holds claim.lua once and every script as a function
-// (none with a shebang of its own), and registers peek alone as no-writes.
+// (none with a shebang of its own), registers peek alone as no-writes,
+// and reads the clock once per call of hit, settle and round, in their
+// callbacks (a round decides all its calls at one now).
 func TestLibrary(t *testing.T) {
 	t.Parallel()
 	src := Library.Source
@@ -261,19 +263,62 @@ func TestLibrary(t *testing.T) {
 	if n := strings.Count(src, "local C = {}"); n != 1 {
 		t.Errorf("claim.lua %d times in the library, want once", n)
 	}
-	for _, s := range []*Script{Hit, Settle, Present, Peek} {
+	for _, s := range []*Script{Hit, Settle, Round, Present, Peek} {
 		if s.Function != Library.Name+"_"+s.Name {
 			t.Errorf("%s: function %q", s.Name, s.Function)
 		}
-		reg := "redis.register_function{function_name = '" + s.Function + "', callback = " + s.Name
+		params, callback := "(KEYS, ARGV)", s.Name
+		if _, ok := bodies[s.Name]; ok {
+			params = "(KEYS, ARGV, now)"
+			callback = "function(KEYS, ARGV) C.init() return " + s.Name + "(KEYS, ARGV, C.now()) end"
+		}
+		reg := "redis.register_function{function_name = '" + s.Function + "', callback = " + callback
 		if n := strings.Count(src, reg); n != 1 {
 			t.Errorf("%s registered %d times", s.Name, n)
 		}
 		if s == Peek != strings.Contains(src, reg+", flags = {'no-writes'}}") {
 			t.Errorf("%s: no-writes flag wrong", s.Name)
 		}
-		if n := strings.Count(src, "\nlocal function "+s.Name+"(KEYS, ARGV)\n"); n != 1 {
+		if n := strings.Count(src, "\nlocal function "+s.Name+params+"\n"); n != 1 {
 			t.Errorf("%s defined %d times", s.Name, n)
+		}
+	}
+	for name, body := range bodies {
+		if strings.Contains(body, "'TIME'") {
+			t.Errorf("%s reads the clock itself: a round would not decide at one now", name)
+		}
+	}
+}
+
+// TestRoundCall: a Round's KEYS are its ops' in order, and its ARGV each
+// op's script, counts and arguments; DecodeRound hands each op its reply
+// and turns a string into that op's ScriptError alone.
+func TestRoundCall(t *testing.T) {
+	t.Parallel()
+	keys, args := RoundCall([]RoundOp{
+		{Keys: []string{"b", "c"}, Args: []string{"1", "k", "5", "9", "h", "7"}},
+		{Settle: true, Keys: []string{"c"}, Args: []string{"c", "h", "3"}},
+	})
+	if got := strings.Join(keys, " "); got != "b c c" {
+		t.Errorf("keys %q", got)
+	}
+	if got, want := strings.Join(args, " "), "h 2 6 1 k 5 9 h 7 s 1 3 c h 3"; got != want {
+		t.Errorf("args %q, want %q", got, want)
+	}
+	got, err := DecodeRound([]any{[]any{int64(1), int64(0)}, "ERR boom"}, 2)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("DecodeRound: %v %v", got, err)
+	}
+	if _, ok := got[0].([]any); !ok {
+		t.Errorf("op 0: %#v, want its reply", got[0])
+	}
+	var se *ScriptError
+	if !errors.As(got[1].(error), &se) || se.Text != "ERR boom" {
+		t.Errorf("op 1: %#v, want a ScriptError", got[1])
+	}
+	for _, bad := range []any{nil, "x", []any{}, []any{int64(1), []any{}}, []any{[]any{}}} {
+		if _, err := DecodeRound(bad, 2); !errors.Is(err, ErrMalformed) {
+			t.Errorf("DecodeRound(%#v): %v, want ErrMalformed", bad, err)
 		}
 	}
 }

@@ -1,5 +1,7 @@
 -- settle.lua: a batch Commit or Release of CONTRACT §4 (C5–C8, C10), each
--- claim decided on its own, in one round trip.
+-- claim decided on its own, in one round trip. It is the body of a
+-- function of (KEYS, ARGV, now), as hit.lua: a record's expiry is reckoned
+-- by now.
 --
 -- for claim i (i = 1..#KEYS):
 --   KEYS[i]     its short key PREFIX:{T}D (D: the claim's digest), whose
@@ -13,12 +15,6 @@
 --   0  settled, or nothing to do
 --   1  held by another hook (ErrClaimLost)
 --   2  release of a committed claim (ErrAlreadyCommitted)
-
-C.init()
-
--- The server's clock in µs: a record's expiry is reckoned by it.
-local t = call('TIME')
-local now = t[1] * 1000000 + t[2]
 
 local commit = ARGV[1] == 'c'
 local out = {}

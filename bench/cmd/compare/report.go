@@ -122,8 +122,8 @@ type (
 type goal struct {
 	figure string
 	// hook: the figure is of each driver's hook row (Hit + Commit), not
-	// its Hit row.
-	hook bool
+	// its Hit row; cluster: of its cluster hook row.
+	hook, cluster bool
 	// label, when not nil, is the figure's name given the peers' rows.
 	label  func(peer peerRow) string
 	bound  string
@@ -185,6 +185,47 @@ var goals = []goal{
 		of:  ratioTo("script-floor", 1, func(r row) float64 { return r.ServerCPUus })},
 }
 
+// goals27 are issue 27's table: a whole hook (Hit + Commit) at c=64
+// against redis_rate's Allow and its job, the script calls per hook, a
+// Hit alone at c=1, the hook's tail, and the cluster's hooks/s (shown:
+// its bound is the run before the change).
+var goals27 = []goal{
+	{figure: "hooks/s at c=64 ÷ redis_rate Allow/s", bound: "≥ 0.8×", format: ratio, hook: true,
+		met: func(v float64) bool { return v >= 0.8 },
+		of:  ratioTo("redis_rate", 64, func(r row) float64 { return r.OpsPerSec })},
+	{figure: "hooks/s at c=64 ÷ redis_rate-job ops/s", bound: "≥ 2.0×", format: ratio, hook: true,
+		met: func(v float64) bool { return v >= 2.0 },
+		of:  ratioTo("redis_rate-job", 64, func(r row) float64 { return r.OpsPerSec })},
+	{figure: "server CPU per hook at c=64 ÷ redis_rate Allow's", bound: "≤ 1.2×", format: ratio, hook: true,
+		met: func(v float64) bool { return v <= 1.2 },
+		of:  ratioTo("redis_rate", 64, func(r row) float64 { return r.ServerCPUus })},
+	{figure: "script calls per hook at c=64 (EVALSHA + EVAL + FCALL)", bound: "≤ 0.6",
+		format: func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }, hook: true,
+		met: func(v float64) bool { return v <= 0.6 },
+		of: func(hook hitRow, _ peerRow) (float64, bool) {
+			h, ok := hook(64)
+			if !ok || h.ScriptCalls == nil {
+				return 0, false
+			}
+			return *h.ScriptCalls, true
+		}},
+	{figure: "Hit p50 at c=1 ÷ redis_rate p50", bound: "≤ 1.3×", format: ratio,
+		met: func(v float64) bool { return v <= 1.3 },
+		of:  ratioTo("redis_rate", 1, func(r row) float64 { return r.P50us })},
+	{figure: "hook p99 at c=64 ÷ redis_rate p99", bound: "≤ 1.5×", format: ratio, hook: true,
+		met: func(v float64) bool { return v <= 1.5 },
+		of: func(hook hitRow, peer peerRow) (float64, bool) {
+			h, ok1 := hook(64)
+			p, ok2 := peer("redis_rate", 64)
+			return divide(h.HookP99us, p.P99us, ok1 && ok2)
+		}},
+	{figure: "cluster (3 masters) hooks/s at c=64", format: num, cluster: true,
+		of: func(hook hitRow, _ peerRow) (float64, bool) {
+			h, ok := hook(64)
+			return h.OpsPerSec, ok
+		}},
+}
+
 // ratioTo is a goal's figure: field of the Hit row at concurrency c
 // divided by field of peer's row at c.
 func ratioTo(peer string, c int, field func(row) float64) func(hitRow, peerRow) (float64, bool) {
@@ -211,8 +252,29 @@ func printGoals(w io.Writer, rows, mem []row, markdown bool) {
 		r, ok := find(rows, system, c)
 		return r, ok && r.Errors == 0
 	}
-	drivers := []string{"fleetstore-redis-hit", "fleetstore-valkey-hit"}
 	head := []string{"figure", "redis driver", "valkey driver", "goal"}
+	lines := goalLines(goals27, clean)
+	for _, what := range []struct{ system, figure string }{
+		{"memory_per_claim", "bytes per committed claim"},
+	} {
+		for _, m := range mem {
+			if m.System == what.system {
+				lines = append(lines, []string{what.figure + ", " + m.Server, num(m.Bytes) + ": " +
+					verdict(m.Bytes <= 100), "same keys", "≤ 100"})
+			}
+		}
+	}
+	if len(lines) > 0 {
+		fmt.Fprintln(w, "\nGoals of issue 27 (ratios of rows of this run; load average "+loadAverage()+"):")
+		fmt.Fprintln(w)
+		table(w, head, lines, markdown)
+	}
+	printGoals13(w, goalLines(goals, clean), mem, markdown)
+}
+
+// goalLines is each goal's line: its figure for the redis and the valkey
+// driver, met or not, and its bound; a goal with no figure has none.
+func goalLines(goals []goal, clean peerRow) [][]string {
 	var lines [][]string
 	for _, g := range goals {
 		line := []string{g.figure}
@@ -220,8 +282,11 @@ func printGoals(w io.Writer, rows, mem []row, markdown bool) {
 			line[0] = g.label(clean)
 		}
 		any := false
-		for _, d := range drivers {
-			if g.hook {
+		for _, d := range []string{"fleetstore-redis-hit", "fleetstore-valkey-hit"} {
+			switch {
+			case g.cluster:
+				d = strings.Replace(d, "-hit", "-cluster-hook", 1)
+			case g.hook:
 				d = strings.Replace(d, "-hit", "-hook", 1)
 			}
 			v, ok := g.of(func(c int) (row, bool) { return clean(d, c) }, clean)
@@ -245,6 +310,13 @@ func printGoals(w io.Writer, rows, mem []row, markdown bool) {
 			lines = append(lines, line)
 		}
 	}
+	return lines
+}
+
+// printGoals13 prints the goals of issues 13 and 22 (lines), then the
+// memory goals.
+func printGoals13(w io.Writer, lines [][]string, mem []row, markdown bool) {
+	head := []string{"figure", "redis driver", "valkey driver", "goal"}
 	for _, what := range []struct{ system, figure string }{
 		{"memory_per_claim", "bytes per committed claim"},
 		{"memory_per_live_claim", "bytes per live claim, steady state (short TTL, commits expiring)"},

@@ -87,10 +87,12 @@ type runConfig struct {
 
 // measure runs sys with conc workers for cfg.warmup, then counts and
 // times it for cfg.duration.
-func measure(ctx context.Context, admin *goredis.Client, addr string, sys system, conc int,
-	cfg runConfig) (*sample, error) {
+func measure(ctx context.Context, on target, sys system, conc int, cfg runConfig) (*sample, error) {
 	run := runID()
-	e := &env{addr: addr, run: run, pool: cfg.pool, timeout: cfg.timeout}
+	e := &env{addr: on.addrs[0], run: run, pool: cfg.pool, timeout: cfg.timeout}
+	if len(on.addrs) > 1 {
+		e.nodes = on.addrs
+	}
 	e.tenants = make([]string, cfg.tenants)
 	for i := range e.tenants {
 		e.tenants[i] = "t-" + run + "-" + strconv.Itoa(i)
@@ -146,10 +148,12 @@ func measure(ctx context.Context, admin *goredis.Client, addr string, sys system
 	}
 	sleep(ctx, cfg.warmup)
 	if cfg.serverStats {
-		_ = admin.ConfigResetStat(ctx).Err()
+		for _, a := range on.admins {
+			_ = a.ConfigResetStat(ctx).Err()
+		}
 	}
-	srv0, _ := serverCPU(ctx, admin)
-	calls0, err0 := scriptCalls(ctx, admin)
+	srv0, _ := on.serverCPU(ctx)
+	calls0, err0 := on.scriptCalls(ctx)
 	cli0 := clientCPU()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -162,11 +166,11 @@ func measure(ctx context.Context, admin *goredis.Client, addr string, sys system
 	cli1 := clientCPU()
 	runtime.ReadMemStats(&ms)
 	mallocs1 := ms.Mallocs
-	srv1, _ := serverCPU(ctx, admin)
-	calls1, err1 := scriptCalls(ctx, admin)
+	srv1, _ := on.serverCPU(ctx)
+	calls1, err1 := on.scriptCalls(ctx)
 	var cmdstats string
 	if cfg.serverStats {
-		cmdstats, _ = commandStats(ctx, admin)
+		cmdstats = on.commandStats(ctx)
 	}
 	stop.Store(true)
 	wg.Wait()
@@ -271,6 +275,48 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-time.After(d):
 	}
+}
+
+// target is the servers a row runs on: one, or a cluster's masters.
+type target struct {
+	addrs  []string
+	admins []*goredis.Client
+}
+
+// serverCPU is the servers' CPU time, summed.
+func (t target) serverCPU(ctx context.Context) (time.Duration, error) {
+	var sum time.Duration
+	for _, a := range t.admins {
+		d, err := serverCPU(ctx, a)
+		if err != nil {
+			return 0, err
+		}
+		sum += d
+	}
+	return sum, nil
+}
+
+// scriptCalls is the servers' script calls, summed.
+func (t target) scriptCalls(ctx context.Context) (int64, error) {
+	var sum int64
+	for _, a := range t.admins {
+		n, err := scriptCalls(ctx, a)
+		if err != nil {
+			return 0, err
+		}
+		sum += n
+	}
+	return sum, nil
+}
+
+// commandStats is each server's commandStats, "; " apart.
+func (t target) commandStats(ctx context.Context) string {
+	var parts []string
+	for _, a := range t.admins {
+		s, _ := commandStats(ctx, a)
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, " / ")
 }
 
 // serverCPU returns the server's user + sys CPU time (INFO cpu).

@@ -25,9 +25,10 @@ type server struct {
 	proc *testserver.Process // nil when stopped
 }
 
-// startServer starts bin and waits until it answers PING. The free port
-// may be taken by the time the server binds it: three tries.
-func startServer(ctx context.Context, bin string) (*server, error) {
+// startServer starts bin, with extra lines of configuration, and waits
+// until it answers PING. The free port may be taken by the time the
+// server binds it: three tries.
+func startServer(ctx context.Context, bin string, extra ...string) (*server, error) {
 	path, err := exec.LookPath(bin)
 	if err != nil {
 		return nil, fmt.Errorf("%s not found (make servers installs it, or pass -addr): %w", bin, err)
@@ -44,7 +45,7 @@ func startServer(ctx context.Context, bin string) (*server, error) {
 			continue
 		}
 		s := &server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir}
-		if last = s.start(ctx, path, port); last == nil {
+		if last = s.start(ctx, path, port, extra); last == nil {
 			return s, nil
 		}
 	}
@@ -52,9 +53,9 @@ func startServer(ctx context.Context, bin string) (*server, error) {
 	return nil, fmt.Errorf("start %s: %w", bin, last)
 }
 
-func (s *server) start(ctx context.Context, bin string, port int) error {
+func (s *server) start(ctx context.Context, bin string, port int, extra []string) error {
 	conf := filepath.Join(s.dir, "redis.conf")
-	if err := testserver.WriteConf(conf, testserver.RedisConf(port, s.dir)); err != nil {
+	if err := testserver.WriteConf(conf, append(testserver.RedisConf(port, s.dir), extra...)); err != nil {
 		return err
 	}
 	cmd := exec.Command(bin, conf)

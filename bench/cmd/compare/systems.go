@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -30,14 +31,17 @@ type system struct {
 	name  string
 	about string
 	hook  bool // op is a whole hook (Hit + Commit); hit latency is reported apart
-	open  func(e *env) (op, func(), error)
+	// cluster: the row runs on a cluster of three masters (env.nodes)
+	cluster bool
+	open    func(e *env) (op, func(), error)
 }
 
 // env is what a run's system is opened with.
 type env struct {
 	addr    string
-	run     string // unique per run: key prefixes and tenants are fresh
-	pool    int    // go-redis pool size
+	nodes   []string // a cluster row's masters (addr: the first)
+	run     string   // unique per run: key prefixes and tenants are fresh
+	pool    int      // go-redis pool size
 	timeout time.Duration
 	tenants []string
 }
@@ -79,6 +83,11 @@ var systems = []system{
 		about: "fleetstore valkey://: Hit alone"},
 	{name: "fleetstore-valkey-hook", hook: true, open: openFleetstore("valkey", true),
 		about: "fleetstore valkey://: Hit then Commit; p50/p99 are the Hit's, ops/s are hooks"},
+	{name: "fleetstore-redis-cluster-hook", hook: true, cluster: true, open: openFleetstore("redis", true),
+		about: "fleetstore redis:// on a cluster of three masters: Hit then Commit, " +
+			"server CPU and script calls summed over the masters"},
+	{name: "fleetstore-valkey-cluster-hook", hook: true, cluster: true, open: openFleetstore("valkey", true),
+		about: "fleetstore valkey:// on a cluster of three masters: Hit then Commit"},
 	{name: "redis_rate", open: openRedisRate,
 		about: "go-redis/redis_rate v10 Allow: one GCRA bucket, one Lua script call"},
 	{name: "redis_rate-job", open: openRedisRateJob,
@@ -167,8 +176,11 @@ func openFleetstore(scheme string, commit bool) func(e *env) (op, func(), error)
 // starting with &).
 func openFleetstoreURL(scheme, params string, commit bool) func(e *env) (op, func(), error) {
 	return func(e *env) (op, func(), error) {
-		u := fmt.Sprintf("%s://%s/0?timeout=%s&key_prefix=fs%s%s", scheme, e.addr, e.timeout, e.run,
-			params)
+		target := e.addr + "/0?"
+		if len(e.nodes) > 0 {
+			target = e.nodes[0] + "?addr=" + strings.Join(e.nodes[1:], "&addr=") + "&"
+		}
+		u := fmt.Sprintf("%s://%stimeout=%s&key_prefix=fs%s%s", scheme, target, e.timeout, e.run, params)
 		if scheme == "redis" {
 			u += "&pool_size=" + strconv.Itoa(e.pool)
 		}

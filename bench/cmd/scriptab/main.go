@@ -1,6 +1,7 @@
 // Command scriptab compares the server time of two versions of the hit
-// script on one server: it loads both, then runs rounds of Hits that
-// alternate between them call by call (each on keys of its own: fresh
+// script on one server: it loads both, then runs rounds of Hits, and with
+// -commit the Commit of each Hit's claim, that alternate between them call
+// by call (each on keys of its own: fresh
 // tenants every round, fresh claims every call, so that neither finds
 // the other's or an earlier run's records), and prints each one's median
 // and mean time per call, as the server's SLOWLOG times it (the
@@ -15,7 +16,13 @@
 //	FILE or eval:FILE  the full script as loaded: claim.lua, a newline,
 //	                   hit.lua
 //	fcall:FILE         a function library (FUNCTION LOAD REPLACE), whose
-//	                   function named …_hit is called
+//	                   function named …_hit is called (…_settle to commit)
+//	round:FILE         a function library whose …_round function is
+//	                   called with -k Hits a call (then -k Commits a call),
+//	                   as a round of group commit sends them
+//
+// Each side's time is printed per Hit and per Commit: a call's time
+// divided by the Hits or claims in it.
 //
 // scriptab -dump-library prints this checkout's library (the drivers'
 // FUNCTION LOAD source). It sets slowlog-log-slower-than to 5 (µs: the
@@ -51,12 +58,14 @@ func main() {
 		"tenants per round and version: n/tenants Hits each "+
 			"(6.7 by default, as a make compare row at c=1)")
 	dump := flag.Bool("dump-library", false, "print this checkout's function library and exit")
+	commit := flag.Bool("commit", false, "commit each Hit's claim, in a call of its own (round: of -k claims)")
+	k := flag.Int("k", 8, "round: Hits (and Commits) per call")
 	flag.Parse()
 	if *dump {
 		fmt.Print(scripts.Library.Source)
 		return
 	}
-	if err := run(*addr, [2]string{*a, *b}, *n, *rounds, *tenants); err != nil {
+	if err := run(*addr, [2]string{*a, *b}, *n, *rounds, *tenants, *commit, *k); err != nil {
 		fmt.Fprintln(os.Stderr, "scriptab:", err)
 		os.Exit(1)
 	}
@@ -65,11 +74,17 @@ func main() {
 // version is one side of the comparison: how it is called and the name
 // the SLOWLOG shows as the command's second argument.
 type version struct {
-	fcall bool
-	name  string // SHA1 or function
+	fcall  bool
+	round  bool   // Hits (and Commits) go k to a call of the round function
+	name   string // SHA1 or function
+	settle string // the settle script's SHA1 or function; "" with -commit: none
 }
 
-var hitFunction = regexp.MustCompile(`function_name = '([A-Za-z0-9_]*_hit)'`)
+var (
+	hitFunction    = regexp.MustCompile(`function_name = '([A-Za-z0-9_]*_hit)'`)
+	settleFunction = regexp.MustCompile(`function_name = '([A-Za-z0-9_]*_settle)'`)
+	roundFunction  = regexp.MustCompile(`function_name = '([A-Za-z0-9_]*_round)'`)
+)
 
 func load(ctx context.Context, c *goredis.Client, spec string) (version, error) {
 	kind, file, ok := strings.Cut(spec, ":")
@@ -84,20 +99,28 @@ func load(ctx context.Context, c *goredis.Client, spec string) (version, error) 
 	case "eval":
 		sha, err := c.ScriptLoad(ctx, string(src)).Result()
 		return version{name: sha}, err
-	case "fcall":
-		m := hitFunction.FindSubmatch(src)
+	case "fcall", "round":
+		fn := hitFunction
+		if kind == "round" {
+			fn = roundFunction
+		}
+		m := fn.FindSubmatch(src)
 		if m == nil {
-			return version{}, fmt.Errorf("%s registers no function named …_hit", file)
+			return version{}, fmt.Errorf("%s registers no function %s", file, fn)
 		}
 		if err := c.FunctionLoadReplace(ctx, string(src)).Err(); err != nil {
 			return version{}, err
 		}
-		return version{fcall: true, name: string(m[1])}, nil
+		v := version{fcall: true, round: kind == "round", name: string(m[1])}
+		if m := settleFunction.FindSubmatch(src); m != nil {
+			v.settle = string(m[1])
+		}
+		return v, nil
 	}
 	return version{}, fmt.Errorf("%q: want FILE, eval:FILE or fcall:FILE", spec)
 }
 
-func run(addr string, specs [2]string, n, rounds, tenants int) error {
+func run(addr string, specs [2]string, n, rounds, tenants int, commit bool, k int) error {
 	ctx := context.Background()
 	c := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer c.Close()
@@ -116,23 +139,54 @@ func run(addr string, specs [2]string, n, rounds, tenants int) error {
 	}
 	runID := strconv.FormatUint(rand.Uint64()>>20, 36)
 	seq := 0
+	// hit sends a Hit of a fresh claim, or with a round version k of them
+	// in one call of its round function; with commit, then the Commit of
+	// their claims in one settle call.
 	hit := func(round, which int) error {
-		seq++
-		t := "t" + strconv.Itoa(seq%tenants)
-		tag := "ab" + runID + "r" + strconv.Itoa(round) + "v" + strconv.Itoa(which) + ":{" + t + "}"
-		var buf [8]byte
-		binary.BigEndian.PutUint64(buf[:], uint64(seq))
-		d := sha256.Sum256(buf[:])
-		keys := []string{tag + ":b", tag + string(d[:16])}
-		args := []any{2, "hooks", 1, 60000000, "bytes", 1, 60000000, fmt.Sprintf("01J%023d", seq),
-			60000000}
 		v := vs[which]
-		if v.fcall {
-			return c.FCall(ctx, v.name, keys, args...).Err()
+		per := 1
+		if v.round {
+			per = k
 		}
-		return c.EvalSha(ctx, v.name, keys, args...).Err()
+		var keys, claims []string
+		var args []any
+		var settle []any
+		settle = append(settle, "c")
+		for range per {
+			seq++
+			t := "t" + strconv.Itoa(seq%tenants)
+			tag := "ab" + runID + "r" + strconv.Itoa(round) + "v" + strconv.Itoa(which) + ":{" + t + "}"
+			var buf [8]byte
+			binary.BigEndian.PutUint64(buf[:], uint64(seq))
+			d := sha256.Sum256(buf[:])
+			hook := fmt.Sprintf("01J%023d", seq)
+			hitArgs := []any{"2", "hooks", "1", "60000000", "bytes", "1", "60000000", hook, "60000000"}
+			if v.round {
+				args = append(args, "h", "2", strconv.Itoa(len(hitArgs)))
+			}
+			keys = append(keys, tag+":b", tag+string(d[:16]))
+			args = append(args, hitArgs...)
+			claims = append(claims, tag+string(d[:16]))
+			settle = append(settle, hook, "60000000")
+		}
+		var err error
+		if v.fcall {
+			err = c.FCall(ctx, v.name, keys, args...).Err()
+		} else {
+			err = c.EvalSha(ctx, v.name, keys, args...).Err()
+		}
+		if err != nil || !commit {
+			return err
+		}
+		if v.settle == "" {
+			return fmt.Errorf("%s: no settle function to commit with", specs[which])
+		}
+		return c.FCall(ctx, v.settle, claims, settle...).Err()
 	}
-	var all [2][]float64
+	// Per round, each side's µs per Hit and per Commit (a call's time over
+	// the Hits or claims in it).
+	type side struct{ hit, commit []float64 }
+	var all [2]side
 	for r := range rounds {
 		if err := c.SlowLogReset(ctx).Err(); err != nil {
 			return err
@@ -146,32 +200,48 @@ func run(addr string, specs [2]string, n, rounds, tenants int) error {
 		if err != nil {
 			return err
 		}
-		var us [2][]float64
+		var us [2]side
 		for _, l := range logs {
 			if len(l.Args) < 2 {
 				continue
 			}
 			for w, v := range vs {
+				per := 1.0
+				if v.round {
+					per = float64(k)
+				}
 				cmd := "evalsha"
 				if v.fcall {
 					cmd = "fcall"
 				}
-				if strings.EqualFold(l.Args[0], cmd) && l.Args[1] == v.name {
-					us[w] = append(us[w], float64(l.Duration.Microseconds()))
+				t := float64(l.Duration.Microseconds()) / per
+				switch {
+				case !strings.EqualFold(l.Args[0], cmd) && !strings.EqualFold(l.Args[0], "fcall"):
+				case l.Args[1] == v.name:
+					us[w].hit = append(us[w].hit, t)
+				case l.Args[1] == v.settle:
+					us[w].commit = append(us[w].commit, t)
 				}
 			}
 		}
-		fmt.Printf("round %d: A median %.0f µs, mean %.1f (%d calls)  "+
-			"B median %.0f µs, mean %.1f (%d calls)\n",
-			r, quantile(us[0], 0.5), trimmedMean(us[0]), len(us[0]),
-			quantile(us[1], 0.5), trimmedMean(us[1]), len(us[1]))
-		all[0], all[1] = append(all[0], us[0]...), append(all[1], us[1]...)
+		fmt.Printf("round %d: A Hit median %.1f µs, mean %.1f (%d calls), Commit median %.1f  "+
+			"B Hit median %.1f µs, mean %.1f (%d calls), Commit median %.1f\n",
+			r, quantile(us[0].hit, 0.5), trimmedMean(us[0].hit), len(us[0].hit), quantile(us[0].commit, 0.5),
+			quantile(us[1].hit, 0.5), trimmedMean(us[1].hit), len(us[1].hit), quantile(us[1].commit, 0.5))
+		for w := range all {
+			all[w].hit = append(all[w].hit, us[w].hit...)
+			all[w].commit = append(all[w].commit, us[w].commit...)
+		}
 	}
 	for w, name := range []string{"A", "B"} {
-		fmt.Printf("%s (%s): µs per call median %.0f, 10–90%% mean %.1f, p25 %.0f, p75 %.0f, "+
-			"%d calls\n",
-			name, specs[w], quantile(all[w], 0.5), trimmedMean(all[w]), quantile(all[w], 0.25),
-			quantile(all[w], 0.75), len(all[w]))
+		fmt.Printf("%s (%s): µs per Hit median %.1f, 10–90%% mean %.1f, p25 %.1f, p75 %.1f, %d calls",
+			name, specs[w], quantile(all[w].hit, 0.5), trimmedMean(all[w].hit), quantile(all[w].hit, 0.25),
+			quantile(all[w].hit, 0.75), len(all[w].hit))
+		if commit {
+			fmt.Printf("; per Commit median %.1f, 10–90%% mean %.1f", quantile(all[w].commit, 0.5),
+				trimmedMean(all[w].commit))
+		}
+		fmt.Println()
 	}
 	return nil
 }
