@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/url"
@@ -206,7 +207,7 @@ func loadConfig(path string) (*serveConfig, error) {
 	var fc fileConfig
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
-	if err := dec.Decode(&fc); err != nil {
+	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) { // EOF: an empty file, checked as one
 		return nil, yamlError(path, err)
 	}
 	c := &serveConfig{file: fc}

@@ -63,6 +63,7 @@ func TestConfigRefused(t *testing.T) {
 		{"bad limit", "n: 2, burst: 3", "n: 2, burst: 0", `:5: plans.free[0].burst: must be at least 1`},
 		{"bytes and n", "n: 2, burst: 3", "n: 2, burst: 3, burst_bytes: 1MiB", `:5: plans.free[0]: either n, per and burst, or bytes_per_second and burst_bytes`},
 		{"bad size", "n: 2, burst: 3", "bytes_per_second: 1MB, burst_bytes: 1MiB", `:5: want a count of bytes such as 1048576 or 64MiB`},
+		{"empty file", goodConfig, "", `: store.url: required`},
 		{"kind twice", "    - {kind: hooks, n: 2, burst: 3}", "    - {kind: hooks, n: 2, burst: 3}\n    - {kind: hooks, n: 5, burst: 3}", `:6: plans.free[1]: kind "hooks" charged twice`},
 		{"unknown provider", "provider: github", "provider: gitlab", `:13: endpoints[0].provider: want one of discord, github, linear, paddle, shopify, slack, standard-webhooks, stripe, svix, twilio, got "gitlab"`},
 		{"no tenant in path", "/hooks/github/{tenant}", "/hooks/github", `:12: endpoints[0].path: must name the tenant`},
