@@ -387,7 +387,6 @@ func (s *server) conflict(c fleetstore.Conflict) {
 		zap.String("holder", c.Holder), zap.Time("queued_at", c.QueuedAt))
 }
 
-
 // readiness is /readyz's body.
 type readiness struct {
 	Ready    bool   `json:"ready"`
