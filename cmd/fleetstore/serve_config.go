@@ -397,7 +397,7 @@ func (c *serveConfig) resolve() error {
 		return err
 	}
 	if len(f.Plans) == 0 {
-		return bad("plans", "required: at least one plan (a plan may have no limits: []")
+		return bad("plans", "required: at least one plan (a plan may have no limits: [])")
 	}
 	c.plans = map[string]fleetstore.Plan{}
 	for _, name := range slices.Sorted(maps.Keys(f.Plans)) {
