@@ -77,6 +77,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	s, err := startServer(cfg, *configPath, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "fleetstore serve: %v\n", err)
+		if errors.Is(err, fleetstore.ErrInvalid) || errors.Is(err, fleetstore.ErrUnknownScheme) {
+			return exitUsage // the file's URL, refused by Open before any I/O
+		}
 		return exitUnreachable
 	}
 	return s.run(ctx)
