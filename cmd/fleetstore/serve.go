@@ -41,7 +41,8 @@ SIGTERM or Ctrl-C: the listener closes, deliveries in flight finish,
 the sink and the store close (exit status 0).
 
 One JSON line per delivery goes to the access log (access_log: stdout by
-default), serve's own log lines to stderr.
+default), serve's own log lines to stderr. The line's hit, sink, settle
+and total are durations in seconds.
 
 flags:
 `
