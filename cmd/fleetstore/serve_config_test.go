@@ -177,14 +177,18 @@ func TestLibraryDependencies(t *testing.T) {
 // TestServeStoreURLRefused: a store URL that Open refuses (a bad
 // parameter, an unknown scheme) is a config file refused, exit status 2,
 // naming the file and store.url; not a store that could not be reached.
+// serve -check refuses it too.
 func TestServeStoreURLRefused(t *testing.T) {
 	t.Setenv("ACME_GH", "gh-secret-value")
-	for _, url := range []string{"memory://?timeout=soon", "memory://?bogus=1", "mongo://h:1"} {
+	for _, url := range []string{"memory://?timeout=soon", "memory://?bogus=1", "mongo://h:1",
+		"memory://?key_prefix=%zz&fallback_nodes=2&fallback_outbox_dir=" + t.TempDir()} {
 		path := writeConfig(t, strings.Replace(goodConfig, "url: memory://", "url: "+url, 1))
-		var stdout, stderr bytes.Buffer
-		code := run(t.Context(), []string{"serve", "-config", path}, &stdout, &stderr)
-		if code != exitUsage || !strings.HasPrefix(stderr.String(), "fleetstore serve: "+path+": store.url: ") {
-			t.Errorf("%s: exit status %d, want %d; stderr %q", url, code, exitUsage, stderr.String())
+		for _, args := range [][]string{{"serve", "-config", path}, {"serve", "-check", "-config", path}} {
+			var stdout, stderr bytes.Buffer
+			code := run(t.Context(), args, &stdout, &stderr)
+			if code != exitUsage || !strings.HasPrefix(stderr.String(), "fleetstore serve: "+path+": store.url: ") {
+				t.Errorf("%s %s: exit status %d, want %d; stderr %q", args[1], url, code, exitUsage, stderr.String())
+			}
 		}
 	}
 }
