@@ -232,6 +232,7 @@ func yamlError(path string, root *yaml.Node, err error) error {
 		msg = te.Errors[0]
 	}
 	msg = strings.TrimPrefix(msg, "yaml: ")
+	msg = strings.ReplaceAll(msg, "into time.Duration", "into a duration such as 30s or 1m30s")
 	msg = yamlType.ReplaceAllString(msg, "")
 	msg = yamlValue.ReplaceAllString(msg, "a value")
 	ce := &configError{file: path, why: msg}

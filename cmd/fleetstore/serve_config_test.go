@@ -65,6 +65,7 @@ func TestConfigRefused(t *testing.T) {
 		{"bad size", "n: 2, burst: 3", "bytes_per_second: 1MB, burst_bytes: 1MiB", `:5: plans.free[0].bytes_per_second: want a count of bytes such as 1048576 or 64MiB`},
 		{"bad size, second", "n: 2, burst: 3", "bytes_per_second: 1MiB, burst_bytes: 1MB", `:5: plans.free[0].burst_bytes: want a count of bytes such as 1048576 or 64MiB`},
 		{"empty file", goodConfig, "", `: store.url: required`},
+		{"bad duration", "store:", "shutdown_timeout: soon\nstore:", `:1: shutdown_timeout: cannot unmarshal !!str a value into a duration such as 30s or 1m30s`},
 		{"kind twice", "    - {kind: hooks, n: 2, burst: 3}", "    - {kind: hooks, n: 2, burst: 3}\n    - {kind: hooks, n: 5, burst: 3}", `:6: plans.free[1]: kind "hooks" charged twice`},
 		{"unknown provider", "provider: github", "provider: gitlab", `:13: endpoints[0].provider: want one of discord, github, linear, paddle, shopify, slack, standard-webhooks, stripe, svix, twilio, got "gitlab"`},
 		{"no tenant in path", "/hooks/github/{tenant}", "/hooks/github", `:12: endpoints[0].path: must name the tenant`},
