@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -68,6 +69,8 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return fail("-provider: want one of %s", strings.Join(webhooktest.Providers(), ", "))
 	case *target == "":
 		return fail("-url: required")
+	case !httpURL(*target):
+		return fail("-url: want an http:// or https:// URL with a host, such as http://127.0.0.1:8080/hooks/github/acme")
 	case (*secretEnv == "") == (*secretFile == ""):
 		return fail("one of -secret-env and -secret-file: the signing secret")
 	}
@@ -134,4 +137,10 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return exitFail
 	}
 	return exitOK
+}
+
+// httpURL reports whether s is an http or https URL with a host.
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }

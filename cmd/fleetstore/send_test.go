@@ -254,3 +254,17 @@ func TestEndpointOptions(t *testing.T) {
 		t.Errorf("deferred in the sink: %v, want the last ones, evt_3 and evt_4 among them", deferred)
 	}
 }
+
+// TestSendBadURL: a -url that is not an http:// or https:// URL with a
+// host is a bad flag, exit status 2 naming -url, before any request.
+func TestSendBadURL(t *testing.T) {
+	t.Setenv("ACME_GH", "acme-secret")
+	for _, u := range []string{"ftp://127.0.0.1:1/h", "127.0.0.1:8080/hooks/github/acme", "http:///hooks", "http://[::1"} {
+		var stdout, stderr bytes.Buffer
+		code := run(t.Context(), []string{"send", "-provider", "github", "-secret-env", "ACME_GH",
+			"-url", u, `{}`}, &stdout, &stderr)
+		if code != exitUsage || !strings.HasPrefix(stderr.String(), "fleetstore send: -url: ") {
+			t.Errorf("-url %s: exit %d, want %d naming -url; stderr %q", u, code, exitUsage, stderr.String())
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"reflect"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/fleetotel"
+	"github.com/fleetstore/fleetstore/internal/urlparam"
 	"github.com/fleetstore/fleetstore/webhook"
 )
 
@@ -41,7 +43,8 @@ SIGTERM or Ctrl-C: the listener closes, deliveries in flight finish,
 the sink and the store close (exit status 0).
 
 One JSON line per delivery goes to the access log (access_log: stdout by
-default), serve's own log lines to stderr.
+default), serve's own log lines to stderr. The line's hit, sink, settle
+and total are durations in seconds.
 
 flags:
 `
@@ -71,15 +74,39 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	if *checkOnly {
+		if err := checkStoreURL(cfg.storeURL); err != nil {
+			fmt.Fprintf(stderr, "fleetstore serve: %s: store.url: %v\n", *configPath, err)
+			return exitUsage
+		}
 		fmt.Fprintf(stdout, "%s: ok\n", *configPath)
 		return exitOK
 	}
 	s, err := startServer(cfg, *configPath, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "fleetstore serve: %v\n", err)
+		if errors.Is(err, fleetstore.ErrInvalid) || errors.Is(err, fleetstore.ErrUnknownScheme) {
+			return exitUsage // the file's URL, refused by Open before any I/O
+		}
 		return exitUnreachable
 	}
 	return s.run(ctx)
+}
+
+// checkStoreURL is Open's check of the store URL, which does no I/O. The
+// URL's outbox directory is left out: a running node holds its lock.
+func checkStoreURL(raw string) error {
+	if u, err := url.Parse(raw); err == nil {
+		if q, err := url.ParseQuery(u.RawQuery); err == nil && q.Has(urlparam.FallbackOutboxDir) {
+			q.Del(urlparam.FallbackOutboxDir)
+			u.RawQuery = q.Encode()
+			raw = u.String()
+		}
+	}
+	store, err := fleetstore.Open(raw)
+	if err != nil {
+		return err
+	}
+	return store.Close()
 }
 
 // server is a running serve: its store, sink, metrics, and the endpoints

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/url"
@@ -130,7 +131,7 @@ func (b *byteSize) UnmarshalYAML(n *yaml.Node) error {
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || v < 0 || v > (1<<62)/mult {
-		return fmt.Errorf("line %d: want a count of bytes such as 1048576 or 64MiB", n.Line)
+		return fmt.Errorf("line %d, column %d: want a count of bytes such as 1048576 or 64MiB", n.Line, n.Column)
 	}
 	*b = byteSize(v * mult)
 	return nil
@@ -188,7 +189,7 @@ func (e *configError) Error() string {
 var (
 	yamlType  = regexp.MustCompile(` in type [\w.]+|main\.`)
 	yamlValue = regexp.MustCompile("`[^`]*`") // a value quoted: it may be a secret pasted in
-	yamlLine  = regexp.MustCompile(`^line (\d+): `)
+	yamlLine  = regexp.MustCompile(`^line (\d+)(?:, column (\d+))?: `)
 )
 
 // loadConfig reads, checks and resolves the config file at path. Its
@@ -201,13 +202,13 @@ func loadConfig(path string) (*serveConfig, error) {
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(raw, &root); err != nil {
-		return nil, yamlError(path, err)
+		return nil, yamlError(path, nil, err)
 	}
 	var fc fileConfig
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
-	if err := dec.Decode(&fc); err != nil {
-		return nil, yamlError(path, err)
+	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) { // EOF: an empty file, checked as one
+		return nil, yamlError(path, &root, err)
 	}
 	c := &serveConfig{file: fc}
 	if err := c.resolve(); err != nil {
@@ -222,23 +223,30 @@ func loadConfig(path string) (*serveConfig, error) {
 }
 
 // yamlError is a YAML parse or decode error as a configError: its first
-// problem, with its line, the Go type names and the value cut.
-func yamlError(path string, err error) error {
+// problem, with its line and, found in root when it can be, its field;
+// the Go type names and the value cut.
+func yamlError(path string, root *yaml.Node, err error) error {
 	msg := err.Error()
 	var te *yaml.TypeError
 	if errors.As(err, &te) && len(te.Errors) > 0 {
 		msg = te.Errors[0]
 	}
 	msg = strings.TrimPrefix(msg, "yaml: ")
+	msg = strings.ReplaceAll(msg, "into time.Duration", "into a duration such as 30s or 1m30s")
 	msg = yamlType.ReplaceAllString(msg, "")
 	msg = yamlValue.ReplaceAllString(msg, "a value")
 	ce := &configError{file: path, why: msg}
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		ce.line, _ = strconv.Atoi(m[1])
+		col, _ := strconv.Atoi(m[2])
 		ce.why = msg[len(m[0]):]
+		if root != nil {
+			ce.field = fieldAt(root, "", ce.line, col)
+		}
 	}
 	if strings.HasPrefix(ce.why, "field ") && strings.HasSuffix(ce.why, " not found") {
 		ce.why = "unknown " + strings.TrimSuffix(ce.why, " not found")
+		ce.field = "" // the field is in why
 	}
 	return ce
 }
@@ -273,6 +281,40 @@ func lineOf(root *yaml.Node, field string) int {
 		n = next
 	}
 	return line
+}
+
+// fieldAt is the field (a path such as plans.free[0].burst_bytes) under
+// n whose value starts at line and col, or, col 0, the one key on line;
+// "" if there is none, or several on line.
+func fieldAt(n *yaml.Node, path string, line, col int) string {
+	var found []string
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				walk(c, fmt.Sprintf("%s[%d]", path, i))
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := strings.TrimPrefix(path+"."+k.Value, ".")
+				if (col > 0 && v.Line == line && v.Column == col) || (col == 0 && k.Line == line) {
+					found = append(found, p)
+				}
+				walk(v, p)
+			}
+		}
+	}
+	walk(n, path)
+	if len(found) != 1 {
+		return ""
+	}
+	return found[0]
 }
 
 // splitField splits "tenants.acme.secrets.github[1]" into its keys and
@@ -356,7 +398,7 @@ func (c *serveConfig) resolve() error {
 		return err
 	}
 	if len(f.Plans) == 0 {
-		return bad("plans", "required: at least one plan (a plan may have no limits: []")
+		return bad("plans", "required: at least one plan (a plan may have no limits: [])")
 	}
 	c.plans = map[string]fleetstore.Plan{}
 	for _, name := range slices.Sorted(maps.Keys(f.Plans)) {

@@ -52,7 +52,7 @@ func TestConfigRefused(t *testing.T) {
 		want           string // "LINE: FIELD: WHY" after the file's name
 	}{
 		{"unknown plan", "plan: free", "plan: gold", `:8: tenants.acme.plan: no plan "gold" (plans: free)`},
-		{"a secret in a tenant's place", "  acme:\n    plan: free", "  acme: gh-literal-secret\n  other:\n    plan: free", `:7: cannot unmarshal !!str a value into`},
+		{"a secret in a tenant's place", "  acme:\n    plan: free", "  acme: gh-literal-secret\n  other:\n    plan: free", `:7: tenants.acme: cannot unmarshal !!str a value into`},
 		{"unknown field", "  url: memory://", "  url: memory://\n  urls: x", `:3: unknown field urls`},
 		{"yaml syntax", "    - {kind: hooks, n: 2, burst: 3}", "    - {kind: hooks, n: 2, burst: 3", `did not find expected ',' or '}'`},
 		{"a literal secret", "github: env:ACME_GH", "github: gh-literal-secret", `:10: tenants.acme.secrets.github[0]: want env:NAME or file:PATH`},
@@ -62,7 +62,10 @@ func TestConfigRefused(t *testing.T) {
 		{"no store", "  url: memory://\n", "  url: \"\"\n", `:2: store.url: required`},
 		{"bad limit", "n: 2, burst: 3", "n: 2, burst: 0", `:5: plans.free[0].burst: must be at least 1`},
 		{"bytes and n", "n: 2, burst: 3", "n: 2, burst: 3, burst_bytes: 1MiB", `:5: plans.free[0]: either n, per and burst, or bytes_per_second and burst_bytes`},
-		{"bad size", "n: 2, burst: 3", "bytes_per_second: 1MB, burst_bytes: 1MiB", `:5: want a count of bytes such as 1048576 or 64MiB`},
+		{"bad size", "n: 2, burst: 3", "bytes_per_second: 1MB, burst_bytes: 1MiB", `:5: plans.free[0].bytes_per_second: want a count of bytes such as 1048576 or 64MiB`},
+		{"bad size, second", "n: 2, burst: 3", "bytes_per_second: 1MiB, burst_bytes: 1MB", `:5: plans.free[0].burst_bytes: want a count of bytes such as 1048576 or 64MiB`},
+		{"empty file", goodConfig, "", `: store.url: required`},
+		{"bad duration", "store:", "shutdown_timeout: soon\nstore:", `:1: shutdown_timeout: cannot unmarshal !!str a value into a duration such as 30s or 1m30s`},
 		{"kind twice", "    - {kind: hooks, n: 2, burst: 3}", "    - {kind: hooks, n: 2, burst: 3}\n    - {kind: hooks, n: 5, burst: 3}", `:6: plans.free[1]: kind "hooks" charged twice`},
 		{"unknown provider", "provider: github", "provider: gitlab", `:13: endpoints[0].provider: want one of discord, github, linear, paddle, shopify, slack, standard-webhooks, stripe, svix, twilio, got "gitlab"`},
 		{"no tenant in path", "/hooks/github/{tenant}", "/hooks/github", `:12: endpoints[0].path: must name the tenant`},
@@ -168,6 +171,25 @@ func TestLibraryDependencies(t *testing.T) {
 		if strings.Contains(p, "yaml") || strings.HasPrefix(p, "go.opentelemetry.io/") ||
 			strings.HasPrefix(p, "github.com/prometheus/") || strings.HasPrefix(p, "github.com/fleetstore/fleetstore/cmd/") {
 			t.Errorf("the library's module builds %s", p)
+		}
+	}
+}
+
+// TestServeStoreURLRefused: a store URL that Open refuses (a bad
+// parameter, an unknown scheme) is a config file refused, exit status 2,
+// naming the file and store.url; not a store that could not be reached.
+// serve -check refuses it too.
+func TestServeStoreURLRefused(t *testing.T) {
+	t.Setenv("ACME_GH", "gh-secret-value")
+	for _, url := range []string{"memory://?timeout=soon", "memory://?bogus=1", "mongo://h:1",
+		"memory://?key_prefix=%zz&fallback_nodes=2&fallback_outbox_dir=" + t.TempDir()} {
+		path := writeConfig(t, strings.Replace(goodConfig, "url: memory://", "url: "+url, 1))
+		for _, args := range [][]string{{"serve", "-config", path}, {"serve", "-check", "-config", path}} {
+			var stdout, stderr bytes.Buffer
+			code := run(t.Context(), args, &stdout, &stderr)
+			if code != exitUsage || !strings.HasPrefix(stderr.String(), "fleetstore serve: "+path+": store.url: ") {
+				t.Errorf("%s %s: exit status %d, want %d; stderr %q", args[1], url, code, exitUsage, stderr.String())
+			}
 		}
 	}
 }
