@@ -6,44 +6,22 @@
 // with fleetstore.Register, and prove it with the conformance suite
 // (package github.com/fleetstore/fleetstore/conformance).
 //
-// # What the Store guarantees to a driver
+// # The contract
 //
-//   - Input is valid: every rule of CONTRACT §6 has been checked (lengths,
-//     kind syntax, increment ≥ 1µs and ≤ capacity, TTLs in range, one tenant
-//     per Hit, no kind twice, at most MaxCharges charges). Increment and
-//     Capacity are whole microseconds.
-//   - Hit is never called with no charges and no claim.
-//   - Every context carries a deadline: the earlier of the caller's and the
-//     store's timeout (the per-call budget, CONTRACT T1). A driver whose
-//     calls never block may implement [NonBlocking] to skip the timer.
-//   - Peek, a Conn's optional read of buckets ([Peeker]), gets what Hit
-//     gets: valid charges of one tenant, a context with the budget.
-//   - No method is called after Close has been called, and Close is called
-//     at most once.
+// CONTRACT.md §1.4 says what the Store guarantees a driver and what a
+// driver guarantees back; §3–§7 are the clauses the conformance suite
+// checks. In this package's terms:
 //
-// # What a driver guarantees back
-//
-//   - Open does no network I/O and never blocks (T3).
-//   - One round trip per Hit where the backend allows it (a script), and the
-//     GCRA of CONTRACT §3 in integer microseconds (package gcra is the
-//     reference).
-//   - A call whose reply was lost is never re-sent (T5): the script may have
-//     run. Re-running a script on a reply that proves it did not run
-//     (NOSCRIPT, a missing function) is the one exception.
-//   - Every call returns by the context's deadline (T1), and nothing it
-//     started outlives the deadline by more than the budget (T4).
-//   - Errors are marked, not classified: the Store classifies every
-//     error once (deadline or socket timeout: ErrTimeout; the caller's
-//     cancellation as is; anything else: ErrUnavailable) and logs an
-//     outage's start and end once per Store. A driver marks only what it
-//     alone knows: [ErrorReply] for an error that was the server's own answer
-//     (an error reply, a malformed reply: the store was reached), a wrap of
-//     [ErrTimeout] or [ErrUnavailable] where only the driver can tell (a
-//     client's pool timeout), and [ErrClaimLost] / [ErrAlreadyCommitted]
-//     for settle outcomes. errors.As on the driver's own error type keeps
-//     working through the Store's wrapping.
-//   - A malformed reply from the server is an error value, never a panic (V4).
-//   - Errors never contain a password or a URL with credentials.
+//   - A Conn whose calls never block may implement [NonBlocking]: it gets
+//     the caller's context, with no timer armed for the budget.
+//   - [Peeker] is a Conn's optional read of buckets (G11). Peek gets what
+//     Hit gets: valid charges of one tenant, a context with the budget.
+//   - A driver marks only what it alone knows about an error: [ErrorReply]
+//     for the server's own answer, a wrap of [ErrTimeout] or
+//     [ErrUnavailable] where only the driver can tell (a client's pool
+//     timeout), and [ErrClaimLost] or [ErrAlreadyCommitted] for settle
+//     outcomes. The Store classifies the rest once, and errors.As on the
+//     driver's own error type keeps working through its wrapping.
 package driver
 
 import (
