@@ -76,7 +76,14 @@ func openPostgresSink(c *postgresSinkConfig, rawURL, storeURL, node string) (*po
 	table := pgx.Identifier(strings.Split(c.Table, ".")).Sanitize()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := pool.Exec(ctx, fmt.Sprintf(hookTableDDL, table)); err != nil {
+	// CREATE … IF NOT EXISTS needs CREATE on the schema even when the
+	// table exists: a role without it uses a table made for it.
+	var exists bool
+	err = pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", table).Scan(&exists)
+	if err == nil && !exists {
+		_, err = pool.Exec(ctx, fmt.Sprintf(hookTableDDL, table))
+	}
+	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("sink.postgres.table: create %s: %w", c.Table, err)
 	}

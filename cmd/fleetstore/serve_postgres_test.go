@@ -201,3 +201,27 @@ func TestServePostgresSink(t *testing.T) {
 		t.Errorf("rows of event-2: %d, want 1", n)
 	}
 }
+
+// TestPostgresSinkTableMadeForIt: a role without CREATE on the schema
+// opens the sink on a table made for it.
+func TestPostgresSinkTableMadeForIt(t *testing.T) {
+	srv := testserver.StartPostgres(t)
+	admin := adminPool(t, srv)
+	ctx := context.Background()
+	for _, stmt := range []string{"CREATE SCHEMA app", fmt.Sprintf(hookTableDDL, "app.hooks"),
+		"CREATE ROLE writer LOGIN", "GRANT USAGE ON SCHEMA app TO writer", "GRANT INSERT ON app.hooks TO writer"} {
+		if _, err := admin.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	writer := strings.Replace(srv.URL(), "fleet@", "writer@", 1)
+	s, err := openPostgresSink(&postgresSinkConfig{Table: "app.hooks"}, writer, srv.URL(), "")
+	if err != nil {
+		t.Fatalf("open as a role without CREATE: %v", err)
+	}
+	s.Close()
+	if _, err := openPostgresSink(&postgresSinkConfig{Table: "app.other"}, writer, srv.URL(), ""); err == nil ||
+		!strings.Contains(err.Error(), "sink.postgres.table") {
+		t.Errorf("open on a table it cannot create: %v, want an error naming sink.postgres.table", err)
+	}
+}
