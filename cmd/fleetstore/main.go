@@ -45,7 +45,8 @@
 //	sink              one of file {path, max_bytes, keep} (the default:
 //	                  fleetstore-hooks.jsonl), redis {url, stream,
 //	                  max_len}, http {url, spool_dir, event_id_header,
-//	                  timeout, max_backoff}
+//	                  timeout, max_backoff}, postgres {url, table
+//	                  (fleetstore_hooks)}
 //
 // The file sink appends a JSON line per hook, fsynced before the sender is
 // answered, and renames the file PATH.TIMESTAMP past max_bytes. The redis
@@ -53,6 +54,17 @@
 // file, fsynced, then POSTs it to the application with its body and
 // headers, the event id in event_id_header (default Fleetstore-Event-Id),
 // until it answers 2xx, retrying with backoff: at least once.
+//
+// The postgres sink inserts each hook as a row (hook_id, tenant, provider,
+// event_id, received, deferred, local, headers as jsonb, body as bytea).
+// It commits the hook's claim in the same transaction, by postgres.Settler:
+// a crash between the two leaves neither, so the provider's retry is
+// stored. Its url is pgx's, a ref when it holds a password, and must name
+// the database of store.url. A store on any other driver is refused: the
+// claim would commit apart from the row, as with the other sinks. The
+// table, NAME or SCHEMA.NAME, is created at start when missing. A failed
+// insert or commit rolls both back and answers 503: the provider retries.
+// While the database is out, so is the sink: deliveries are 503.
 //
 // SIGHUP reloads tenants, plans, secrets and endpoints. A change to any
 // other field needs a restart: the reload is refused and logged, and the

@@ -170,6 +170,8 @@ func startServer(cfg *serveConfig, path string, stdout, stderr io.Writer) (_ *se
 	switch sc := f.Sink; {
 	case sc.Redis != nil:
 		s.sink, err = openRedisSink(sc.Redis, cfg.sinkURL)
+	case sc.Postgres != nil:
+		s.sink, err = openPostgresSink(sc.Postgres, cfg.sinkURL, cfg.storeURL, f.Node)
 	case sc.HTTP != nil:
 		s.spool, err = openForwarder(sc.HTTP, s.log)
 		s.sink = s.spool
@@ -304,6 +306,8 @@ func (s *server) reload() {
 		case field != "":
 		case cur.storeURL != next.storeURL: // a file: ref whose content changed
 			field = "store.url"
+		case cur.sinkURL != next.sinkURL && next.file.Sink.Postgres != nil:
+			field = "sink.postgres.url"
 		case cur.sinkURL != next.sinkURL:
 			field = "sink.redis.url"
 		}
@@ -389,11 +393,12 @@ func (s *server) handler(cfg *serveConfig, ep endpoint) (*webhook.Handler, error
 			return secrets, nil
 		},
 		Tenant:     tenantOf,
-		Sink:       s.sink,
+		Sink:       endpointSink(s.sink, ep.spec),
 		Plan:       func(t string) fleetstore.Plan { return cfg.tenants[t].plan },
 		OnDelivery: s.delivered,
 		MaxBody:    int64(ep.spec.MaxBody),
 		ClaimBody:  ep.spec.ClaimBody,
+		TTL:        claimTTL,
 		Node:       cfg.file.Node,
 		Logger:     s.log,
 	})

@@ -92,9 +92,10 @@ type endpointSpec struct {
 }
 
 type sinkConfig struct {
-	File  *fileSinkConfig  `yaml:"file"`
-	Redis *redisSinkConfig `yaml:"redis"`
-	HTTP  *httpSinkConfig  `yaml:"http"`
+	File     *fileSinkConfig     `yaml:"file"`
+	Redis    *redisSinkConfig    `yaml:"redis"`
+	HTTP     *httpSinkConfig     `yaml:"http"`
+	Postgres *postgresSinkConfig `yaml:"postgres"`
 }
 
 type fileSinkConfig struct {
@@ -115,6 +116,13 @@ type httpSinkConfig struct {
 	EventIDHeader string        `yaml:"event_id_header"`
 	Timeout       time.Duration `yaml:"timeout"`
 	MaxBackoff    time.Duration `yaml:"max_backoff"`
+}
+
+// postgresSinkConfig is the postgres sink's: the database of store.url
+// (a URL of its own, as pgx takes it), and the table of the hooks.
+type postgresSinkConfig struct {
+	URL   string `yaml:"url"`
+	Table string `yaml:"table"`
 }
 
 // byteSize is a count of bytes: an integer, or one with a KiB, MiB or GiB
@@ -143,6 +151,7 @@ const (
 	defaultSinkFile   = "fleetstore-hooks.jsonl"
 	defaultShutdown   = 30 * time.Second
 	defaultEventIDHdr = "Fleetstore-Event-Id"
+	defaultHookTable  = "fleetstore_hooks"
 )
 
 // serveConfig is a config file checked and resolved: plans built, secrets
@@ -150,7 +159,7 @@ const (
 type serveConfig struct {
 	file      fileConfig
 	storeURL  string // resolved: may hold a password, never shown
-	sinkURL   string // the Redis sink's, resolved likewise
+	sinkURL   string // the Redis or Postgres sink's, resolved likewise
 	plans     map[string]fleetstore.Plan
 	tenants   map[string]tenant
 	endpoints []endpoint
@@ -498,14 +507,14 @@ func (c *serveConfig) resolve() error {
 func (c *serveConfig) resolveSink() error {
 	s := &c.file.Sink
 	n := 0
-	for _, set := range []bool{s.File != nil, s.Redis != nil, s.HTTP != nil} {
+	for _, set := range []bool{s.File != nil, s.Redis != nil, s.HTTP != nil, s.Postgres != nil} {
 		if set {
 			n++
 		}
 	}
 	switch {
 	case n > 1:
-		return bad("sink", "one of file, redis, http, got %d", n)
+		return bad("sink", "one of file, redis, http, postgres, got %d", n)
 	case n == 0:
 		s.File = &fileSinkConfig{}
 	}
@@ -555,8 +564,48 @@ func (c *serveConfig) resolveSink() error {
 		if h.MaxBackoff == 0 {
 			h.MaxBackoff = time.Minute
 		}
+	case s.Postgres != nil:
+		return c.resolvePostgresSink(s.Postgres)
 	}
 	return nil
+}
+
+// hookTable is a table name the postgres sink takes: NAME or SCHEMA.NAME,
+// each lower case, as PostgreSQL folds an unquoted name.
+var hookTable = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}(\.[a-z_][a-z0-9_]{0,62})?$`)
+
+// resolvePostgresSink checks the postgres sink's fields. The sink commits
+// each hook's claim in the transaction that inserts the hook, so the
+// claims must be in PostgreSQL: a store on any other driver is refused.
+func (c *serveConfig) resolvePostgresSink(p *postgresSinkConfig) error {
+	if !isPostgres(c.storeURL) {
+		return bad("sink.postgres", "needs store.url on postgres://: the sink commits each hook's claim "+
+			"in the transaction that inserts the hook, and the claims are in the store")
+	}
+	if p.URL == "" {
+		return bad("sink.postgres.url", "required: the database of store.url, "+
+			"postgres://user@host:5432/db (env:NAME for one with a password)")
+	}
+	if p.Table == "" {
+		p.Table = defaultHookTable
+	}
+	if !hookTable.MatchString(p.Table) {
+		return bad("sink.postgres.table", "want NAME or SCHEMA.NAME, each [a-z_][a-z0-9_]{0,62}, got %q", p.Table)
+	}
+	var err error
+	if c.sinkURL, err = resolveURL("sink.postgres.url", p.URL); err != nil {
+		return err
+	}
+	if !isPostgres(c.sinkURL) {
+		return bad("sink.postgres.url", "want a postgres:// or postgresql:// URL")
+	}
+	return nil
+}
+
+// isPostgres reports whether rawURL is a postgres:// or postgresql:// URL.
+func isPostgres(rawURL string) bool {
+	u, err := url.Parse(rawURL)
+	return err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql")
 }
 
 // limit builds one plan limit.

@@ -71,8 +71,13 @@ func TestConfigRefused(t *testing.T) {
 		{"no tenant in path", "/hooks/github/{tenant}", "/hooks/github", `:12: endpoints[0].path: must name the tenant`},
 		{"secrets of no endpoint", "github: env:ACME_GH", "github: env:ACME_GH\n      stripe: env:ACME_GH", `:11: tenants.acme.secrets.stripe: no endpoint of provider "stripe"`},
 		{"degraded nodes", "store:", "degraded: {nodes: 0}\nstore:", `:1: degraded.nodes: must be the fleet's size`},
-		{"two sinks", "store:", "sink: {file: {path: a}, redis: {url: redis://h, stream: s}}\nstore:", `:1: sink: one of file, redis, http, got 2`},
+		{"two sinks", "store:", "sink: {file: {path: a}, redis: {url: redis://h, stream: s}}\nstore:", `:1: sink: one of file, redis, http, postgres, got 2`},
 		{"http sink spool", "store:", "sink: {http: {url: http://app/hooks}}\nstore:", `:1: sink.http.spool_dir: required`},
+		{"postgres sink, store elsewhere", "store:", "sink: {postgres: {url: postgres://h/db}}\nstore:", `:1: sink.postgres: needs store.url on postgres://`},
+		{"postgres sink url", "  url: memory://", "  url: postgres://h/db\nsink: {postgres: {table: hooks}}", `:3: sink.postgres.url: required`},
+		{"postgres sink password", "  url: memory://", "  url: postgres://h/db\nsink: {postgres: {url: \"postgres://u:hunter2@h/db\"}}", `:3: sink.postgres.url: a password in the file`},
+		{"postgres sink scheme", "  url: memory://", "  url: postgres://h/db\nsink: {postgres: {url: redis://h/0}}", `:3: sink.postgres.url: want a postgres:// or postgresql:// URL`},
+		{"postgres sink table", "  url: memory://", "  url: postgres://h/db\nsink: {postgres: {url: postgres://h/db, table: \"hooks; drop\"}}", `:3: sink.postgres.table: want NAME or SCHEMA.NAME`},
 		{"a pattern the mux refuses", "/hooks/github/{tenant}", "/hooks/{tenant}/{tenant}", `:12: endpoints[0].path: `},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
