@@ -276,13 +276,15 @@ func openPgxJob(e *env) (op, func(), error) {
 var errDenied = errors.New("denied")
 
 // runPgbench runs pgbench -N (TPC-B without the tellers' and branches'
-// updates: one account update, one read, one history insert per
-// transaction) with conc clients on the row's server, for the row's
-// duration rounded up to whole seconds (pgbench -T). It reports the
-// transactions and the seconds pgbench measured, its connections
-// excluded (so no warm-up is run).
-func runPgbench(ctx context.Context, p *pgServer, conc int, d time.Duration) (uint64, time.Duration, error) {
-	secs := max(1, int(math.Ceil(d.Seconds())))
+// updates: one account updated, one read, one history row per
+// transaction) with conc clients on the row's server. pgbench's -T counts
+// its connections too (64 forked backends take a second on a loaded
+// machine): it runs the row's warm-up and duration rounded up to whole
+// seconds, plus one. It reports the transactions pgbench processed and
+// the seconds they took, its connections excluded (transactions ÷ its
+// "tps without initial connection time").
+func runPgbench(ctx context.Context, p *pgServer, conc int, warmup, d time.Duration) (uint64, time.Duration, error) {
+	secs := int(math.Ceil((warmup + d).Seconds())) + 1
 	host, port, _ := strings.Cut(p.srv.Addr, ":")
 	cmd := exec.CommandContext(ctx, p.pgbench(), "-N", "-n", "-c", strconv.Itoa(conc),
 		"-j", strconv.Itoa(min(conc, runtime.NumCPU())), "-T", strconv.Itoa(secs),
@@ -291,17 +293,23 @@ func runPgbench(ctx context.Context, p *pgServer, conc int, d time.Duration) (ui
 	if err != nil {
 		return 0, 0, fmt.Errorf("pgbench: %v\n%s", err, out)
 	}
-	m := regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`).FindSubmatch(out)
-	if m == nil {
+	tps := pgbenchTPS.FindSubmatch(out)
+	done := pgbenchDone.FindSubmatch(out)
+	if tps == nil || done == nil {
 		return 0, 0, fmt.Errorf("pgbench: no tps in its output:\n%s", out)
 	}
-	tps, err := strconv.ParseFloat(string(m[1]), 64)
-	if err != nil {
-		return 0, 0, err
+	rate, err1 := strconv.ParseFloat(string(tps[1]), 64)
+	n, err2 := strconv.ParseUint(string(done[1]), 10, 64)
+	if err := errors.Join(err1, err2); err != nil || rate <= 0 {
+		return 0, 0, fmt.Errorf("pgbench: tps %q, transactions %q: %v", tps[1], done[1], err)
 	}
-	elapsed := time.Duration(secs) * time.Second
-	return uint64(tps*elapsed.Seconds() + 0.5), elapsed, nil
+	return n, time.Duration(float64(n) / rate * float64(time.Second)), nil
 }
+
+var (
+	pgbenchTPS  = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
+	pgbenchDone = regexp.MustCompile(`number of transactions actually processed: ([0-9]+)`)
+)
 
 // pgDiskPerClaim commits items claims (the memory rows' shape, 72 h TTL)
 // through a Store on p, and returns the growth of the claims table's size

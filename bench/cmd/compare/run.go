@@ -291,7 +291,7 @@ func measureExternal(ctx context.Context, on target, sys system, conc int, cfg r
 	}
 	srv0, _ := on.serverCPU(ctx)
 	calls0, err0 := on.scriptCalls(ctx)
-	ops, elapsed, err := sys.external(ctx, on.pg, conc, cfg.duration)
+	ops, elapsed, err := sys.external(ctx, on.pg, conc, cfg.warmup, cfg.duration)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", sys.name, err)
 	}

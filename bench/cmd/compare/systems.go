@@ -39,7 +39,7 @@ type system struct {
 	open func(e *env) (op, func(), error)
 	// external, when not nil, runs the row instead of open: a command
 	// that measures itself (pgbench), returning its ops and seconds.
-	external func(ctx context.Context, p *pgServer, conc int, d time.Duration) (uint64, time.Duration, error)
+	external func(ctx context.Context, p *pgServer, conc int, warmup, d time.Duration) (uint64, time.Duration, error)
 }
 
 // env is what a run's system is opened with.
@@ -100,7 +100,8 @@ var systems = []system{
 		about: "fleetstore postgres://: Hit then Commit; p50/p99 are the Hit's, ops/s are hooks"},
 	{name: "pgbench-N", pg: true, external: runPgbench,
 		about: "pgbench -N (simple-update: one account updated, one read, one history row) with c " +
-			"clients on the same server; ops/s are its tps without connection time; no latencies"},
+			"clients on the same server, for the warm-up and duration rounded up plus 1s; ops/s are its tps " +
+			"without connection time; no latencies"},
 	{name: "pgx-job", pg: true, hook: true, open: openPgxJob,
 		about: "the hook's job written plainly with pgx: a transaction (SELECT … FOR UPDATE of the " +
 			"buckets, GCRA in Go, their upserts, INSERT … ON CONFLICT of the claim), then the " +
