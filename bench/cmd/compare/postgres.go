@@ -293,6 +293,13 @@ func runPgbench(ctx context.Context, p *pgServer, conc int, warmup, d time.Durat
 	if err != nil {
 		return 0, 0, fmt.Errorf("pgbench: %v\n%s", err, out)
 	}
+	return parsePgbench(out)
+}
+
+// parsePgbench reads pgbench's report: the transactions it processed and
+// the seconds they took (transactions ÷ its tps without initial
+// connection time).
+func parsePgbench(out []byte) (uint64, time.Duration, error) {
 	tps := pgbenchTPS.FindSubmatch(out)
 	done := pgbenchDone.FindSubmatch(out)
 	if tps == nil || done == nil {
@@ -300,7 +307,7 @@ func runPgbench(ctx context.Context, p *pgServer, conc int, warmup, d time.Durat
 	}
 	rate, err1 := strconv.ParseFloat(string(tps[1]), 64)
 	n, err2 := strconv.ParseUint(string(done[1]), 10, 64)
-	if err := errors.Join(err1, err2); err != nil || rate <= 0 {
+	if err := errors.Join(err1, err2); err != nil || rate <= 0 || n == 0 {
 		return 0, 0, fmt.Errorf("pgbench: tps %q, transactions %q: %v", tps[1], done[1], err)
 	}
 	return n, time.Duration(float64(n) / rate * float64(time.Second)), nil
