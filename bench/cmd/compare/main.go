@@ -41,6 +41,22 @@
 //	                        (three round trips, not all or nothing)
 //	throttled               throttled v2 GCRA over its go-redis v9 store: one bucket,
 //	                        GET+TIME then a CAS script
+//	fleetstore-postgres-hit, fleetstore-postgres-hook
+//	                        as fleetstore-redis-hit and -hook, a Store on postgres://
+//	pgbench-N               pgbench -N with c clients on the same PostgreSQL server
+//	pgx-job                 the hook's job written plainly with pgx: a transaction
+//	                        (SELECT … FOR UPDATE of the buckets, GCRA in Go, their
+//	                        upserts, INSERT … ON CONFLICT of the claim), then the
+//	                        Commit's UPDATE
+//
+// The Postgres rows run on a PostgreSQL cluster started for them
+// (testserver.LaunchPostgres, pg_stat_statements loaded), with pools of
+// -pg-pool connections; -postgres=false leaves them out, and they are
+// skipped with a warning when PostgreSQL is not installed. -only postgres
+// names all four. Their server CPU is the server processes' (/proc), their
+// statements per op pg_stat_statements' top-level calls. Before them a
+// Store commits -pg-items claims, and the claims table's growth on disk
+// after VACUUM, per claim, is shown.
 //
 // Before the load it measures memory per tenant (the hooks and bytes
 // buckets), per committed claim (INFO memory used_memory, less the

@@ -32,7 +32,7 @@ func TestParsePgbench(t *testing.T) {
 		t.Errorf("transactions = %d, want 2229", n)
 	}
 	// 2229 ÷ 1031.944 tps: the connections' second left out.
-	if want := 2160*time.Millisecond; d.Round(time.Millisecond) != want {
+	if want := 2160 * time.Millisecond; d.Round(time.Millisecond) != want {
 		t.Errorf("seconds = %v, want %v", d, want)
 	}
 	for _, bad := range []string{
