@@ -41,6 +41,22 @@
 //	                        (three round trips, not all or nothing)
 //	throttled               throttled v2 GCRA over its go-redis v9 store: one bucket,
 //	                        GET+TIME then a CAS script
+//	fleetstore-postgres-hit, fleetstore-postgres-hook
+//	                        as fleetstore-redis-hit and -hook, a Store on postgres://
+//	pgbench-N               pgbench -N with c clients on the same PostgreSQL server
+//	pgx-job                 the hook's job written plainly with pgx: a transaction
+//	                        (SELECT … FOR UPDATE of the buckets, GCRA in Go, their
+//	                        upserts, INSERT … ON CONFLICT of the claim), then the
+//	                        Commit's UPDATE
+//
+// The Postgres rows run on a PostgreSQL cluster started for them
+// (testserver.LaunchPostgres, pg_stat_statements loaded), with pools of
+// -pg-pool connections; -postgres=false leaves them out, and they are
+// skipped with a warning when PostgreSQL is not installed. -only postgres
+// names all four. Their server CPU is the server processes' (/proc), their
+// statements per op pg_stat_statements' top-level calls. Before them a
+// Store commits -pg-items claims, and the claims table's growth on disk
+// after VACUUM, per claim, is shown.
 //
 // Before the load it measures memory per tenant (the hooks and bytes
 // buckets), per committed claim (INFO memory used_memory, less the
@@ -90,6 +106,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 )
 
 type config struct {
@@ -104,6 +122,9 @@ type config struct {
 	json, markdown      bool
 	cpuProfile, memProf string
 	rounds              int
+	postgres            bool   // run the Postgres rows
+	pgItems             int    // committed claims of the Postgres disk row
+	pgVersion           string // the Postgres rows' server, once started
 }
 
 func main() {
@@ -139,7 +160,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 			"arriving (0: skip it)")
 	fs.IntVar(&cfg.steadyRate, "steady-rate", 10_000,
 		"commits per second of the steady-state memory row")
-	fs.StringVar(&only, "only", "", "systems to run, comma-separated (default all): "+systemNames())
+	fs.BoolVar(&cfg.postgres, "postgres", true,
+		"run the Postgres rows on a PostgreSQL cluster started for them (skipped with a warning when "+
+			"PostgreSQL is not installed); -postgres=false leaves them out")
+	fs.IntVar(&cfg.run.pgPool, "pg-pool", 4,
+		"connections of the Postgres rows' pools (the driver's default pool_max_conns)")
+	fs.IntVar(&cfg.pgItems, "pg-items", 20_000,
+		"committed claims of the Postgres disk row (0: skip it)")
+	fs.StringVar(&only, "only", "", "systems to run, comma-separated (default all; postgres: every Postgres row): "+systemNames())
 	fs.BoolVar(&cfg.json, "json", false, "print only one JSON object per row")
 	fs.BoolVar(&cfg.markdown, "md", false, "print the table as Markdown")
 	fs.BoolVar(&cfg.run.serverStats, "server-stats", false,
@@ -251,6 +279,36 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 		return err
 	}
 
+	var onPostgres target
+	if cfg.postgres && slices.ContainsFunc(sys, func(s system) bool { return s.pg }) {
+		pg, err := startPostgres(ctx)
+		switch {
+		case errors.Is(err, testserver.ErrNoPostgres):
+			fmt.Fprintln(stderr, "compare: warning: no Postgres rows:", err)
+		case err != nil:
+			return err
+		default:
+			defer pg.close()
+			onPostgres = target{addrs: []string{pg.srv.Addr}, pg: pg}
+			cfg.pgVersion = pg.version
+			progress("started %s on %s", pg.version, pg.srv.Addr)
+			if cfg.pgItems > 0 {
+				progress("disk on %s: %d committed claims …", pg.version, cfg.pgItems)
+				r, err := pgDiskPerClaim(ctx, pg, cfg.pgItems, cfg.run.timeout)
+				if err != nil {
+					return err
+				}
+				mem = append(mem, r)
+				if err := pg.clean(ctx); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if onPostgres.pg == nil {
+		sys = slices.DeleteFunc(sys, func(s system) bool { return s.pg })
+	}
+
 	one := target{addrs: []string{addr}, admins: []*goredis.Client{admin}}
 	var onCluster target
 	if slices.ContainsFunc(sys, func(s system) bool { return s.cluster }) {
@@ -275,8 +333,11 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 			for _, s := range sys {
 				progress("round %d/%d  %-24s c=%-3d …", round, cfg.rounds, s.name, c)
 				on := one
-				if s.cluster {
+				switch {
+				case s.cluster:
 					on = onCluster
+				case s.pg:
+					on = onPostgres
 				}
 				sm, err := measure(ctx, on, s, c, cfg.run)
 				if err != nil {
@@ -290,13 +351,16 @@ func compare(ctx context.Context, cfg config, stdout, stderr io.Writer) error {
 				// wrote would otherwise expire during later rows and charge
 				// them for it. A server of our own is flushed; on -addr only
 				// this row's keys (each holds its run id) are deleted.
-				if cfg.addr == "" {
+				switch {
+				case s.pg:
+					err = on.pg.clean(ctx)
+				case cfg.addr == "":
 					for _, a := range on.admins {
 						if err = a.FlushAll(ctx).Err(); err != nil {
 							break
 						}
 					}
-				} else {
+				default:
 					err = deleteMatching(ctx, admin, "*"+sm.run+"*")
 				}
 				if err != nil {

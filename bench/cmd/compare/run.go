@@ -83,13 +83,20 @@ type runConfig struct {
 	timeout          time.Duration
 	tenants          int
 	serverStats      bool
+	pgPool           int // the Postgres rows' pool
 }
 
 // measure runs sys with conc workers for cfg.warmup, then counts and
 // times it for cfg.duration.
 func measure(ctx context.Context, on target, sys system, conc int, cfg runConfig) (*sample, error) {
 	run := runID()
+	if sys.external != nil {
+		return measureExternal(ctx, on, sys, conc, cfg, run)
+	}
 	e := &env{addr: on.addrs[0], run: run, pool: cfg.pool, timeout: cfg.timeout}
+	if sys.pg {
+		e.pool = cfg.pgPool
+	}
 	if len(on.addrs) > 1 {
 		e.nodes = on.addrs
 	}
@@ -148,9 +155,7 @@ func measure(ctx context.Context, on target, sys system, conc int, cfg runConfig
 	}
 	sleep(ctx, cfg.warmup)
 	if cfg.serverStats {
-		for _, a := range on.admins {
-			_ = a.ConfigResetStat(ctx).Err()
-		}
+		on.resetStats(ctx)
 	}
 	srv0, _ := on.serverCPU(ctx)
 	calls0, err0 := on.scriptCalls(ctx)
@@ -277,14 +282,53 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// target is the servers a row runs on: one, or a cluster's masters.
+// measureExternal runs a row whose command measures itself (pgbench):
+// no warm-up, the server's CPU and statements counted around it.
+func measureExternal(ctx context.Context, on target, sys system, conc int, cfg runConfig,
+	run string) (*sample, error) {
+	if cfg.serverStats {
+		on.resetStats(ctx)
+	}
+	srv0, _ := on.serverCPU(ctx)
+	calls0, err0 := on.scriptCalls(ctx)
+	ops, elapsed, err := sys.external(ctx, on.pg, conc, cfg.warmup, cfg.duration)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", sys.name, err)
+	}
+	srv1, _ := on.serverCPU(ctx)
+	calls1, err1 := on.scriptCalls(ctx)
+	var cmdstats string
+	if cfg.serverStats {
+		cmdstats = on.commandStats(ctx)
+	}
+	return &sample{system: sys.name, concurrency: conc, run: run, elapsed: elapsed, ops: ops,
+		serverCPU: srv1 - srv0, scripts: calls1 - calls0, scriptsKnown: err0 == nil && err1 == nil,
+		cmdstats: cmdstats, hit: newHist(), whole: newHist()}, nil
+}
+
+// target is the servers a row runs on: one, or a cluster's masters, or
+// the Postgres rows' cluster (pg).
 type target struct {
 	addrs  []string
 	admins []*goredis.Client
+	pg     *pgServer
+}
+
+// resetStats resets the servers' command statistics (-server-stats).
+func (t target) resetStats(ctx context.Context) {
+	if t.pg != nil {
+		t.pg.resetStats(ctx)
+	}
+	for _, a := range t.admins {
+		_ = a.ConfigResetStat(ctx).Err()
+	}
 }
 
 // serverCPU is the servers' CPU time, summed.
 func (t target) serverCPU(ctx context.Context) (time.Duration, error) {
+	if t.pg != nil {
+		return t.pg.cpu()
+	}
 	var sum time.Duration
 	for _, a := range t.admins {
 		d, err := serverCPU(ctx, a)
@@ -296,8 +340,12 @@ func (t target) serverCPU(ctx context.Context) (time.Duration, error) {
 	return sum, nil
 }
 
-// scriptCalls is the servers' script calls, summed.
+// scriptCalls is the servers' script calls, summed; on Postgres, the
+// top-level statements (pg_stat_statements).
 func (t target) scriptCalls(ctx context.Context) (int64, error) {
+	if t.pg != nil {
+		return t.pg.statements(ctx)
+	}
 	var sum int64
 	for _, a := range t.admins {
 		n, err := scriptCalls(ctx, a)
@@ -311,6 +359,9 @@ func (t target) scriptCalls(ctx context.Context) (int64, error) {
 
 // commandStats is each server's commandStats, "; " apart.
 func (t target) commandStats(ctx context.Context) string {
+	if t.pg != nil {
+		return t.pg.topStatements(ctx)
+	}
 	var parts []string
 	for _, a := range t.admins {
 		s, _ := commandStats(ctx, a)

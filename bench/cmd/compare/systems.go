@@ -33,7 +33,13 @@ type system struct {
 	hook  bool // op is a whole hook (Hit + Commit); hit latency is reported apart
 	// cluster: the row runs on a cluster of three masters (env.nodes)
 	cluster bool
-	open    func(e *env) (op, func(), error)
+	// pg: the row runs on the PostgreSQL cluster started for the Postgres
+	// rows (-postgres), with a pool of -pg-pool connections.
+	pg   bool
+	open func(e *env) (op, func(), error)
+	// external, when not nil, runs the row instead of open: a command
+	// that measures itself (pgbench), returning its ops and seconds.
+	external func(ctx context.Context, p *pgServer, conc int, warmup, d time.Duration) (uint64, time.Duration, error)
 }
 
 // env is what a run's system is opened with.
@@ -88,6 +94,18 @@ var systems = []system{
 			"server CPU and script calls summed over the masters"},
 	{name: "fleetstore-valkey-cluster-hook", hook: true, cluster: true, open: openFleetstore("valkey", true),
 		about: "fleetstore valkey:// on a cluster of three masters: Hit then Commit"},
+	{name: "fleetstore-postgres-hit", pg: true, open: openFleetstorePostgres(false),
+		about: "fleetstore postgres://: Hit alone (one hit_v1 statement), a pool of -pg-pool connections"},
+	{name: "fleetstore-postgres-hook", pg: true, hook: true, open: openFleetstorePostgres(true),
+		about: "fleetstore postgres://: Hit then Commit; p50/p99 are the Hit's, ops/s are hooks"},
+	{name: "pgbench-N", pg: true, external: runPgbench,
+		about: "pgbench -N (simple-update: one account updated, one read, one history row) with c " +
+			"clients on the same server, for the warm-up and duration rounded up plus 1s; ops/s are its tps " +
+			"without connection time; no latencies"},
+	{name: "pgx-job", pg: true, hook: true, open: openPgxJob,
+		about: "the hook's job written plainly with pgx: a transaction (SELECT … FOR UPDATE of the " +
+			"buckets, GCRA in Go, their upserts, INSERT … ON CONFLICT of the claim), then the " +
+			"Commit's UPDATE; a pool of -pg-pool connections"},
 	{name: "redis_rate", open: openRedisRate,
 		about: "go-redis/redis_rate v10 Allow: one GCRA bucket, one Lua script call"},
 	{name: "redis_rate-job", open: openRedisRateJob,
@@ -188,25 +206,43 @@ func openFleetstoreURL(scheme, params string, commit bool) func(e *env) (op, fun
 		if err != nil {
 			return nil, nil, err
 		}
-		return func(ctx context.Context, w *worker) (time.Duration, bool, error) {
-			tenant := e.tenants[w.next()%uint64(len(e.tenants))]
-			w.charges[0].Tenant, w.charges[1].Tenant = tenant, tenant
-			key := w.key()
-			claim := fleetstore.Claim{Tenant: tenant, SourceID: "github", Key: key, HookID: key,
-				Node: "edge-1", TTL: claimTTL, PendingTTL: pendingTTL}
-			t0 := time.Now()
-			res, err := st.Hit(ctx, w.charges, &claim)
-			hit := time.Since(t0)
-			if err != nil || res.Outcome != fleetstore.OK {
+		return storeOp(e, st, commit), func() { _ = st.Close() }, nil
+	}
+}
+
+// openFleetstorePostgres opens a Store on the Postgres rows' server, doing
+// what openFleetstore's does.
+func openFleetstorePostgres(commit bool) func(e *env) (op, func(), error) {
+	return func(e *env) (op, func(), error) {
+		st, err := fleetstore.Open(pgURL(e))
+		if err != nil {
+			return nil, nil, err
+		}
+		return storeOp(e, st, commit), func() { _ = st.Close() }, nil
+	}
+}
+
+// storeOp is the op of a Store row: a Hit of two charges and a claim on a
+// fresh event key; with commit, a Commit after each OK Hit.
+func storeOp(e *env, st *fleetstore.Store, commit bool) op {
+	return func(ctx context.Context, w *worker) (time.Duration, bool, error) {
+		tenant := e.tenants[w.next()%uint64(len(e.tenants))]
+		w.charges[0].Tenant, w.charges[1].Tenant = tenant, tenant
+		key := w.key()
+		claim := fleetstore.Claim{Tenant: tenant, SourceID: "github", Key: key, HookID: key,
+			Node: "edge-1", TTL: claimTTL, PendingTTL: pendingTTL}
+		t0 := time.Now()
+		res, err := st.Hit(ctx, w.charges, &claim)
+		hit := time.Since(t0)
+		if err != nil || res.Outcome != fleetstore.OK {
+			return hit, false, err
+		}
+		if commit {
+			if err := st.Commit(ctx, claim); err != nil {
 				return hit, false, err
 			}
-			if commit {
-				if err := st.Commit(ctx, claim); err != nil {
-					return hit, false, err
-				}
-			}
-			return hit, true, nil
-		}, func() { _ = st.Close() }, nil
+		}
+		return hit, true, nil
 	}
 }
 
@@ -263,7 +299,8 @@ func openThrottled(e *env) (op, func(), error) {
 	}, func() { _ = c.Close() }, nil
 }
 
-// systemsNamed returns the systems in names (all when names is empty).
+// systemsNamed returns the systems in names (all when names is empty);
+// the name postgres stands for every Postgres row.
 func systemsNamed(names []string) ([]system, error) {
 	if len(names) == 0 {
 		return systems, nil
@@ -272,7 +309,7 @@ func systemsNamed(names []string) ([]system, error) {
 	for _, n := range names {
 		found := false
 		for _, s := range systems {
-			if s.name == n {
+			if s.name == n || n == "postgres" && s.pg {
 				out = append(out, s)
 				found = true
 			}

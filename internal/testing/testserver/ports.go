@@ -1,6 +1,8 @@
 package testserver
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -33,6 +35,26 @@ func StartClusterAt(t testing.TB, ports [3]int, opts ...RedisOption) *Cluster {
 	return startCluster(t, 0, 5*time.Second, false, func(i int, extra []string) *Redis {
 		return startRedisAt(t, cfg, t.TempDir(), ports[i], extra)
 	})
+}
+
+// freePort is FreePort for a caller that is not a test.
+func freePort() (int, error) {
+	for range 1000 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		ok, err := reservePort(port)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("every port the kernel offered was handed out in the last %v", portHold)
 }
 
 // portHold is how long a port FreePort returned is not returned again, by

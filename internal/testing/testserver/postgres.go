@@ -27,6 +27,8 @@ type Postgres struct {
 	Dir string
 
 	bin      string // the directory of initdb and postgres
+	top      string // the temp dir: Dir, the socket, the log
+	deathSig bool   // the server is killed when its starter's thread exits
 	cred     *syscall.Credential
 	settings []string // -c settings
 
@@ -35,20 +37,37 @@ type Postgres struct {
 	done chan struct{} // closed when cmd has been waited for
 }
 
+// ErrNoPostgres is returned (wrapped) by LaunchPostgres when PostgreSQL
+// is not installed, or when the process runs as root and there is no
+// user postgres to run the server as.
+var ErrNoPostgres = errors.New("postgresql not installed")
+
 // PostgresBinDir returns the directory of PostgreSQL's server binaries
 // (initdb, postgres): the newest /usr/lib/postgresql/N/bin (Debian's
 // layout, which keeps them off PATH), else the directory of initdb on PATH.
 // It skips t (fails it when CI is set) when there is none.
 func PostgresBinDir(t testing.TB) string {
 	t.Helper()
+	if d, err := postgresBinDir(); err == nil {
+		return d
+	}
+	return filepath.Dir(Need(t, "initdb"))
+}
+
+// postgresBinDir is PostgresBinDir's search; its error wraps ErrNoPostgres.
+func postgresBinDir() (string, error) {
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 	sort.Slice(dirs, func(i, j int) bool { return pgMajor(dirs[i]) > pgMajor(dirs[j]) })
 	for _, d := range dirs {
 		if _, err := os.Stat(filepath.Join(d, "postgres")); err == nil {
-			return d
+			return d, nil
 		}
 	}
-	return filepath.Dir(Need(t, "initdb"))
+	path, err := exec.LookPath("initdb")
+	if err != nil {
+		return "", fmt.Errorf("%w: no /usr/lib/postgresql/*/bin/postgres and no initdb on PATH", ErrNoPostgres)
+	}
+	return filepath.Dir(path), nil
 }
 
 func pgMajor(dir string) int {
@@ -75,14 +94,47 @@ func StartPostgresTLS(t testing.TB, c *Certs, settings ...string) *Postgres {
 
 func startPostgres(t testing.TB, certs *Certs, settings []string) *Postgres {
 	t.Helper()
-	p := &Postgres{bin: PostgresBinDir(t)}
+	PostgresBinDir(t) // skips t when PostgreSQL is not installed
+	p, err := LaunchPostgres(PostgresConfig{Certs: certs, Settings: settings})
+	if errors.Is(err, ErrNoPostgres) {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// PostgresConfig is how LaunchPostgres starts a cluster.
+type PostgresConfig struct {
+	// Certs, when not nil, turns TLS on (ssl=on) with its server
+	// certificate; plain connections are accepted too.
+	Certs *Certs
+	// Settings are extra server settings, "name=value", each passed as -c.
+	Settings []string
+	// DieWithParent kills the server (SIGKILL) when the thread that
+	// started it exits, so that a killed command leaves no server behind.
+	DieWithParent bool
+}
+
+// LaunchPostgres is StartPostgres for a caller that is not a test (make
+// compare): the caller stops the server and removes its dir with Close.
+// Its error wraps ErrNoPostgres when PostgreSQL is not installed.
+func LaunchPostgres(cfg PostgresConfig) (_ *Postgres, err error) {
+	bin, err := postgresBinDir()
+	if err != nil {
+		return nil, err
+	}
+	p := &Postgres{bin: bin, deathSig: cfg.DieWithParent}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("running as root with no user postgres to run the server as: %v", err)
-			}
-			t.Skipf("running as root with no user postgres to run the server as: %v", err)
+			return nil, fmt.Errorf("%w: running as root with no user postgres to run the server as: %v",
+				ErrNoPostgres, err)
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
@@ -92,38 +144,43 @@ func startPostgres(t testing.TB, certs *Certs, settings []string) *Postgres {
 	// postgres user cannot enter.
 	dir, err := os.MkdirTemp("", "fleetstore-pg-")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	p.top = dir
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(dir)
+		}
+	}()
 	p.Dir = filepath.Join(dir, "data")
 	if p.cred != nil {
 		if err := os.Chown(dir, int(p.cred.Uid), int(p.cred.Gid)); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 	}
 	initdb := exec.Command(filepath.Join(p.bin, "initdb"), "-D", p.Dir, "-U", "fleet",
 		"--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions")
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred}
 	if out, err := initdb.CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
+		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
 	}
 	base := []string{"listen_addresses=127.0.0.1", "unix_socket_directories=" + dir,
 		"fsync=off", "full_page_writes=off", "max_connections=300", "log_min_messages=fatal"}
-	if certs != nil {
+	if certs := cfg.Certs; certs != nil {
 		// The server reads them as its own user, the key private to it.
 		for _, f := range []struct{ from, to string }{{certs.ServerCertFile, "server.crt"},
 			{certs.ServerKeyFile, "server.key"}} {
 			b, err := os.ReadFile(f.from)
 			if err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
 			to := filepath.Join(dir, f.to)
 			if err := os.WriteFile(to, b, 0o600); err != nil {
-				t.Fatal(err)
+				return nil, err
 			}
 			if p.cred != nil {
 				if err := os.Chown(to, int(p.cred.Uid), int(p.cred.Gid)); err != nil {
-					t.Fatal(err)
+					return nil, err
 				}
 			}
 		}
@@ -131,17 +188,45 @@ func startPostgres(t testing.TB, certs *Certs, settings []string) *Postgres {
 			"ssl_key_file="+filepath.Join(dir, "server.key"))
 	}
 	for range 3 { // the free port may be taken before postgres binds it
-		p.Addr = "127.0.0.1:" + strconv.Itoa(FreePort(t))
-		p.settings = append(base, settings...)
+		port, perr := freePort()
+		if perr != nil {
+			return nil, fmt.Errorf("free port: %w", perr)
+		}
+		p.Addr = "127.0.0.1:" + strconv.Itoa(port)
+		p.settings = append(base, cfg.Settings...)
 		if err = p.start(); err == nil {
 			break
 		}
 	}
 	if err != nil {
-		t.Fatalf("start postgres: %v", err)
+		return nil, fmt.Errorf("start postgres: %w", err)
 	}
-	t.Cleanup(func() { _ = p.Stop() })
-	return p
+	return p, nil
+}
+
+// Close stops the server (Stop) and removes its temp dir.
+func (p *Postgres) Close() error {
+	err := p.Stop()
+	if rerr := os.RemoveAll(p.top); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// BinDir is the directory of the server's binaries (initdb, postgres,
+// pgbench when installed).
+func (p *Postgres) BinDir() string { return p.bin }
+
+// Processes returns the pids of the server and of its backends and
+// workers, the server first; none when it is not running.
+func (p *Postgres) Processes() []int {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	return append([]int{cmd.Process.Pid}, pgChildren(cmd.Process.Pid)...)
 }
 
 // URL returns "postgres://fleet@ADDR/postgres?sslmode=disable".
@@ -157,6 +242,9 @@ func (p *Postgres) start() error {
 	}
 	cmd := exec.Command(filepath.Join(p.bin, "postgres"), args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred, Setpgid: true}
+	if p.deathSig {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
 	logf, err := os.Create(filepath.Join(filepath.Dir(p.Dir), "postgres.log"))
 	if err != nil {
 		return err
