@@ -96,9 +96,9 @@
 // The driver keeps its state in one schema (schema=, default fleetstore):
 // tables buckets_v1 and claims_v1 and the functions hit_v1, settle_v1,
 // sweep_v1 and now_v1 (SchemaSQL). key_prefix is part of every row's key,
-// so Stores of several prefixes share the tables. A committed claim takes
-// about 440 bytes on disk after VACUUM (its row, its index entry and the
-// free space its update left).
+// so Stores of several prefixes share the tables. What a committed claim
+// takes on disk (its row, its index entry and the free space its update
+// left) is measured by make compare's Postgres rows (bench/README.md).
 //
 // With schema_install=on, a call that finds them missing installs them
 // and runs once more: the server's answer proves that the call did not
