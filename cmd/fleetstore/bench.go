@@ -135,9 +135,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&cfg.json, "json", false, "print one JSON object, no progress line")
 	positional, err := parseArgs(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, benchUsage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+		printUsage(stdout, benchUsage, fs)
 		return exitOK
 	}
 	if err != nil {

@@ -74,10 +74,8 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	granularity := fs.Duration("granularity", 0,
 		"override the store's expiry granularity (default: what the driver declares, else 1ms)")
 	positional, err := parseArgs(fs, args)
-	if err == flag.ErrHelp {
-		fmt.Fprint(stdout, checkUsage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+	if errors.Is(err, flag.ErrHelp) {
+		printUsage(stdout, checkUsage, fs)
 		return exitOK
 	}
 	if err != nil {

@@ -49,9 +49,7 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs.Var(&header, "H", `a header field to add, "Name: value" (repeatable)`)
 	positional, err := parseArgs(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, sendUsage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+		printUsage(stdout, sendUsage, fs)
 		return exitOK
 	}
 	fail := func(format string, a ...any) int {

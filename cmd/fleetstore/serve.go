@@ -56,9 +56,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	checkOnly := fs.Bool("check", false, "check the config file, print ok and exit")
 	positional, err := parseArgs(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, serveUsage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+		printUsage(stdout, serveUsage, fs)
 		return exitOK
 	}
 	if err == nil && len(positional) > 0 {
