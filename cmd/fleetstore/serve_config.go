@@ -586,43 +586,55 @@ func (c *serveConfig) resolveSink() error {
 			return bad("sink.file.keep", "must not be negative")
 		}
 	case s.Redis != nil:
-		if s.Redis.URL == "" {
-			return bad("sink.redis.url", "required: redis://host:6379/0 (env:NAME for one with a password)")
-		}
-		if s.Redis.Stream == "" {
-			return bad("sink.redis.stream", "required: the stream's key")
-		}
-		if s.Redis.MaxLen < 0 {
-			return bad("sink.redis.max_len", "must not be negative")
-		}
-		var err error
-		if c.sinkURL, err = resolveURL("sink.redis.url", s.Redis.URL); err != nil {
-			return err
-		}
+		return c.resolveRedisSink(s.Redis)
 	case s.HTTP != nil:
-		h := s.HTTP
-		u, err := url.Parse(h.URL)
-		switch {
-		case h.URL == "":
-			return bad("sink.http.url", "required: where the application takes hooks")
-		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-			return bad("sink.http.url", "want an http:// or https:// URL")
-		case u.User != nil:
-			return bad("sink.http.url", "no credentials in the file")
-		case h.SpoolDir == "":
-			return bad("sink.http.spool_dir", "required: where hooks wait until the application takes them")
-		case h.Timeout < 0 || h.MaxBackoff < 0:
-			return bad("sink.http", "timeout and max_backoff must not be negative")
-		}
-		if h.EventIDHeader == "" {
-			h.EventIDHeader = defaultEventIDHdr
-		}
-		if h.Timeout == 0 {
-			h.Timeout = 10 * time.Second
-		}
-		if h.MaxBackoff == 0 {
-			h.MaxBackoff = time.Minute
-		}
+		return resolveHTTPSink(s.HTTP)
+	}
+	return nil
+}
+
+// resolveRedisSink checks the Redis sink and reads its URL, which may be
+// a ref to one with a password.
+func (c *serveConfig) resolveRedisSink(r *redisSinkConfig) error {
+	if r.URL == "" {
+		return bad("sink.redis.url", "required: redis://host:6379/0 (env:NAME for one with a password)")
+	}
+	if r.Stream == "" {
+		return bad("sink.redis.stream", "required: the stream's key")
+	}
+	if r.MaxLen < 0 {
+		return bad("sink.redis.max_len", "must not be negative")
+	}
+	var err error
+	c.sinkURL, err = resolveURL("sink.redis.url", r.URL)
+	return err
+}
+
+// resolveHTTPSink checks the HTTP sink and fills in its defaults. Its URL
+// is the application's and is written in the file, so it may hold no
+// credentials.
+func resolveHTTPSink(h *httpSinkConfig) error {
+	u, err := url.Parse(h.URL)
+	switch {
+	case h.URL == "":
+		return bad("sink.http.url", "required: where the application takes hooks")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return bad("sink.http.url", "want an http:// or https:// URL")
+	case u.User != nil:
+		return bad("sink.http.url", "no credentials in the file")
+	case h.SpoolDir == "":
+		return bad("sink.http.spool_dir", "required: where hooks wait until the application takes them")
+	case h.Timeout < 0 || h.MaxBackoff < 0:
+		return bad("sink.http", "timeout and max_backoff must not be negative")
+	}
+	if h.EventIDHeader == "" {
+		h.EventIDHeader = defaultEventIDHdr
+	}
+	if h.Timeout == 0 {
+		h.Timeout = 10 * time.Second
+	}
+	if h.MaxBackoff == 0 {
+		h.MaxBackoff = time.Minute
 	}
 	return nil
 }
