@@ -98,46 +98,11 @@ type benchConfig struct {
 // status. ctx done (Ctrl-C) ends the load early: the report of what ran is
 // printed and the status is exitInterrupted.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("fleetstore bench", flag.ContinueOnError)
 	var cfg benchConfig
-	fs.IntVar(&cfg.concurrency, "c", 16, "concurrent workers (hooks in flight)")
-	fs.DurationVar(&cfg.duration, "d", 10*time.Second, "measured duration")
-	fs.DurationVar(&cfg.warmup, "warmup", 0, "load before the measured duration, not counted")
-	fs.DurationVar(&cfg.ping, "ping", time.Second,
-		"Ping baseline at concurrency 1 before the load, at most 5000 pings (0: skip)")
-	// The defaults leave most hooks accepted at any throughput one machine
-	// reaches: 10,000 tenants at 1,000 hooks/s each is 10M hooks/s before
-	// any bucket denies. A Zipf skew puts a share of every hook on the top
-	// tenant (about 18% at s=1.1 over 10,000), which its limit then denies
-	// once the store is fast: a measure of denials, not of the common path.
-	fs.IntVar(&cfg.tenants, "tenants", 10000, "number of tenants")
-	fs.Float64Var(&cfg.skew, "skew", 0,
-		"Zipf exponent s > 1 of the tenants' share of hooks, e.g. 1.1 (0: uniform)")
-	fs.IntVar(&cfg.kinds, "kinds", 2,
-		"buckets charged per hook, 1–"+strconv.Itoa(maxKinds)+": hooks, bytes, then k3, k4")
-	fs.Float64Var(&cfg.dup, "dup", 0.05,
-		"fraction 0–1 of hooks that reuse a recently claimed event key")
-	fs.Float64Var(&cfg.rate, "rate", 1000,
-		"hooks per second per tenant (bytes: rate × body; k3…: 2 × rate)")
-	fs.Int64Var(&cfg.burst, "burst", 100,
-		"burst per tenant, in hooks (bytes: burst × body; k3…: 2 × burst)")
-	fs.Int64Var(&cfg.body, "body", 4096,
-		"mean body size in bytes, charged to the bytes bucket (uniform in body/2 … 3·body/2)")
-	fs.DurationVar(&cfg.hold, "hold", 0,
-		"time a hook takes to become durable, between Hit and Commit")
-	fs.DurationVar(&cfg.ttl, "ttl", 10*time.Second,
-		"claim TTL after commit (short: the bench writes many keys)")
-	fs.DurationVar(&cfg.pendingTTL, "pending-ttl", 5*time.Second, "claim TTL while pending")
-	fs.IntVar(&cfg.fallback, "fallback", 0, "degraded mode on, as one node of a fleet of N "+
-		"(WithFallback Nodes N): Hits go local when the store is out (0: off)")
-	fs.Float64Var(&cfg.maxErrors, "max-errors", 0.01,
-		"highest error share 0–1 (failed Hit and Commit calls over all of them) that still exits 0")
-	fs.BoolVar(&cfg.json, "json", false, "print one JSON object, no progress line")
+	fs := cfg.flagSet()
 	positional, err := parseArgs(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, benchUsage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+		printUsage(stdout, benchUsage, fs)
 		return exitOK
 	}
 	if err != nil {
@@ -162,37 +127,92 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUsage
 	}
 	defer store.Close()
-	if !cfg.degradable() {
-		// A store that does not answer is one line, as for check: a load
-		// of calls that all fail would measure nothing. With the degraded
-		// mode on, a dead store is what the run measures.
-		err := ping(ctx, store)
-		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "fleetstore bench: interrupted")
-			return exitInterrupted
-		}
-		if err != nil {
-			status, phrase := pingVerdict(err)
-			if cfg.json {
-				writeJSONLine(stdout, pingFailure{Status: status, Reason: oneLine(err)})
-			} else {
-				fmt.Fprintf(stderr, "fleetstore bench %s: %s, nothing measured: %s\n", redactURL(cfg.url),
-					phrase, oneLine(err))
-			}
-			return exitUnreachable
-		}
+	if code := cfg.pingFirst(ctx, store, stdout, stderr); code != exitOK {
+		return code
 	}
+	return cfg.run(ctx, store, stdout, stderr)
+}
 
+// flagSet declares c's flags, with the defaults of a bench run.
+func (c *benchConfig) flagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("fleetstore bench", flag.ContinueOnError)
+	fs.IntVar(&c.concurrency, "c", 16, "concurrent workers (hooks in flight)")
+	fs.DurationVar(&c.duration, "d", 10*time.Second, "measured duration")
+	fs.DurationVar(&c.warmup, "warmup", 0, "load before the measured duration, not counted")
+	fs.DurationVar(&c.ping, "ping", time.Second,
+		"Ping baseline at concurrency 1 before the load, at most 5000 pings (0: skip)")
+	// The defaults leave most hooks accepted at any throughput one machine
+	// reaches: 10,000 tenants at 1,000 hooks/s each is 10M hooks/s before
+	// any bucket denies. A Zipf skew puts a share of every hook on the top
+	// tenant (about 18% at s=1.1 over 10,000), which its limit then denies
+	// once the store is fast: a measure of denials, not of the common path.
+	fs.IntVar(&c.tenants, "tenants", 10000, "number of tenants")
+	fs.Float64Var(&c.skew, "skew", 0,
+		"Zipf exponent s > 1 of the tenants' share of hooks, e.g. 1.1 (0: uniform)")
+	fs.IntVar(&c.kinds, "kinds", 2,
+		"buckets charged per hook, 1–"+strconv.Itoa(maxKinds)+": hooks, bytes, then k3, k4")
+	fs.Float64Var(&c.dup, "dup", 0.05,
+		"fraction 0–1 of hooks that reuse a recently claimed event key")
+	fs.Float64Var(&c.rate, "rate", 1000,
+		"hooks per second per tenant (bytes: rate × body; k3…: 2 × rate)")
+	fs.Int64Var(&c.burst, "burst", 100,
+		"burst per tenant, in hooks (bytes: burst × body; k3…: 2 × burst)")
+	fs.Int64Var(&c.body, "body", 4096,
+		"mean body size in bytes, charged to the bytes bucket (uniform in body/2 … 3·body/2)")
+	fs.DurationVar(&c.hold, "hold", 0,
+		"time a hook takes to become durable, between Hit and Commit")
+	fs.DurationVar(&c.ttl, "ttl", 10*time.Second,
+		"claim TTL after commit (short: the bench writes many keys)")
+	fs.DurationVar(&c.pendingTTL, "pending-ttl", 5*time.Second, "claim TTL while pending")
+	fs.IntVar(&c.fallback, "fallback", 0, "degraded mode on, as one node of a fleet of N "+
+		"(WithFallback Nodes N): Hits go local when the store is out (0: off)")
+	fs.Float64Var(&c.maxErrors, "max-errors", 0.01,
+		"highest error share 0–1 (failed Hit and Commit calls over all of them) that still exits 0")
+	fs.BoolVar(&c.json, "json", false, "print one JSON object, no progress line")
+	return fs
+}
+
+// pingFirst pings the store before the load, unless the degraded mode is
+// on: a store that does not answer is one line, as for check, and
+// exitUnreachable, since a load of calls that all fail would measure
+// nothing. With the degraded mode on, a dead store is what the run
+// measures. It returns exitOK when the load may run.
+func (c *benchConfig) pingFirst(ctx context.Context, store *fleetstore.Store, stdout, stderr io.Writer) int {
+	if c.degradable() {
+		return exitOK
+	}
+	err := ping(ctx, store)
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "fleetstore bench: interrupted")
+		return exitInterrupted
+	}
+	if err != nil {
+		status, phrase := pingVerdict(err)
+		if c.json {
+			writeJSONLine(stdout, pingFailure{Status: status, Reason: oneLine(err)})
+		} else {
+			fmt.Fprintf(stderr, "fleetstore bench %s: %s, nothing measured: %s\n", redactURL(c.url),
+				phrase, oneLine(err))
+		}
+		return exitUnreachable
+	}
+	return exitOK
+}
+
+// run drives the load and prints its report: JSON with -json, else text
+// with a progress line when stderr is a terminal. The exit status is the
+// report's verdict against -max-errors.
+func (c *benchConfig) run(ctx context.Context, store *fleetstore.Store, stdout, stderr io.Writer) int {
 	var progress io.Writer
-	if !cfg.json && isTerminal(stderr) {
+	if !c.json && isTerminal(stderr) {
 		progress = stderr
 	}
-	rep, err := bench(ctx, store, &cfg, progress)
+	rep, err := bench(ctx, store, c, progress)
 	if err != nil {
 		fmt.Fprintln(stderr, "fleetstore bench:", err)
 		return exitUsage
 	}
-	if cfg.json {
+	if c.json {
 		err = rep.writeJSON(stdout)
 	} else {
 		err = rep.writeText(stdout)
@@ -201,7 +221,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "fleetstore bench:", err)
 		return exitFail
 	}
-	code, verdict := rep.verdict(cfg.maxErrors)
+	code, verdict := rep.verdict(c.maxErrors)
 	if verdict != "" {
 		fmt.Fprintln(stderr, "fleetstore bench:", verdict)
 	}

@@ -63,21 +63,28 @@ type clauseLine struct {
 	ElapsedMS int64  `json:"elapsed_ms"`
 }
 
+// checkRun is one run of check: its flags, the suite's config, and
+// where it prints.
+type checkRun struct {
+	only        string
+	verbose     bool
+	json        bool
+	granularity time.Duration
+
+	cfg            conformance.Config
+	ids            []string // the clauses to run; nil: every one
+	shown          string   // the URL as it may be shown, password redacted
+	stdout, stderr io.Writer
+}
+
 // runCheck runs "fleetstore check [flags] [URL]" and returns the exit
 // status.
 func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	only := fs.String("only", "", "comma-separated clause ids to run, e.g. G1,c10 (default all)")
-	verbose := fs.Bool("v", false,
-		"print every clause's messages, not only those of failures and skips")
-	jsonOut := fs.Bool("json", false, "print JSON lines, one object per clause (see above)")
-	granularity := fs.Duration("granularity", 0,
-		"override the store's expiry granularity (default: what the driver declares, else 1ms)")
+	c := &checkRun{stdout: stdout, stderr: stderr}
+	fs := c.flagSet()
 	positional, err := parseArgs(fs, args)
-	if err == flag.ErrHelp {
-		fmt.Fprint(stdout, checkUsage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+	if errors.Is(err, flag.ErrHelp) {
+		printUsage(stdout, checkUsage, fs)
 		return exitOK
 	}
 	if err != nil {
@@ -89,102 +96,110 @@ func runCheck(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "fleetstore check: %v\n", err)
 		return exitUsage
 	}
+	if code := c.prepare(ctx, raw); code != exitOK {
+		return code
+	}
+	return c.suite(ctx)
+}
+
+// flagSet declares c's flags.
+func (c *checkRun) flagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.StringVar(&c.only, "only", "", "comma-separated clause ids to run, e.g. G1,c10 (default all)")
+	fs.BoolVar(&c.verbose, "v", false,
+		"print every clause's messages, not only those of failures and skips")
+	fs.BoolVar(&c.json, "json", false, "print JSON lines, one object per clause (see above)")
+	fs.DurationVar(&c.granularity, "granularity", 0,
+		"override the store's expiry granularity (default: what the driver declares, else 1ms)")
+	return fs
+}
+
+// prepare opens the store at raw, builds the suite's config, and pings
+// the store, so that a bad URL is one line and exit status 2, and a store
+// that does not answer one line and 3, not a FAIL per clause. The store
+// is closed again: the suite opens Stores of its own. It returns exitOK
+// when the suite may run.
+func (c *checkRun) prepare(ctx context.Context, raw string) int {
 	// The URL as given must open: the suite rewrites it (key_prefix).
 	st, err := fleetstore.Open(raw)
 	if err != nil {
-		fmt.Fprintln(stderr, oneLine(err)) // "fleetstore: open: …", naming the field, no credentials
+		fmt.Fprintln(c.stderr, oneLine(err)) // "fleetstore: open: …", naming the field, no credentials
 		return exitUsage
 	}
-	cfg, shown := checkConfig(raw)
-	if *granularity < 0 || *granularity > conformance.MaxGranularity {
+	c.cfg, c.shown = checkConfig(raw)
+	if err := c.applyFlags(); err != nil {
 		st.Close()
-		fmt.Fprintf(stderr, "fleetstore check: -granularity: want 0 (the driver's) up to %v, got %v\n",
-			conformance.MaxGranularity, *granularity)
-		return exitUsage
-	}
-	if *granularity > 0 {
-		cfg.Granularity = *granularity
-	}
-	ids, err := clauseIDs(*only)
-	if err != nil {
-		st.Close()
-		fmt.Fprintf(stderr, "fleetstore check: -only: %v\n", err)
+		fmt.Fprintf(c.stderr, "fleetstore check: %v\n", err)
 		return exitUsage
 	}
 	err = ping(ctx, st)
-	st.Close() // the suite opens Stores of its own
+	st.Close()
 	if ctx.Err() != nil {
-		fmt.Fprintln(stderr, "fleetstore check: interrupted")
+		fmt.Fprintln(c.stderr, "fleetstore check: interrupted")
 		return exitInterrupted
 	}
 	if err != nil {
 		status, phrase := pingVerdict(err)
-		if *jsonOut {
-			writeJSONLine(stdout, clauseLine{Clause: "ping", Status: status, Reason: oneLine(err)})
+		if c.json {
+			writeJSONLine(c.stdout, clauseLine{Clause: "ping", Status: status, Reason: oneLine(err)})
 		} else {
-			fmt.Fprintf(stderr, "fleetstore check %s: %s, nothing checked: %s\n", shown, phrase,
+			fmt.Fprintf(c.stderr, "fleetstore check %s: %s, nothing checked: %s\n", c.shown, phrase,
 				oneLine(err))
 		}
 		return exitUnreachable
 	}
+	return exitOK
+}
 
-	if !*jsonOut {
-		fmt.Fprintf(stdout, "fleetstore check %s\n", shown)
+// applyFlags puts -granularity and -only into the suite's config. They
+// are checked after the URL opens, so that a bad URL is the error named
+// first.
+func (c *checkRun) applyFlags() error {
+	if c.granularity < 0 || c.granularity > conformance.MaxGranularity {
+		return fmt.Errorf("-granularity: want 0 (the driver's) up to %v, got %v",
+			conformance.MaxGranularity, c.granularity)
+	}
+	if c.granularity > 0 {
+		c.cfg.Granularity = c.granularity
+	}
+	ids, err := clauseIDs(c.only)
+	if err != nil {
+		return fmt.Errorf("-only: %w", err)
+	}
+	c.ids = ids
+	return nil
+}
+
+// suite runs the conformance suite, printing each verdict as it is in,
+// then the counts, and returns the exit status.
+func (c *checkRun) suite(ctx context.Context) int {
+	if !c.json {
+		fmt.Fprintf(c.stdout, "fleetstore check %s\n", c.shown)
 	}
 	counts := map[conformance.Status]int{}
 	start := time.Now()
-	each := func(r conformance.Report) {
-		counts[r.Status]++
-		if *jsonOut {
-			line := clauseLine{Clause: r.ID, Title: r.Title, Status: string(r.Status),
-				ElapsedMS: r.Elapsed.Milliseconds()}
-			if r.Status != conformance.Pass || *verbose {
-				line.Reason = strings.Join(r.Messages, "\n")
-			}
-			writeJSONLine(stdout, line)
-			return
-		}
-		fmt.Fprintf(stdout, "%-4s  %-3s  %7v  %s\n",
-			r.Status, r.ID, r.Elapsed.Round(time.Millisecond), r.Title)
-		if r.Status != conformance.Pass || *verbose {
-			for _, m := range r.Messages {
-				const indent = "                    "
-				fmt.Fprintf(stdout, indent+"%s\n", strings.ReplaceAll(m, "\n", "\n"+indent))
-			}
-		}
-	}
-	// The suite takes no context: at Ctrl-C the command returns without
-	// waiting for it, and the process exits with it.
-	done := make(chan error, 1)
-	reports := make(chan conformance.Report)
-	go func() {
-		_, err := conformance.Check(cfg, ids, func(r conformance.Report) {
-			select {
-			case reports <- r:
-			case <-ctx.Done():
-			}
-		})
-		done <- err
-	}()
+	reports, done := c.start(ctx)
+	var err error
 wait:
 	for {
 		select {
 		case r := <-reports:
-			each(r)
+			counts[r.Status]++
+			c.print(r)
 		case err = <-done:
 			break wait
 		case <-ctx.Done():
-			fmt.Fprintf(stderr, "fleetstore check: interrupted after %d passed, %d failed, %d skipped\n",
+			fmt.Fprintf(c.stderr, "fleetstore check: interrupted after %d passed, %d failed, %d skipped\n",
 				counts[conformance.Pass], counts[conformance.Fail], counts[conformance.Skip])
 			return exitInterrupted
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "fleetstore check: %v\n", err)
+		fmt.Fprintf(c.stderr, "fleetstore check: %v\n", err)
 		return exitUsage
 	}
-	if !*jsonOut {
-		fmt.Fprintf(stdout, "%d passed, %d failed, %d skipped in %v\n",
+	if !c.json {
+		fmt.Fprintf(c.stdout, "%d passed, %d failed, %d skipped in %v\n",
 			counts[conformance.Pass], counts[conformance.Fail], counts[conformance.Skip],
 			time.Since(start).Round(time.Millisecond))
 	}
@@ -192,6 +207,48 @@ wait:
 		return exitFail
 	}
 	return exitOK
+}
+
+// start runs the suite in a goroutine and hands each report over as it
+// is in, then the suite's error. The suite takes no context: at Ctrl-C
+// the command returns without waiting for it, and the process exits
+// with it.
+func (c *checkRun) start(ctx context.Context) (<-chan conformance.Report, <-chan error) {
+	done := make(chan error, 1)
+	reports := make(chan conformance.Report)
+	go func() {
+		_, err := conformance.Check(c.cfg, c.ids, func(r conformance.Report) {
+			select {
+			case reports <- r:
+			case <-ctx.Done():
+			}
+		})
+		done <- err
+	}()
+	return reports, done
+}
+
+// print writes one clause's verdict: a JSON line with -json, else a text
+// line and, for a failure or a skip (any clause with -v), its messages
+// indented below it.
+func (c *checkRun) print(r conformance.Report) {
+	if c.json {
+		line := clauseLine{Clause: r.ID, Title: r.Title, Status: string(r.Status),
+			ElapsedMS: r.Elapsed.Milliseconds()}
+		if r.Status != conformance.Pass || c.verbose {
+			line.Reason = strings.Join(r.Messages, "\n")
+		}
+		writeJSONLine(c.stdout, line)
+		return
+	}
+	fmt.Fprintf(c.stdout, "%-4s  %-3s  %7v  %s\n",
+		r.Status, r.ID, r.Elapsed.Round(time.Millisecond), r.Title)
+	if r.Status != conformance.Pass || c.verbose {
+		for _, m := range r.Messages {
+			const indent = "                    "
+			fmt.Fprintf(c.stdout, indent+"%s\n", strings.ReplaceAll(m, "\n", "\n"+indent))
+		}
+	}
 }
 
 // ping reports whether the store answers Store.Ping within pingTries

@@ -286,6 +286,14 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// printUsage prints a command's usage text, then its flags and their
+// defaults: the answer to -h and to "fleetstore help COMMAND".
+func printUsage(w io.Writer, text string, fs *flag.FlagSet) {
+	fmt.Fprint(w, text)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
 var (
 	flagBadValue = regexp.MustCompile(`^invalid (?:boolean )?value .* for (?:flag )?-([\w-]+): `)
 	flagName     = regexp.MustCompile(

@@ -37,82 +37,38 @@ type stringsFlag []string
 func (s *stringsFlag) String() string     { return strings.Join(*s, ", ") }
 func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 
+// sendFlags are send's flags.
+type sendFlags struct {
+	provider, target      string
+	secretEnv, secretFile string
+	id                    string
+	timeout               time.Duration
+	header                stringsFlag
+}
+
+// runSend runs "fleetstore send [flags] [BODY | @FILE]" and returns the
+// exit status: every error before the request is sent is a bad flag or
+// body (exit status 2), so that 3 means only that nothing answered.
 func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("send", flag.ContinueOnError)
-	provider := fs.String("provider", "", "the provider: "+strings.Join(webhooktest.Providers(), ", "))
-	target := fs.String("url", "", "the endpoint: http://127.0.0.1:8080/hooks/github/acme")
-	secretEnv := fs.String("secret-env", "", "the environment variable holding the signing secret")
-	secretFile := fs.String("secret-file", "", "the file holding the signing secret")
-	id := fs.String("id", "", "the event id, for a provider that carries it in a header (default: a new one)")
-	timeout := fs.Duration("timeout", 10*time.Second, "the request's timeout")
-	var header stringsFlag
-	fs.Var(&header, "H", `a header field to add, "Name: value" (repeatable)`)
+	var f sendFlags
+	fs := f.flagSet()
 	positional, err := parseArgs(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, sendUsage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+		printUsage(stdout, sendUsage, fs)
 		return exitOK
 	}
-	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "fleetstore send: "+format+"\n", a...)
+	var req *http.Request
+	if err == nil {
+		err = f.check(positional)
+	}
+	if err == nil {
+		req, err = f.request(positional, stdin)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "fleetstore send: %v\n", err)
 		return exitUsage
 	}
-	switch {
-	case err != nil:
-		return fail("%v", err)
-	case len(positional) > 1:
-		return fail("takes at most one body, got %d arguments", len(positional))
-	case *provider == "":
-		return fail("-provider: required (%s)", strings.Join(webhooktest.Providers(), ", "))
-	case !slices.Contains(webhooktest.Providers(), *provider):
-		return fail("-provider: want one of %s", strings.Join(webhooktest.Providers(), ", "))
-	case *target == "":
-		return fail("-url: required")
-	case !httpURL(*target):
-		return fail("-url: want an http:// or https:// URL with a host, such as http://127.0.0.1:8080/hooks/github/acme")
-	case (*secretEnv == "") == (*secretFile == ""):
-		return fail("one of -secret-env and -secret-file: the signing secret")
-	}
-	ref := "env:" + *secretEnv
-	if *secretFile != "" {
-		ref = "file:" + *secretFile
-	}
-	secret, err := readRef("secret", ref)
-	if err != nil {
-		var ce *configError
-		if errors.As(err, &ce) {
-			return fail("%s", ce.why)
-		}
-		return fail("%v", err)
-	}
-	var body []byte
-	switch arg := ""; {
-	case len(positional) == 1 && !strings.HasPrefix(positional[0], "@"):
-		body = []byte(positional[0])
-	case len(positional) == 1 && positional[0] != "@-":
-		arg = positional[0][1:]
-		if body, err = os.ReadFile(arg); err != nil {
-			return fail("body: %v", err)
-		}
-	default:
-		if body, err = io.ReadAll(stdin); err != nil {
-			return fail("body: reading standard input: %v", err)
-		}
-	}
-	d := webhooktest.Delivery{URL: *target, Body: body, Secret: secret, ID: *id, Header: http.Header{}}
-	for _, h := range header {
-		name, value, ok := strings.Cut(h, ":")
-		if !ok || strings.TrimSpace(name) == "" {
-			return fail(`-H: want "Name: value"`)
-		}
-		d.Header.Add(strings.TrimSpace(name), strings.TrimSpace(value))
-	}
-	req, err := webhooktest.Sign(*provider, d)
-	if err != nil {
-		return fail("%v", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
 	if err != nil {
@@ -120,23 +76,120 @@ func runSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return exitUnreachable
 	}
 	defer resp.Body.Close()
-	fmt.Fprintf(stdout, "%s %s\n", resp.Proto, resp.Status)
-	for _, name := range []string{"RateLimit-Policy", "RateLimit", "Retry-After"} {
-		for _, v := range resp.Header.Values(name) {
-			fmt.Fprintf(stdout, "%s: %s\n", name, v)
-		}
-	}
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if len(b) > 0 {
-		fmt.Fprintf(stdout, "\n%s", b)
-		if b[len(b)-1] != '\n' {
-			fmt.Fprintln(stdout)
-		}
-	}
+	printAnswer(stdout, resp)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return exitFail
 	}
 	return exitOK
+}
+
+// flagSet declares f's flags.
+func (f *sendFlags) flagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("send", flag.ContinueOnError)
+	fs.StringVar(&f.provider, "provider", "", "the provider: "+strings.Join(webhooktest.Providers(), ", "))
+	fs.StringVar(&f.target, "url", "", "the endpoint: http://127.0.0.1:8080/hooks/github/acme")
+	fs.StringVar(&f.secretEnv, "secret-env", "", "the environment variable holding the signing secret")
+	fs.StringVar(&f.secretFile, "secret-file", "", "the file holding the signing secret")
+	fs.StringVar(&f.id, "id", "", "the event id, for a provider that carries it in a header (default: a new one)")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "the request's timeout")
+	fs.Var(&f.header, "H", `a header field to add, "Name: value" (repeatable)`)
+	return fs
+}
+
+// check checks the flags that need nothing read: a missing -provider or
+// -url is refused before send waits on standard input for a body.
+func (f *sendFlags) check(positional []string) error {
+	switch {
+	case len(positional) > 1:
+		return fmt.Errorf("takes at most one body, got %d arguments", len(positional))
+	case f.provider == "":
+		return fmt.Errorf("-provider: required (%s)", strings.Join(webhooktest.Providers(), ", "))
+	case !slices.Contains(webhooktest.Providers(), f.provider):
+		return fmt.Errorf("-provider: want one of %s", strings.Join(webhooktest.Providers(), ", "))
+	case f.target == "":
+		return errors.New("-url: required")
+	case !httpURL(f.target):
+		return errors.New("-url: want an http:// or https:// URL with a host, such as http://127.0.0.1:8080/hooks/github/acme")
+	case (f.secretEnv == "") == (f.secretFile == ""):
+		return errors.New("one of -secret-env and -secret-file: the signing secret")
+	}
+	return nil
+}
+
+// request is the delivery signed as f.provider signs it: the secret, the
+// body, then the -H fields.
+func (f *sendFlags) request(positional []string, stdin io.Reader) (*http.Request, error) {
+	secret, err := f.secret()
+	if err != nil {
+		return nil, err
+	}
+	body, err := readBody(positional, stdin)
+	if err != nil {
+		return nil, err
+	}
+	d := webhooktest.Delivery{URL: f.target, Body: body, Secret: secret, ID: f.id, Header: http.Header{}}
+	for _, h := range f.header {
+		name, value, ok := strings.Cut(h, ":")
+		if !ok || strings.TrimSpace(name) == "" {
+			return nil, errors.New(`-H: want "Name: value"`)
+		}
+		d.Header.Add(strings.TrimSpace(name), strings.TrimSpace(value))
+	}
+	return webhooktest.Sign(f.provider, d)
+}
+
+// secret reads the signing secret as serve reads a config file's ref.
+// Its error is only readRef's why: there is no config file to name.
+func (f *sendFlags) secret() (string, error) {
+	ref := "env:" + f.secretEnv
+	if f.secretFile != "" {
+		ref = "file:" + f.secretFile
+	}
+	secret, err := readRef("secret", ref)
+	var ce *configError
+	if errors.As(err, &ce) {
+		return "", errors.New(ce.why)
+	}
+	return secret, err
+}
+
+// readBody reads the body: the argument itself, @FILE a file's content,
+// none or @- standard input.
+func readBody(positional []string, stdin io.Reader) ([]byte, error) {
+	switch {
+	case len(positional) == 1 && !strings.HasPrefix(positional[0], "@"):
+		return []byte(positional[0]), nil
+	case len(positional) == 1 && positional[0] != "@-":
+		body, err := os.ReadFile(positional[0][1:])
+		if err != nil {
+			return nil, fmt.Errorf("body: %w", err)
+		}
+		return body, nil
+	}
+	body, err := io.ReadAll(stdin)
+	if err != nil {
+		return nil, fmt.Errorf("body: reading standard input: %w", err)
+	}
+	return body, nil
+}
+
+// printAnswer prints the answer's status line, its rate-limit fields and
+// up to 64 KiB of its body: what a sender needs to see why it was
+// answered so.
+func printAnswer(w io.Writer, resp *http.Response) {
+	fmt.Fprintf(w, "%s %s\n", resp.Proto, resp.Status)
+	for _, name := range []string{"RateLimit-Policy", "RateLimit", "Retry-After"} {
+		for _, v := range resp.Header.Values(name) {
+			fmt.Fprintf(w, "%s: %s\n", name, v)
+		}
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if len(b) > 0 {
+		fmt.Fprintf(w, "\n%s", b)
+		if b[len(b)-1] != '\n' {
+			fmt.Fprintln(w)
+		}
+	}
 }
 
 // httpURL reports whether s is an http or https URL with a host.

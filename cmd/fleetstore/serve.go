@@ -56,9 +56,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	checkOnly := fs.Bool("check", false, "check the config file, print ok and exit")
 	positional, err := parseArgs(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, serveUsage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+		printUsage(stdout, serveUsage, fs)
 		return exitOK
 	}
 	if err == nil && len(positional) > 0 {
@@ -130,36 +128,22 @@ type server struct {
 	errs    chan error
 }
 
+// startServer opens what serve runs on, in order: the logs, the metrics,
+// the store, the sink, the endpoints, then the listeners. An error names
+// the config field at fault and closes the store and the sink already
+// open: a start refused leaves the outbox directory unlocked.
 func startServer(cfg *serveConfig, path string, stdout, stderr io.Writer) (_ *server, err error) {
-	f := &cfg.file
 	s := &server{path: path, errs: make(chan error, 2)}
 	s.log = jsonLogger(stderr)
-	access, err := accessWriter(f.AccessLog, stdout, stderr)
+	access, err := accessWriter(cfg.file.AccessLog, stdout, stderr)
 	if err != nil {
 		return nil, fmt.Errorf("%s: access_log: %w", path, err)
 	}
 	s.access = jsonLogger(access)
-
-	s.reg = prometheus.NewRegistry()
-	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	exporter, err := otelprom.New(otelprom.WithRegisterer(s.reg))
-	if err != nil {
+	if err = s.openMetrics(); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	s.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
-	if s.obs, err = fleetotel.New(fleetotel.WithMeterProvider(s.mp)); err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
-	}
-	s.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetstore_serve_reloads_total",
-		Help: "Config reloads (SIGHUP), by result: ok or refused."}, []string{"result"})
-	s.reg.MustRegister(s.reloads)
-
-	opts := []fleetstore.Option{fleetstore.WithLogger(s.log), fleetstore.WithObserver(s.obs)}
-	if d := f.Degraded; d != nil {
-		opts = append(opts, fleetstore.WithFallback(fleetstore.Fallback{Nodes: d.Nodes, OutboxDir: d.OutboxDir,
-			OnConflict: s.conflict}))
-	}
-	if s.store, err = fleetstore.Open(cfg.storeURL, opts...); err != nil {
+	if err = s.openStore(cfg); err != nil {
 		return nil, fmt.Errorf("%s: store.url: %w", path, err)
 	}
 	defer func() {
@@ -167,23 +151,7 @@ func startServer(cfg *serveConfig, path string, stdout, stderr io.Writer) (_ *se
 			s.store.Close()
 		}
 	}()
-	switch sc := f.Sink; {
-	case sc.Redis != nil:
-		s.sink, err = openRedisSink(sc.Redis, cfg.sinkURL)
-	case sc.Postgres != nil:
-		s.sink, err = openPostgresSink(sc.Postgres, cfg.sinkURL, cfg.storeURL, f.Node)
-	case sc.HTTP != nil:
-		s.spool, err = openForwarder(sc.HTTP, s.log)
-		s.sink = s.spool
-		if err == nil {
-			s.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fleetstore_serve_spool_hooks",
-				Help: "Hooks spooled by the HTTP sink, not yet taken by the application."},
-				func() float64 { return float64(s.spool.Depth()) }))
-		}
-	default:
-		s.sink, err = openFileSink(sc.File)
-	}
-	if err != nil {
+	if err = s.openSink(cfg); err != nil {
 		return nil, fmt.Errorf("%s: sink: %w", path, err)
 	}
 	defer func() {
@@ -197,51 +165,122 @@ func startServer(cfg *serveConfig, path string, stdout, stderr io.Writer) (_ *se
 	}
 	s.cfg.Store(cfg)
 	s.mux.Store(mux)
+	if err = s.listen(s.listeners(&cfg.file)); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
 
+// openMetrics builds the Prometheus registry /metrics serves. The store's
+// and the deliveries' metrics come from fleetotel through an OpenTelemetry
+// exporter; the Go runtime's and the reload counter are registered on it
+// directly.
+func (s *server) openMetrics() error {
+	s.reg = prometheus.NewRegistry()
+	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	exporter, err := otelprom.New(otelprom.WithRegisterer(s.reg))
+	if err != nil {
+		return err
+	}
+	s.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter))
+	if s.obs, err = fleetotel.New(fleetotel.WithMeterProvider(s.mp)); err != nil {
+		return err
+	}
+	s.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetstore_serve_reloads_total",
+		Help: "Config reloads (SIGHUP), by result: ok or refused."}, []string{"result"})
+	s.reg.MustRegister(s.reloads)
+	return nil
+}
+
+// openStore opens the store of cfg, with the degraded mode when the file
+// asks for it: a replayed commit that meets another hook's claim goes to
+// the access log (conflict).
+func (s *server) openStore(cfg *serveConfig) (err error) {
+	opts := []fleetstore.Option{fleetstore.WithLogger(s.log), fleetstore.WithObserver(s.obs)}
+	if d := cfg.file.Degraded; d != nil {
+		opts = append(opts, fleetstore.WithFallback(fleetstore.Fallback{Nodes: d.Nodes, OutboxDir: d.OutboxDir,
+			OnConflict: s.conflict}))
+	}
+	s.store, err = fleetstore.Open(cfg.storeURL, opts...)
+	return err
+}
+
+// openSink opens the one sink the file names (resolve made sure there is
+// one). The HTTP sink also keeps s.spool, whose depth /readyz and a gauge
+// show: hooks the application has not taken yet.
+func (s *server) openSink(cfg *serveConfig) (err error) {
+	switch sc := cfg.file.Sink; {
+	case sc.Redis != nil:
+		s.sink, err = openRedisSink(sc.Redis, cfg.sinkURL)
+	case sc.Postgres != nil:
+		s.sink, err = openPostgresSink(sc.Postgres, cfg.sinkURL, cfg.storeURL, cfg.file.Node)
+	case sc.HTTP != nil:
+		s.spool, err = openForwarder(sc.HTTP, s.log)
+		s.sink = s.spool
+		if err == nil {
+			s.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fleetstore_serve_spool_hooks",
+				Help: "Hooks spooled by the HTTP sink, not yet taken by the application."},
+				func() float64 { return float64(s.spool.Depth()) }))
+		}
+	default:
+		s.sink, err = openFileSink(sc.File)
+	}
+	return err
+}
+
+// listener is one address serve listens on, named by its config field.
+type listener struct {
+	field, addr string
+	h           http.Handler
+}
+
+// listeners are the endpoints' listener and the admin one (/metrics,
+// /healthz, /readyz). Without admin_listen, the admin paths share the
+// endpoints' listener. The endpoints' handler loads the mux on each
+// request, so that a reload's endpoints serve the next request.
+func (s *server) listeners(f *fileConfig) []listener {
 	admin := http.NewServeMux()
 	admin.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	admin.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	admin.HandleFunc("GET /readyz", s.readyz)
-	main := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hooks := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mux.Load().ServeHTTP(w, r)
 	}))
-	if f.AdminListen == "" {
-		whole := http.NewServeMux()
-		whole.Handle("/metrics", admin)
-		whole.Handle("/healthz", admin)
-		whole.Handle("/readyz", admin)
-		whole.Handle("/", main)
-		main = whole
-	}
-	listen := []struct {
-		name, addr string
-		h          http.Handler
-	}{{"listen", f.Listen, main}}
 	if f.AdminListen != "" {
-		listen = append(listen, struct {
-			name, addr string
-			h          http.Handler
-		}{"admin_listen", f.AdminListen, admin})
+		return []listener{{"listen", f.Listen, hooks}, {"admin_listen", f.AdminListen, admin}}
 	}
-	for _, l := range listen {
+	whole := http.NewServeMux()
+	whole.Handle("/metrics", admin)
+	whole.Handle("/healthz", admin)
+	whole.Handle("/readyz", admin)
+	whole.Handle("/", hooks)
+	return []listener{{"listen", f.Listen, whole}}
+}
+
+// listen binds each listener and serves it. An address in use is an
+// error at start naming its field, not a log line later; it closes the
+// servers already started. A server that fails while serving sends its
+// error to s.errs, which ends run.
+func (s *server) listen(ls []listener) error {
+	for _, l := range ls {
 		ln, err := net.Listen("tcp", l.addr)
 		if err != nil {
 			for _, srv := range s.servers {
 				srv.Close()
 			}
-			return nil, fmt.Errorf("%s: %s: %w", path, l.name, err)
+			return fmt.Errorf("%s: %s: %w", s.path, l.field, err)
 		}
 		srv := &http.Server{Handler: l.h, ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog: zap.NewStdLog(s.log)}
 		s.servers = append(s.servers, srv)
-		s.log.Info("listening", zap.String("field", l.name), zap.String("addr", ln.Addr().String()))
+		s.log.Info("listening", zap.String("field", l.field), zap.String("addr", ln.Addr().String()))
 		go func() {
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				s.errs <- err
 			}
 		}()
 	}
-	return s, nil
+	return nil
 }
 
 // run serves until ctx is done, reloading the config file on SIGHUP, then

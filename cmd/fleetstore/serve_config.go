@@ -379,7 +379,9 @@ func providerNames() string {
 }
 
 // resolve checks the file's fields, fills in defaults, builds the plans
-// and reads the secrets.
+// and reads the secrets. It goes in the file's order of dependence: a
+// tenant names a plan and the providers of its endpoints, so plans and
+// endpoints come before tenants. The first field refused is the error.
 func (c *serveConfig) resolve() error {
 	f := &c.file
 	if f.Listen == "" {
@@ -391,6 +393,26 @@ func (c *serveConfig) resolve() error {
 	if f.Shutdown < 0 {
 		return bad("shutdown_timeout", "must not be negative")
 	}
+	if err := c.resolveStore(); err != nil {
+		return err
+	}
+	if err := c.resolveSink(); err != nil {
+		return err
+	}
+	if err := c.resolvePlans(); err != nil {
+		return err
+	}
+	usedProviders, err := c.resolveEndpoints()
+	if err != nil {
+		return err
+	}
+	return c.resolveTenants(usedProviders)
+}
+
+// resolveStore reads store.url, which may be a ref to a URL with a
+// password, and checks the degraded mode's fleet size.
+func (c *serveConfig) resolveStore() error {
+	f := &c.file
 	if f.Store.URL == "" {
 		return bad("store.url", "required: memory:// for one node, redis://host:6379/0, … (env:NAME for one with a password)")
 	}
@@ -403,107 +425,153 @@ func (c *serveConfig) resolve() error {
 			return bad("degraded.nodes", "must be the fleet's size, 1–1000000, got %d", d.Nodes)
 		}
 	}
-	if err := c.resolveSink(); err != nil {
-		return err
-	}
-	if len(f.Plans) == 0 {
+	return nil
+}
+
+// resolvePlans builds each plan, in name order so that the error of a
+// file with several bad plans is the same on every run.
+func (c *serveConfig) resolvePlans() error {
+	if len(c.file.Plans) == 0 {
 		return bad("plans", "required: at least one plan (a plan may have no limits: [])")
 	}
 	c.plans = map[string]fleetstore.Plan{}
-	for _, name := range slices.Sorted(maps.Keys(f.Plans)) {
-		specs := f.Plans[name]
-		plan := fleetstore.Plan{}
-		for i, s := range specs {
-			field := fmt.Sprintf("plans.%s[%d]", name, i)
-			l, err := s.limit(field)
-			if err != nil {
-				return err
-			}
-			plan = append(plan, l)
-		}
-		if err := plan.Check(); err != nil {
-			var inv *fleetstore.InvalidError
-			if errors.As(err, &inv) {
-				return bad("plans."+name+strings.TrimPrefix(inv.Field, "plan"), "%s", inv.Reason)
-			}
-			return bad("plans."+name, "%v", err)
+	for _, name := range slices.Sorted(maps.Keys(c.file.Plans)) {
+		plan, err := buildPlan(name, c.file.Plans[name])
+		if err != nil {
+			return err
 		}
 		c.plans[name] = plan
 	}
-	if len(f.Endpoints) == 0 {
-		return bad("endpoints", "required: at least one (path, provider)")
+	return nil
+}
+
+// buildPlan builds the plan name from its limits, then checks it whole
+// (Plan.Check), naming the field of plans.NAME that Check found at fault.
+func buildPlan(name string, specs []limitSpec) (fleetstore.Plan, error) {
+	plan := fleetstore.Plan{}
+	for i, s := range specs {
+		l, err := s.limit(fmt.Sprintf("plans.%s[%d]", name, i))
+		if err != nil {
+			return nil, err
+		}
+		plan = append(plan, l)
+	}
+	if err := plan.Check(); err != nil {
+		var inv *fleetstore.InvalidError
+		if errors.As(err, &inv) {
+			return nil, bad("plans."+name+strings.TrimPrefix(inv.Field, "plan"), "%s", inv.Reason)
+		}
+		return nil, bad("plans."+name, "%v", err)
+	}
+	return plan, nil
+}
+
+// resolveEndpoints checks each endpoint and makes its provider. It
+// returns the providers used: a tenant's secret for any other provider
+// is refused, as one no request could ever use.
+func (c *serveConfig) resolveEndpoints() (usedProviders map[string]bool, err error) {
+	if len(c.file.Endpoints) == 0 {
+		return nil, bad("endpoints", "required: at least one (path, provider)")
 	}
 	seen := map[string]bool{}
-	usedProviders := map[string]bool{}
+	usedProviders = map[string]bool{}
 	scratch := http.NewServeMux() // the patterns, as serve's mux takes them
-	for i, e := range f.Endpoints {
+	for i, e := range c.file.Endpoints {
 		field := fmt.Sprintf("endpoints[%d]", i)
-		mk, ok := providers[e.Provider]
-		switch {
-		case !ok:
-			return bad(field+".provider", "want one of %s, got %q", providerNames(), e.Provider)
-		case !strings.HasPrefix(e.Path, "/"):
-			return bad(field+".path", "must start with /, got %q", e.Path)
-		case seen[e.Path]:
-			return bad(field+".path", "%q is another endpoint's too", e.Path)
-		case strings.ContainsAny(e.Path, " \t"):
-			return bad(field+".path", "a path only, no method or space: %q", e.Path)
-		case e.Tenant == "" && !strings.Contains(e.Path, "{tenant}"):
-			return bad(field+".path", "must name the tenant ({tenant} in the path), or the endpoint its tenant (tenant:)")
-		case e.Tenant != "" && strings.Contains(e.Path, "{tenant}"):
-			return bad(field+".tenant", "the path names the tenant already ({tenant})")
-		case e.Tenant != "" && f.Tenants[e.Tenant].Plan == "":
-			return bad(field+".tenant", "no tenant %q in tenants", e.Tenant)
-		case e.Tolerance < 0:
-			return bad(field+".tolerance", "must not be negative")
-		case e.Provider == "twilio" && e.PublicURL == "":
-			return bad(field+".public_url", "required for twilio: the scheme and host Twilio signs the URL with")
-		case e.Provider != "twilio" && e.PublicURL != "":
-			return bad(field+".public_url", "only twilio signs the URL")
-		case e.Path == "/metrics" || e.Path == "/healthz" || e.Path == "/readyz":
-			return bad(field+".path", "%s is serve's own", e.Path)
+		if err := c.checkEndpoint(field, e, seen); err != nil {
+			return nil, err
 		}
 		if err := handle(scratch, e.Path, http.NotFoundHandler()); err != nil {
-			return bad(field+".path", "%v", err)
+			return nil, bad(field+".path", "%v", err)
 		}
 		seen[e.Path] = true
 		usedProviders[e.Provider] = true
-		p := mk(e)
+		p := providers[e.Provider](e)
 		if e.Defer {
 			p = webhook.Deferring(p)
 		}
 		c.endpoints = append(c.endpoints, endpoint{spec: e, provider: p})
 	}
-	if len(f.Tenants) == 0 {
+	return usedProviders, nil
+}
+
+// checkEndpoint checks the fields of one endpoint, field, against the
+// paths seen before it and the file's tenants.
+func (c *serveConfig) checkEndpoint(field string, e endpointSpec, seen map[string]bool) error {
+	_, ok := providers[e.Provider]
+	switch {
+	case !ok:
+		return bad(field+".provider", "want one of %s, got %q", providerNames(), e.Provider)
+	case !strings.HasPrefix(e.Path, "/"):
+		return bad(field+".path", "must start with /, got %q", e.Path)
+	case seen[e.Path]:
+		return bad(field+".path", "%q is another endpoint's too", e.Path)
+	case strings.ContainsAny(e.Path, " \t"):
+		return bad(field+".path", "a path only, no method or space: %q", e.Path)
+	case e.Tenant == "" && !strings.Contains(e.Path, "{tenant}"):
+		return bad(field+".path", "must name the tenant ({tenant} in the path), or the endpoint its tenant (tenant:)")
+	case e.Tenant != "" && strings.Contains(e.Path, "{tenant}"):
+		return bad(field+".tenant", "the path names the tenant already ({tenant})")
+	case e.Tenant != "" && c.file.Tenants[e.Tenant].Plan == "":
+		return bad(field+".tenant", "no tenant %q in tenants", e.Tenant)
+	case e.Tolerance < 0:
+		return bad(field+".tolerance", "must not be negative")
+	case e.Provider == "twilio" && e.PublicURL == "":
+		return bad(field+".public_url", "required for twilio: the scheme and host Twilio signs the URL with")
+	case e.Provider != "twilio" && e.PublicURL != "":
+		return bad(field+".public_url", "only twilio signs the URL")
+	case e.Path == "/metrics" || e.Path == "/healthz" || e.Path == "/readyz":
+		return bad(field+".path", "%s is serve's own", e.Path)
+	}
+	return nil
+}
+
+// resolveTenants gives each tenant its plan and reads its secrets, in
+// name order so that the error of a file with several bad tenants is the
+// same on every run.
+func (c *serveConfig) resolveTenants(usedProviders map[string]bool) error {
+	if len(c.file.Tenants) == 0 {
 		return bad("tenants", "required: at least one tenant (plan, secrets)")
 	}
 	c.tenants = map[string]tenant{}
-	for _, name := range slices.Sorted(maps.Keys(f.Tenants)) {
-		t := f.Tenants[name]
+	for _, name := range slices.Sorted(maps.Keys(c.file.Tenants)) {
+		t := c.file.Tenants[name]
 		field := "tenants." + name
 		plan, ok := c.plans[t.Plan]
 		if !ok {
 			return bad(field+".plan", "no plan %q (plans: %s)", t.Plan, keys(c.plans))
 		}
-		tn := tenant{plan: plan, secrets: map[string][]string{}}
-		for _, prov := range slices.Sorted(maps.Keys(t.Secrets)) {
-			refs := t.Secrets[prov]
-			if !usedProviders[prov] {
-				return bad(field+".secrets."+prov, "no endpoint of provider %q", prov)
-			}
-			for i, ref := range refs {
-				s, err := readRef(fmt.Sprintf("%s.secrets.%s[%d]", field, prov, i), ref)
-				if err != nil {
-					return err
-				}
-				tn.secrets[prov] = append(tn.secrets[prov], s)
-			}
+		byProvider, err := readSecrets(field, t.Secrets, usedProviders)
+		if err != nil {
+			return err
 		}
-		c.tenants[name] = tn
+		c.tenants[name] = tenant{plan: plan, secrets: byProvider}
 	}
 	return nil
 }
 
+// readSecrets reads the secrets of one tenant, field, by provider name.
+// The refs are read now, at start or reload, so that a secret missing is
+// a config file refused rather than a delivery failing later.
+func readSecrets(field string, refs map[string]secrets, usedProviders map[string]bool) (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, prov := range slices.Sorted(maps.Keys(refs)) {
+		if !usedProviders[prov] {
+			return nil, bad(field+".secrets."+prov, "no endpoint of provider %q", prov)
+		}
+		for i, ref := range refs[prov] {
+			s, err := readRef(fmt.Sprintf("%s.secrets.%s[%d]", field, prov, i), ref)
+			if err != nil {
+				return nil, err
+			}
+			out[prov] = append(out[prov], s)
+		}
+	}
+	return out, nil
+}
+
+// resolveSink checks the one sink the file names, the file sink when it
+// names none, and fills in its defaults.
 func (c *serveConfig) resolveSink() error {
 	s := &c.file.Sink
 	n := 0
@@ -527,45 +595,57 @@ func (c *serveConfig) resolveSink() error {
 			return bad("sink.file.keep", "must not be negative")
 		}
 	case s.Redis != nil:
-		if s.Redis.URL == "" {
-			return bad("sink.redis.url", "required: redis://host:6379/0 (env:NAME for one with a password)")
-		}
-		if s.Redis.Stream == "" {
-			return bad("sink.redis.stream", "required: the stream's key")
-		}
-		if s.Redis.MaxLen < 0 {
-			return bad("sink.redis.max_len", "must not be negative")
-		}
-		var err error
-		if c.sinkURL, err = resolveURL("sink.redis.url", s.Redis.URL); err != nil {
-			return err
-		}
+		return c.resolveRedisSink(s.Redis)
 	case s.HTTP != nil:
-		h := s.HTTP
-		u, err := url.Parse(h.URL)
-		switch {
-		case h.URL == "":
-			return bad("sink.http.url", "required: where the application takes hooks")
-		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-			return bad("sink.http.url", "want an http:// or https:// URL")
-		case u.User != nil:
-			return bad("sink.http.url", "no credentials in the file")
-		case h.SpoolDir == "":
-			return bad("sink.http.spool_dir", "required: where hooks wait until the application takes them")
-		case h.Timeout < 0 || h.MaxBackoff < 0:
-			return bad("sink.http", "timeout and max_backoff must not be negative")
-		}
-		if h.EventIDHeader == "" {
-			h.EventIDHeader = defaultEventIDHdr
-		}
-		if h.Timeout == 0 {
-			h.Timeout = 10 * time.Second
-		}
-		if h.MaxBackoff == 0 {
-			h.MaxBackoff = time.Minute
-		}
+		return resolveHTTPSink(s.HTTP)
 	case s.Postgres != nil:
 		return c.resolvePostgresSink(s.Postgres)
+	}
+	return nil
+}
+
+// resolveRedisSink checks the Redis sink and reads its URL, which may be
+// a ref to one with a password.
+func (c *serveConfig) resolveRedisSink(r *redisSinkConfig) error {
+	if r.URL == "" {
+		return bad("sink.redis.url", "required: redis://host:6379/0 (env:NAME for one with a password)")
+	}
+	if r.Stream == "" {
+		return bad("sink.redis.stream", "required: the stream's key")
+	}
+	if r.MaxLen < 0 {
+		return bad("sink.redis.max_len", "must not be negative")
+	}
+	var err error
+	c.sinkURL, err = resolveURL("sink.redis.url", r.URL)
+	return err
+}
+
+// resolveHTTPSink checks the HTTP sink and fills in its defaults. Its URL
+// is the application's and is written in the file, so it may hold no
+// credentials.
+func resolveHTTPSink(h *httpSinkConfig) error {
+	u, err := url.Parse(h.URL)
+	switch {
+	case h.URL == "":
+		return bad("sink.http.url", "required: where the application takes hooks")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return bad("sink.http.url", "want an http:// or https:// URL")
+	case u.User != nil:
+		return bad("sink.http.url", "no credentials in the file")
+	case h.SpoolDir == "":
+		return bad("sink.http.spool_dir", "required: where hooks wait until the application takes them")
+	case h.Timeout < 0 || h.MaxBackoff < 0:
+		return bad("sink.http", "timeout and max_backoff must not be negative")
+	}
+	if h.EventIDHeader == "" {
+		h.EventIDHeader = defaultEventIDHdr
+	}
+	if h.Timeout == 0 {
+		h.Timeout = 10 * time.Second
+	}
+	if h.MaxBackoff == 0 {
+		h.MaxBackoff = time.Minute
 	}
 	return nil
 }
