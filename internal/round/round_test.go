@@ -105,6 +105,33 @@ func block(t *testing.T, q *Queue[int, string], f *fake, key string) <-chan stri
 	return c
 }
 
+// queueTwo starts the call 0 and queues behind it v1, on a context with
+// no deadline (so its caller is to send the next round) that cancel ends,
+// then v2, on an hour's deadline.
+func queueTwo(t *testing.T, q *Queue[int, string], f *fake, v1, v2 int) (first, c1, c2 <-chan string,
+	cancel context.CancelFunc) {
+	t.Helper()
+	first = block(t, q, f, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c1 = do(q, ctx, "", 1, v1)
+	waitQueued(t, q, "", 1)
+	dctx, dcancel := context.WithTimeout(context.Background(), time.Hour)
+	t.Cleanup(dcancel)
+	c2 = do(q, dctx, "", 1, v2)
+	waitQueued(t, q, "", 2)
+	return first, c1, c2, cancel
+}
+
+// started returns a fake, a Queue of rounds of at most max over it, and
+// the call 0 on the wire in lane key.
+func started(t *testing.T, max int, key string) (*fake, *Queue[int, string], <-chan string) {
+	t.Helper()
+	f := newFake()
+	q := newQueue(f, max)
+	return f, q, block(t, q, f, key)
+}
+
 type ctxKey struct{}
 
 // A call that finds its lane idle is sent at once, alone, on its own
@@ -143,9 +170,7 @@ func TestLoneCallEndedNotSent(t *testing.T) {
 // The calls queued behind a round go in the next one, in the order they
 // queued, and each gets its own result.
 func TestRoundKeepsOrder(t *testing.T) {
-	f := newFake()
-	q := newQueue(f, 8)
-	first := block(t, q, f, "")
+	f, q, first := started(t, 8, "")
 	var res []<-chan string
 	for i := 1; i <= 5; i++ {
 		res = append(res, do(q, context.Background(), "", 1, i))
@@ -168,9 +193,7 @@ func TestRoundKeepsOrder(t *testing.T) {
 
 // A round weighs at most max; a call heavier than max goes alone.
 func TestRoundBounded(t *testing.T) {
-	f := newFake()
-	q := newQueue(f, 4)
-	first := block(t, q, f, "")
+	f, q, first := started(t, 4, "")
 	weights := []int{2, 2, 1, 9, 3}
 	var res []<-chan string
 	for i, w := range weights {
@@ -195,9 +218,7 @@ func TestRoundBounded(t *testing.T) {
 // A queued call returns by its own deadline while the round ahead of it
 // is still on the wire, and is never sent after.
 func TestOwnDeadline(t *testing.T) {
-	f := newFake()
-	q := newQueue(f, 8)
-	first := block(t, q, f, "")
+	f, q, first := started(t, 8, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	late := do(q, ctx, "", 1, 1)
@@ -220,9 +241,7 @@ func TestOwnDeadline(t *testing.T) {
 // A round runs on the latest deadline of its calls, with the values of
 // the call that sends it, which is the one of that deadline.
 func TestRoundOnLatestDeadline(t *testing.T) {
-	f := newFake()
-	q := newQueue(f, 8)
-	first := block(t, q, f, "")
+	f, q, first := started(t, 8, "")
 	now := time.Now()
 	ctx1, cancel1 := context.WithDeadline(context.WithValue(context.Background(), ctxKey{}, 1), now.Add(time.Hour))
 	defer cancel1()
@@ -251,15 +270,8 @@ func TestRoundOnLatestDeadline(t *testing.T) {
 func TestSenderCancelled(t *testing.T) {
 	f := newFake()
 	q := newQueue(f, 8)
-	first := block(t, q, f, "")
-	ctx, cancel := context.WithCancel(context.Background()) // no deadline: the sender
-	sender := do(q, ctx, "", 1, 0)                          // 0: held on the wire
-	waitQueued(t, q, "", 1)
-	dctx, dcancel := context.WithTimeout(context.Background(), time.Hour)
-	defer dcancel()
-	other := do(q, dctx, "", 1, 3)
-	waitQueued(t, q, "", 2)
-	f.hold <- struct{}{} // the first round comes back
+	first, sender, other, cancel := queueTwo(t, q, f, 0, 3) // 0: held on the wire
+	f.hold <- struct{}{}                                    // the first round comes back
 	get(t, first)
 	<-f.started // the second round is on the wire
 	cancel()
@@ -278,14 +290,7 @@ func TestSenderCancelled(t *testing.T) {
 func TestCancelledNeverSent(t *testing.T) {
 	f := newFake()
 	q := newQueue(f, 8)
-	first := block(t, q, f, "")
-	ctx, cancel := context.WithCancel(context.Background()) // no deadline: would send
-	gone := do(q, ctx, "", 1, 1)
-	waitQueued(t, q, "", 1)
-	dctx, dcancel := context.WithTimeout(context.Background(), time.Hour)
-	defer dcancel()
-	stay := do(q, dctx, "", 1, 2)
-	waitQueued(t, q, "", 2)
+	first, gone, stay, cancel := queueTwo(t, q, f, 1, 2)
 	cancel()
 	if got := get(t, gone); got != fail(context.Canceled) {
 		t.Fatalf("call 1 = %q, want %q", got, fail(context.Canceled))
@@ -304,9 +309,7 @@ func TestCancelledNeverSent(t *testing.T) {
 // A round in flight in one lane holds up no call of another, and a lane
 // but "" is dropped when idle.
 func TestLanes(t *testing.T) {
-	f := newFake()
-	q := newQueue(f, 8)
-	first := block(t, q, f, "a")
+	f, q, first := started(t, 8, "a")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if got := q.Do(ctx, "b", 1, 5); got != "ok 5" {
