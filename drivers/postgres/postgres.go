@@ -155,6 +155,7 @@ import (
 
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/round"
 )
 
 func init() {
@@ -364,10 +365,7 @@ type conn struct {
 	installing chan struct{} // closed when the install in flight ends
 	installErr error
 
-	// mu guards the group commit's queue (group.go).
-	mu    sync.Mutex
-	busy  bool
-	queue []*settleCall
+	rounds *round.Queue[*settleCall, settleResult] // group commit (group.go)
 }
 
 var (
@@ -399,6 +397,7 @@ func newConn(pool *pgxpool.Pool, own bool, cfg driver.Config, o options) *conn {
 	c := &conn{pool: pool, own: own, prefix: cfg.KeyPrefix, schema: o.schema, install: o.install,
 		sweep: o.sweep, timeout: cfg.Timeout, log: cfg.Logger, q: newQueries(o.schema)}
 	c.bg, c.stopBG = context.WithCancel(context.Background())
+	c.rounds = c.newRounds()
 	return c
 }
 

@@ -17,7 +17,7 @@
 //
 // The path of a Redis Hit: fleetstore.Store.Hit (checks, budget, error
 // classification) → driver.Conn.Hit, which is [Conn.Hit] here →
-// scripts.HitCall (keys and arguments) → a round (join, sendRound) →
+// scripts.HitCall (keys and arguments) → a round (join, sendQueued) →
 // [Client.Eval] alone or [Client.EvalMulti] (FCALL, EVAL when the function
 // is missing) → scripts.DecodeHit, or scripts.DecodeRound then DecodeHit.
 package rediscore
@@ -31,6 +31,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/fleetstore/fleetstore/driver"
+	"github.com/fleetstore/fleetstore/internal/round"
 	"github.com/fleetstore/fleetstore/internal/scripts"
 )
 
@@ -105,9 +106,7 @@ type Conn struct {
 	stopBG context.CancelFunc
 	wg     sync.WaitGroup
 
-	// mu guards the rounds' lanes (group.go).
-	mu    sync.Mutex
-	lanes map[string]*lane // by tenant on a cluster, else the one lane ""
+	rounds *round.Queue[*op, result] // by tenant on a cluster, else the one lane "" (group.go)
 }
 
 // HitsAlone is what a Client implements when its own pipelining setting
@@ -128,6 +127,7 @@ func New(cl Client, cfg driver.Config, display string) *Conn {
 		c.hitsAlone = a.HitsAlone()
 	}
 	c.bg, c.stopBG = context.WithCancel(context.Background())
+	c.rounds = c.newRounds()
 	return c
 }
 

@@ -33,13 +33,19 @@ type partResult struct {
 	err  error
 }
 
+// sendQueued sends ops, a round of a lane: a call alone in it, of one
+// tenant, by sendAlone; otherwise by sendRound.
+func (c *Conn) sendQueued(ctx context.Context, ops []*op) []result {
+	if len(ops) == 1 && len(ops[0].groups) == 1 {
+		return []result{c.sendAlone(ctx, ops[0])}
+	}
+	return c.sendRound(ctx, ops)
+}
+
 // sendRound runs the calls ops, a round, in one pipeline, and returns each
 // call's result: a call none of whose script calls got a reply has that
 // as its whole failure; otherwise each Hit and claim gets its own.
 func (c *Conn) sendRound(ctx context.Context, ops []*op) []result {
-	if len(ops) == 1 && ops[0].lane != nil && len(ops[0].groups) == 1 {
-		return []result{c.sendAlone(ctx, ops[0])}
-	}
 	plan := c.plan(ops)
 	calls := make([]*Call, len(plan))
 	for i, sc := range plan {
