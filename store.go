@@ -22,7 +22,7 @@ import (
 // package's sentinels and errors.As still finds the driver's own error.
 // Opened with WithFallback, it decides from this node's own state while
 // the shared store is out and replays its commits when it is back
-// (CONTRACT §8; Fallback gives the rules).
+// (CONTRACT §8 gives the rules; Fallback, the settings).
 type Store struct {
 	drv     driver.Driver
 	conn    conn
