@@ -31,6 +31,8 @@ func TestOpenRefuses(t *testing.T) {
 		{"pool_max_conn_idle_time=-1s", "url: pool_max_conn_idle_time"},
 		{"pool_health_check_period=0s", "url: pool_health_check_period"},
 		{"pool_health_check_period=-1s", "url: pool_health_check_period"},
+		{"synchronous_commit=bogus", "url: synchronous_commit"},
+		{"target_session_attrs=nope", "url: target_session_attrs"},
 	} {
 		_, err := fleetstore.Open("postgres://edge:s3cret@127.0.0.1:1/app?" + tc.query)
 		var inv *fleetstore.InvalidError

@@ -142,6 +142,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -262,6 +263,18 @@ func parseOptions(q url.Values, budget time.Duration) (options, error) {
 			if d, err := time.ParseDuration(v); err != nil || d <= 0 {
 				return o, driver.Invalid("url: "+name, "want a Go duration > 0, got "+driver.Quote(v))
 			}
+		}
+	}
+	// A value the server refuses fails every connect, which a caller
+	// would take for an outage.
+	for name, values := range map[string][]string{
+		"synchronous_commit": {"on", "off", "local", "remote_write", "remote_apply",
+			"true", "false", "yes", "no", "1", "0"},
+		"target_session_attrs": {"any", "read-write", "read-only", "primary", "standby", "prefer-standby"},
+	} {
+		if v := q.Get(name); v != "" && !slices.Contains(values, v) {
+			return o, driver.Invalid("url: "+name, "want one of "+strings.Join(values, ", ")+", got "+
+				driver.Quote(v))
 		}
 	}
 	if q.Has("tls_cert_file") != q.Has("tls_key_file") {
