@@ -25,6 +25,14 @@ func TestOpenRefuses(t *testing.T) {
 		{"connect_timeout=5", "url: connect_timeout"},
 		{"tls_cert_file=/x.pem", "url: tls_cert_file"},
 		{"tls_ca_file=/does/not/exist.pem", "url"},
+		{"pool_max_conns=0", "url: pool_max_conns"},
+		{"pool_max_conns=abc", "url: pool_max_conns"},
+		{"pool_max_conn_lifetime=xyz", "url: pool_max_conn_lifetime"},
+		{"pool_max_conn_idle_time=-1s", "url: pool_max_conn_idle_time"},
+		{"pool_health_check_period=0s", "url: pool_health_check_period"},
+		{"pool_health_check_period=-1s", "url: pool_health_check_period"},
+		{"synchronous_commit=bogus", "url: synchronous_commit"},
+		{"target_session_attrs=nope", "url: target_session_attrs"},
 	} {
 		_, err := fleetstore.Open("postgres://edge:s3cret@127.0.0.1:1/app?" + tc.query)
 		var inv *fleetstore.InvalidError

@@ -32,9 +32,9 @@
 //	                     among several hosts. Default any.
 //	connect_timeout      libpq's, whole seconds; at most the timeout or 1s (see Cold start).
 //	synchronous_commit   the sessions' setting (see Deploying). Default the server's.
-//	pool_max_conns       connections of the Store's pool. Default 4.
+//	pool_max_conns       connections of the Store's pool, ≥ 1. Default 4.
 //	pool_max_conn_lifetime, pool_max_conn_idle_time, pool_health_check_period
-//	                     pgxpool's, Go durations.
+//	                     pgxpool's, Go durations > 0.
 //
 // Refused with the reason: pool_min_conns and pool_min_idle_conns (Open
 // connects nothing, CONTRACT T3; see Cold start).
@@ -142,6 +142,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -248,6 +249,32 @@ func parseOptions(q url.Values, budget time.Duration) (options, error) {
 		if err != nil || n < 1 || time.Duration(n)*time.Second > connectTimeout(budget) {
 			return o, driver.Invalid("url: connect_timeout", "want whole seconds ≥ 1, at most "+
 				connectTimeout(budget).String()+", got "+driver.Quote(v))
+		}
+	}
+	if v := q.Get("pool_max_conns"); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 32); err != nil || n < 1 {
+			return o, driver.Invalid("url: pool_max_conns", "want a whole number ≥ 1, got "+driver.Quote(v))
+		}
+	}
+	// pgxpool takes a period ≤ 0 as it is, and its health check then
+	// panics in a goroutine of its own.
+	for _, name := range []string{"pool_max_conn_lifetime", "pool_max_conn_idle_time", "pool_health_check_period"} {
+		if v := q.Get(name); v != "" {
+			if d, err := time.ParseDuration(v); err != nil || d <= 0 {
+				return o, driver.Invalid("url: "+name, "want a Go duration > 0, got "+driver.Quote(v))
+			}
+		}
+	}
+	// A value the server refuses fails every connect, which a caller
+	// would take for an outage.
+	for name, values := range map[string][]string{
+		"synchronous_commit": {"on", "off", "local", "remote_write", "remote_apply",
+			"true", "false", "yes", "no", "1", "0"},
+		"target_session_attrs": {"any", "read-write", "read-only", "primary", "standby", "prefer-standby"},
+	} {
+		if v := q.Get(name); v != "" && !slices.Contains(values, v) {
+			return o, driver.Invalid("url: "+name, "want one of "+strings.Join(values, ", ")+", got "+
+				driver.Quote(v))
 		}
 	}
 	if q.Has("tls_cert_file") != q.Has("tls_key_file") {

@@ -155,6 +155,11 @@ func NewSettler(rawURL string) (*Settler, error) {
 		return nil, driver.Invalid("url", "not a URL")
 	}
 	q := u.Query()
+	for _, name := range []string{"key_prefix", "schema"} {
+		if len(q[name]) > 1 {
+			return nil, driver.Invalid("url: "+name, "given more than once")
+		}
+	}
 	prefix := "fleetstore"
 	if q.Has("key_prefix") {
 		prefix = q.Get("key_prefix")
@@ -192,8 +197,8 @@ func validPrefix(p string) bool {
 // matches ErrClaimLost (C8). Per-claim failures are joined, one
 // *driver.ClaimError each, as the Store's Commit returns them; the others
 // are committed with tx. A failure of the statement is returned as it is
-// (the transaction is then aborted: roll it back). Bad claims are an
-// ErrInvalid naming the field, and nothing is sent.
+// (the transaction is then aborted: roll it back). Bad claims, or a nil
+// tx, are an ErrInvalid naming the field, and nothing is sent.
 func (s *Settler) Commit(ctx context.Context, tx pgx.Tx, claims ...driver.Claim) error {
 	return s.settle(ctx, tx, true, claims)
 }
@@ -205,6 +210,9 @@ func (s *Settler) Release(ctx context.Context, tx pgx.Tx, claims ...driver.Claim
 }
 
 func (s *Settler) settle(ctx context.Context, tx pgx.Tx, commit bool, claims []driver.Claim) error {
+	if tx == nil {
+		return driver.Invalid("tx", "is nil")
+	}
 	if len(claims) == 0 {
 		return nil
 	}

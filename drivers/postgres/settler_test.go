@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -220,4 +221,29 @@ func openStore(t *testing.T, url string) *fleetstore.Store {
 	}
 	t.Cleanup(func() { st.Close() })
 	return st
+}
+
+// TestSettlerRefuses: a nil transaction is ErrInvalid naming tx, not a
+// panic, and so is a key_prefix or schema given twice, which the Store
+// refuses too.
+func TestSettlerRefuses(t *testing.T) {
+	settler, err := NewSettler("postgres://edge:s3cret@127.0.0.1:1/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inv *fleetstore.InvalidError
+	for name, settle := range map[string]func() error{
+		"commit":  func() error { return settler.Commit(context.Background(), nil, settlerClaim("hook-a")) },
+		"release": func() error { return settler.Release(context.Background(), nil, settlerClaim("hook-a")) },
+	} {
+		if err := settle(); !errors.As(err, &inv) || inv.Field != "tx" {
+			t.Errorf("%s in a nil transaction: %v, want ErrInvalid naming tx", name, err)
+		}
+	}
+	for _, q := range []string{"key_prefix=a&key_prefix=b", "schema=a&schema=b"} {
+		_, err := NewSettler("postgres://edge:s3cret@127.0.0.1:1/app?" + q)
+		if !errors.As(err, &inv) || !strings.HasPrefix(inv.Field, "url: ") {
+			t.Errorf("NewSettler with %s: %v, want ErrInvalid naming the parameter", q, err)
+		}
+	}
 }
