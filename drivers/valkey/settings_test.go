@@ -46,8 +46,10 @@ func TestSettingNoClientCache(t *testing.T) {
 	t.Parallel()
 	r := startServer(t, testserver.ConfigLines(`rename-command CLIENT ""`))
 	withAndWithout(t, func(o *valkey.ClientOption) { o.DisableCache = false }, func(t *testing.T, undo func(*valkey.ClientOption)) error {
-		c := testConn(t, "valkey://"+r.Addr, time.Second, undo)
-		_, err := c.Hit(budget(t, time.Second), hooks("cache-"+randName(), time.Millisecond, time.Second), nil)
+		// The first Hit dials and loads the library: 5s, however loaded the
+		// machine. Undone, the Hit fails at once on CLIENT TRACKING.
+		c := testConn(t, "valkey://"+r.Addr, 5*time.Second, undo)
+		_, err := c.Hit(budget(t, 5*time.Second), hooks("cache-"+randName(), time.Millisecond, time.Second), nil)
 		return err
 	})
 }
