@@ -176,18 +176,9 @@ func free(t *testing.T, st *fleetstore.Store, c fleetstore.Claim) {
 // Fails without group commit (one script call per call at least).
 func TestGroupCommitShares(t *testing.T) {
 	t.Parallel()
-	for _, d := range drivers {
-		t.Run(d.scheme+"/server", func(t *testing.T) {
-			t.Parallel()
-			srv := testserver.StartRedis(t, testserver.Binary(d.bin))
-			testGroupCommitShares(t, d.scheme+"://"+srv.Addr, srv)
-		})
-		t.Run(d.scheme+"/cluster", func(t *testing.T) {
-			t.Parallel()
-			cl := testserver.StartCluster(t, testserver.Binary(d.bin))
-			testGroupCommitShares(t, cl.URLScheme(d.scheme), cl.Nodes...)
-		})
-	}
+	onServerAndCluster(t, func(t *testing.T, raw string, _ bool, servers ...*testserver.Redis) {
+		testGroupCommitShares(t, raw, servers...)
+	})
 }
 
 func testGroupCommitShares(t *testing.T, raw string, servers ...*testserver.Redis) {
@@ -437,18 +428,13 @@ func TestGroupCommitLostReply(t *testing.T) {
 // its own slot. Fails with the Valkey driver splitting by tenant always.
 func TestSettleOneCallPerSlot(t *testing.T) {
 	t.Parallel()
-	for _, d := range drivers {
-		t.Run(d.scheme+"/server", func(t *testing.T) {
-			t.Parallel()
-			srv := testserver.StartRedis(t, testserver.Binary(d.bin))
-			testSettleCalls(t, d.scheme+"://"+srv.Addr, 1, srv)
-		})
-		t.Run(d.scheme+"/cluster", func(t *testing.T) {
-			t.Parallel()
-			cl := testserver.StartCluster(t, testserver.Binary(d.bin))
-			testSettleCalls(t, cl.URLScheme(d.scheme), 3, cl.Nodes...)
-		})
-	}
+	onServerAndCluster(t, func(t *testing.T, raw string, cluster bool, servers ...*testserver.Redis) {
+		want := 1 // one server: one call for every tenant
+		if cluster {
+			want = 3 // one per tenant, each its own slot
+		}
+		testSettleCalls(t, raw, want, servers...)
+	})
 }
 
 func testSettleCalls(t *testing.T, raw string, want int, servers ...*testserver.Redis) {
@@ -522,6 +508,24 @@ func TestLargeSettleNotQueued(t *testing.T) {
 			for _, c := range batch {
 				committedBy(t, check, c, "big")
 			}
+		})
+	}
+}
+
+// onServerAndCluster runs test, in parallel, against each driver on one
+// server and on a cluster of three masters: raw is the Store's URL,
+// cluster says which, servers are the nodes.
+func onServerAndCluster(t *testing.T, test func(t *testing.T, raw string, cluster bool, servers ...*testserver.Redis)) {
+	for _, d := range drivers {
+		t.Run(d.scheme+"/server", func(t *testing.T) {
+			t.Parallel()
+			srv := testserver.StartRedis(t, testserver.Binary(d.bin))
+			test(t, d.scheme+"://"+srv.Addr, false, srv)
+		})
+		t.Run(d.scheme+"/cluster", func(t *testing.T) {
+			t.Parallel()
+			cl := testserver.StartCluster(t, testserver.Binary(d.bin))
+			test(t, cl.URLScheme(d.scheme), true, cl.Nodes...)
 		})
 	}
 }

@@ -64,21 +64,10 @@ type roundStep struct {
 // the claims before the others' writes, or if a round is out of order.
 func TestRoundDecidesInOrder(t *testing.T) {
 	t.Parallel()
-	for _, d := range drivers {
-		t.Run(d.scheme+"/server", func(t *testing.T) {
-			t.Parallel()
-			srv := testserver.StartRedis(t, testserver.Binary(d.bin))
-			testRoundInOrder(t, d.scheme+"://"+srv.Addr, srv)
-		})
-		t.Run(d.scheme+"/cluster", func(t *testing.T) {
-			t.Parallel()
-			cl := testserver.StartCluster(t, testserver.Binary(d.bin))
-			testRoundInOrder(t, cl.URLScheme(d.scheme), cl.Nodes...)
-		})
-	}
+	onServerAndCluster(t, testRoundInOrder)
 }
 
-func testRoundInOrder(t *testing.T, raw string, servers ...*testserver.Redis) {
+func testRoundInOrder(t *testing.T, raw string, _ bool, servers ...*testserver.Redis) {
 	st, _, _ := openWarm(t, raw)
 	tenant := "tr-" + randHex(3)
 	// The bytes bucket 4h full: a second bytes charge is denied.
