@@ -60,14 +60,7 @@ func TestReplayBatch(t *testing.T) {
 		conflicts = append(conflicts, c.Key+" held by "+holder)
 	}})
 	ctx := context.Background()
-	committed := testClaim("committed", "other")
-	if errs, err := shared.Commit(ctx, []driver.Claim{committed}); err != nil || errs[0] != nil {
-		t.Fatal(errs, err)
-	}
-	pending := testClaim("pending", "other")
-	if res, err := shared.Hit(ctx, nil, &pending); err != nil || res.Outcome != driver.OK {
-		t.Fatal(res, err)
-	}
+	heldByOther(t, shared)
 	now := time.Now()
 	batch := []queued{
 		{claim: testClaim("expired", "mine"), at: now.Add(-2 * time.Hour), seq: 1},
@@ -140,14 +133,7 @@ func TestReplayObserved(t *testing.T) {
 		events = append(events, e)
 	}})
 	ctx := context.Background()
-	committed := testClaim("committed", "other")
-	if errs, err := shared.Commit(ctx, []driver.Claim{committed}); err != nil || errs[0] != nil {
-		t.Fatal(errs, err)
-	}
-	pending := testClaim("pending", "other")
-	if res, err := shared.Hit(ctx, nil, &pending); err != nil || res.Outcome != driver.OK {
-		t.Fatal(res, err)
-	}
+	heldByOther(t, shared)
 	now := time.Now()
 	fb.replayer.replayBatch(ctx, []queued{
 		{claim: testClaim("fresh", "mine"), at: now},
@@ -168,5 +154,21 @@ func TestReplayObserved(t *testing.T) {
 		{claim: testClaim("b", "mine"), at: now}})
 	if len(events) != 1 || events[0].Failed != 2 || events[0].Class != observe.ClassUnavailable {
 		t.Errorf("events %+v, want one replay of 2 failed, unavailable", events)
+	}
+}
+
+// heldByOther puts two claims of hook "other" in the shared store: key
+// "committed", committed, and key "pending", pending, for a replay of this
+// node's commits of the same keys to meet.
+func heldByOther(t *testing.T, shared driver.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	committed := testClaim("committed", "other")
+	if errs, err := shared.Commit(ctx, []driver.Claim{committed}); err != nil || errs[0] != nil {
+		t.Fatal(errs, err)
+	}
+	pending := testClaim("pending", "other")
+	if res, err := shared.Hit(ctx, nil, &pending); err != nil || res.Outcome != driver.OK {
+		t.Fatal(res, err)
 	}
 }
