@@ -31,7 +31,43 @@ type Charge struct {
 	// and Capacity the largest (366 days), and reads the bucket against
 	// Capacity itself (CONTRACT §1.2).
 	Shadow bool
+	// Window, when its Max is set, makes this the charge of a calendar
+	// quota (CONTRACT §3.2, Q1–Q6): Window.Cost units counted against
+	// Window.Max in a fixed window, not a GCRA bucket. Increment and
+	// Capacity are then zero. The Store never hands a driver a shadow
+	// window charge: it sends Max as MaxWindowUnits and reads the count
+	// against the quota's own Max itself.
+	Window Window
 }
+
+// Window is a calendar quota's charge (CONTRACT §3.2): Cost units counted
+// in a window that admits Max. The Store works out the calendar; the
+// driver sees only the edges of three consecutive windows, in µs since
+// the Unix epoch, strictly ascending: [Edges[0], Edges[1]) the window
+// before the one that holds the node's now, [Edges[1], Edges[2]) that
+// one, [Edges[2], Edges[3]) the next. The driver counts in the window that
+// holds the store's now (G8), so that every node of a fleet counts in one
+// window whatever its own clock says; when none does (the node's clock is
+// off by more than a window), it decides nothing and returns an error
+// marked ErrorReply.
+type Window struct {
+	// Max is how many units a window admits: 1 ≤ Max ≤ MaxWindowUnits.
+	// Zero: the charge is a GCRA charge.
+	Max int64
+	// Cost is how many units this charge counts: 1 ≤ Cost ≤ Max (a Cost
+	// over Max never conforms: ErrOverCapacity, G6).
+	Cost int64
+	// Edges bound the three windows (µs since the Unix epoch).
+	Edges [4]int64
+}
+
+// MaxWindowUnits is the largest Window.Max and Cost: 2^50 units, so that
+// a count stays an exact integer in every store's arithmetic (a Lua
+// number is a double).
+const MaxWindowUnits = 1 << 50
+
+// IsWindow reports whether c is a calendar quota's charge.
+func (c *Charge) IsWindow() bool { return c.Window.Max != 0 }
 
 // Claim is a two-phase dedupe claim on a provider event key (CONTRACT §4).
 type Claim struct {
@@ -128,6 +164,13 @@ type Bucket struct {
 	// Denied says it would have denied: on OK, the charge took the bucket
 	// past Capacity; on RateLimited, it did not conform either (CONTRACT §1.2).
 	Shadow bool
+	// Used is, for a window charge (Charge.Window), the units counted in
+	// its window after the decision: what the Hit took included when it
+	// was taken. Its ResetAfter is then the time until the window's end
+	// (whole µs, ≥ 1µs), when the count starts over, and Headroom is
+	// zero; Denied and Shadow read as for a bucket. Zero for a GCRA
+	// charge. A driver sets it.
+	Used int64
 }
 
 // Result is the answer to a Hit.
