@@ -186,3 +186,16 @@ func dayStart(c civil, loc *time.Location) time.Time {
 	}
 	return time.Unix(hi, 0).In(loc)
 }
+
+// Holding returns which of the three windows bounded by edges (Edges)
+// holds now, in µs: 0, 1 or 2 for [e[0], e[1]), [e[1], e[2]) or
+// [e[2], e[3]), −1 for none. A store counts a quota's charge in that
+// window, by its own clock (CONTRACT §3.2).
+func Holding(e [4]int64, now int64) int {
+	for k := range 3 {
+		if e[k] <= now && now < e[k+1] {
+			return k
+		}
+	}
+	return -1
+}

@@ -250,3 +250,15 @@ func BenchmarkEdges(b *testing.B) {
 		_ = calendar.Edges(calendar.Month, berlin, at)
 	}
 }
+
+func TestHolding(t *testing.T) {
+	e := [4]int64{10, 20, 30, 40}
+	for _, tt := range []struct {
+		now  int64
+		want int
+	}{{9, -1}, {10, 0}, {19, 0}, {20, 1}, {29, 1}, {30, 2}, {39, 2}, {40, -1}} {
+		if got := calendar.Holding(e, tt.now); got != tt.want {
+			t.Errorf("Holding(%v, %d) = %d, want %d", e, tt.now, got, tt.want)
+		}
+	}
+}
