@@ -236,6 +236,7 @@ func (fb *Conn) Hit(ctx context.Context, charges []driver.Charge,
 	defer cancel()
 	res, err := fb.shared.Hit(ctx, charges, claim)
 	if err == nil {
+		fb.local.windows.saw(charges, &res)
 		if claim != nil && res.Outcome == driver.Duplicate {
 			// Remembered, so that the same event at this node during an
 			// outage is a Duplicate too.

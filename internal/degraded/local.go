@@ -31,7 +31,10 @@ type localStore struct {
 	share  Share
 	clock  memstore.Clock
 	recent *recent // this node's recent commits
-	n      *counters
+	// windows holds the counts of quota windows the shared store
+	// reported, and seeds the local counts from them (CONTRACT §8.2).
+	windows *windows
+	n       *counters
 
 	maxClaims  int
 	claimsFull atomic.Bool // the store holds maxClaims claims
@@ -56,6 +59,7 @@ func newLocalStore(rules *Rules, clock memstore.Clock, n *counters) (*localStore
 	}
 	l := &localStore{mem: mem, conn: conn, share: rules.Share, clock: clock, n: n,
 		recent:     newRecent(rules.RecentCommits, clock),
+		windows:    newWindows(rules.Share, clock, maxWindows),
 		maxClaims:  rules.LocalClaims,
 		checkEvery: uint64(min(max(rules.LocalClaims/16, 1), 256))}
 	l.chargeBufs.New = func() any { b := make([]driver.Charge, 0, 8); return &b }
@@ -75,6 +79,7 @@ func (l *localStore) hit(charges []driver.Charge, claim *driver.Claim) (driver.R
 	if len(charges) == 0 && claim == nil {
 		return driver.Result{Outcome: driver.OK, Local: true}, nil
 	}
+	l.windows.prepare(l.conn, charges)
 	bufp, local := l.atShare(charges)
 	res, err := checked.HitShadowed(context.Background(), l.conn, local, claim)
 	if err == nil {
@@ -99,6 +104,7 @@ func (l *localStore) hit(charges []driver.Charge, claim *driver.Claim) (driver.R
 // peek answers a Peek at this node's share of every limit: the buckets
 // that decide this node's next local Hit, as hit reports them.
 func (l *localStore) peek(charges []driver.Charge) driver.Result {
+	l.windows.prepare(l.conn, charges)
 	bufp, local := l.atShare(charges)
 	defer l.putShare(bufp, local)
 	var res driver.Result
@@ -125,6 +131,7 @@ func (l *localStore) held(charges []driver.Charge, claim *driver.Claim) (res dri
 		return driver.Result{}, false, nil
 	}
 	res = driver.Result{Outcome: driver.Pending, RetryAfter: gcra.RetryAfter(left), Local: true}
+	l.windows.prepare(l.conn, charges)
 	bufp, local := l.atShare(charges)
 	l.mem.Quota(localName, localPrefix, local, &res)
 	err = localQuota(&res, charges, local)
@@ -223,9 +230,11 @@ func (l *localStore) forget(claims ...driver.Claim) {
 	l.mem.Forget(localName, localPrefix, claims...)
 }
 
-// reset forgets tenant's buckets here.
+// reset forgets tenant's buckets and windows here, and the counts of its
+// windows the shared store reported.
 func (l *localStore) reset(tenant string) {
 	_ = l.conn.Reset(context.Background(), tenant)
+	l.windows.forget(tenant)
 }
 
 func (l *localStore) close() { _ = l.conn.Close() }

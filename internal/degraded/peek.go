@@ -21,6 +21,7 @@ func (fb *Conn) Peek(ctx context.Context, charges []driver.Charge) (driver.Resul
 	defer cancel()
 	res, err := fb.shared.Peek(ctx, charges)
 	if err == nil {
+		fb.local.windows.saw(charges, &res)
 		return res, nil
 	}
 	if degrade, e := fb.failed(ctx, "peek", err); !degrade {

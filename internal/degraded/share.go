@@ -48,7 +48,8 @@ func OfFraction(f float64) (s Share, ok bool) {
 // admits one charge a year either way.
 //
 // A quota's window charge (CONTRACT §3.2) is returned as it is: the local
-// store counts it against the fleet's whole max.
+// store counts it against the quota's whole max, in a count seeded with
+// what is not this node's (windows).
 func (s Share) Charge(c driver.Charge) driver.Charge {
 	if c.IsWindow() {
 		return c
