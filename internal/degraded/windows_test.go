@@ -218,3 +218,60 @@ func TestWindowsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowShareShadowPeekConcurrent: a shadow quota's window never
+// denies locally, and reads Denied past this node's allowance; a local
+// Peek reports the window as the next local Hit meets it; Hits from many
+// goroutines admit the allowance exactly, the window seeded once.
+func TestWindowShareShadowPeekConcurrent(t *testing.T) {
+	var now atomic.Int64
+	start := int64(1_800_000_000_000_000)
+	now.Store(start + 1000)
+	fb, _ := quotaConn(t, OfNodes(4), &now)
+	edges := hourEdges(start)
+	shadow := windowCharge("shadow", 100, 1, edges)
+	shadow.Shadow = true
+	for i := range 30 {
+		res, err := fb.local.hit([]driver.Charge{shadow}, nil)
+		if err != nil || res.Outcome != driver.OK {
+			t.Fatalf("shadow hit %d: %+v %v, want OK", i+1, res, err)
+		}
+		if b := res.Buckets[0]; b.Denied != (i >= 25) || !b.Shadow {
+			t.Errorf("shadow hit %d: %+v, want Denied past the 25 of this node's share", i+1, b)
+		}
+	}
+
+	c := windowCharge("peek", 100, 1, edges)
+	if got := hitUntilDenied(t, fb, c, 25, edges[2]); got != 25 {
+		t.Fatalf("admitted %d, want 25", got)
+	}
+	if res := fb.local.peek([]driver.Charge{c}); res.Outcome != driver.RateLimited ||
+		!res.Buckets[0].Denied || res.Buckets[0].Used != 100 {
+		t.Errorf("local Peek of a window this node used up: %+v, want rate_limited, Used 100", res)
+	}
+
+	conc := windowCharge("concurrent", 100, 1, edges)
+	var admitted atomic.Int64
+	done := make(chan struct{})
+	for range 8 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range 20 {
+				res, err := fb.local.hit([]driver.Charge{conc}, nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Outcome == driver.OK {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	for range 8 {
+		<-done
+	}
+	if got := admitted.Load(); got != 25 {
+		t.Errorf("8 goroutines admitted %d, want 25", got)
+	}
+}
