@@ -250,6 +250,18 @@ func TestWindowShareShadowPeekConcurrent(t *testing.T) {
 		t.Errorf("local Peek of a window this node used up: %+v, want rate_limited, Used 100", res)
 	}
 
+	// A window this node saw at 60 and never charged locally: the first
+	// local Peek already reports the 90 that are not this node's.
+	fresh := windowCharge("fresh", 100, 1, edges)
+	seen := &driver.Result{Outcome: driver.OK, NBuckets: 1}
+	seen.Buckets[0] = driver.Bucket{Used: 60,
+		ResetAfter: time.Duration(edges[2]-now.Load()) * time.Microsecond}
+	fb.local.windows.saw([]driver.Charge{fresh}, seen)
+	if res := fb.local.peek([]driver.Charge{fresh}); res.Outcome != driver.OK ||
+		res.Buckets[0].Used != 90 {
+		t.Errorf("local Peek of a window seen at 60: %+v, want OK, Used 90 (10 left here)", res)
+	}
+
 	conc := windowCharge("concurrent", 100, 1, edges)
 	var admitted atomic.Int64
 	done := make(chan struct{})
