@@ -1,7 +1,7 @@
 // Package conformance is the public conformance suite of fleetstore: every
-// numbered clause of the contract (G1–G11, C1–C10, T1–T6, V1–V4), the file
-// CONTRACT.md at the root of the module's repository, as a subtest of Run
-// named by its id. A driver author proves a driver with one short test,
+// numbered clause of the contract (G1–G11, Q1–Q6, C1–C10, T1–T6, V1–V4),
+// the file CONTRACT.md at the root of the module's repository, as a
+// subtest of Run named by its id. A driver author proves a driver with one short test,
 // registering nothing:
 //
 //	import (
