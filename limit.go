@@ -222,7 +222,9 @@ func (l Limit) ChargeAt(tenant string, cost int64, now time.Time) Charge {
 // bucket's headroom holds a little more than the burst; a charge over the
 // burst never conforms, G6, so the burst is what is left.)
 //
-// For a quota it is n minus the window's count, b.Used, at least 0.
+// For a quota it is n minus the window's count, b.Used, at least 0. On a
+// Hit decided locally (Result.Local) that is what this node may still
+// admit in the window while the shared store is out (CONTRACT §8.2).
 func (l Limit) Remaining(b Bucket) int64 {
 	if l.calendar != 0 {
 		return max(l.n-b.Used, 0)
