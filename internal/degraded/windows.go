@@ -14,8 +14,8 @@ import (
 
 // maxWindows is how many quota windows the degraded mode remembers, each
 // a tenant, kind and window with the count the shared store last
-// reported of it (CONTRACT §8.2, §8.8). About 100 bytes each, and the
-// tenant's: some 7 MB full, with short tenants.
+// reported of it (CONTRACT §8.2, §8.8). About 170 bytes each with a
+// tenant of 17 bytes: some 11 MB full.
 const maxWindows = 1 << 16
 
 const windowShards = 16
@@ -25,6 +25,13 @@ type windowKey struct {
 	tenant string
 	kind   driver.Kind
 	end    int64
+}
+
+// clone is k holding its own strings, not a caller's (which may be part
+// of a larger one).
+func (k windowKey) clone() windowKey {
+	k.tenant, k.kind = strings.Clone(k.tenant), driver.Kind(strings.Clone(string(k.kind)))
+	return k
 }
 
 // windowSeen is what this node knows of one quota window.
@@ -97,7 +104,7 @@ func (w *windows) saw(charges []driver.Charge, r *driver.Result) {
 		e, ok := sh.m[k]
 		if !ok {
 			e.start = start
-			k.tenant = strings.Clone(k.tenant) // not a caller's larger string
+			k = k.clone()
 			w.makeRoom(sh, now)
 		}
 		if b.Used > e.used || !ok {
@@ -152,7 +159,7 @@ func (w *windows) prepare(conn driver.Conn, charges []driver.Charge) {
 		e, ok := sh.m[key]
 		if !ok {
 			e.start = start
-			key.tenant = strings.Clone(key.tenant)
+			key = key.clone()
 			w.makeRoom(sh, now)
 		}
 		n := c.Window.Max // the quota's own, a shadow one's too
