@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -286,4 +287,48 @@ func TestWindowShareShadowPeekConcurrent(t *testing.T) {
 	if got := admitted.Load(); got != 25 {
 		t.Errorf("8 goroutines admitted %d, want 25", got)
 	}
+}
+
+// BenchmarkQuotaWindows: bytes/window is the heap a remembered window
+// holds, its tenant of 16 bytes included (CONTRACT §8.8); saw is what a
+// shared Hit with a quota pays to be remembered, its window known.
+func BenchmarkQuotaWindows(b *testing.B) {
+	start := int64(1_800_000_000_000_000)
+	edges := hourEdges(start)
+	clock := func() int64 { return start + 1000 }
+	r := &driver.Result{Outcome: driver.OK, NBuckets: 1}
+	r.Buckets[0] = driver.Bucket{Used: 1, ResetAfter: time.Duration(edges[2]-clock()) * time.Microsecond}
+	b.Run("memory", func(b *testing.B) {
+		w := newWindows(OfNodes(8), clock, 2*b.N+windowShards*16)
+		charges := make([]driver.Charge, b.N)
+		for i := range charges {
+			charges[i] = windowCharge(fmt.Sprintf("tenant-%09d", i), 10_000, 1, edges)
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		b.ResetTimer()
+		for i := range charges {
+			w.saw(charges[i:i+1], r)
+		}
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&after) // the charges still held: not counted
+		if w.len() != b.N {
+			b.Fatalf("%d windows remembered, want %d", w.len(), b.N)
+		}
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(b.N), "bytes/window")
+		runtime.KeepAlive(w)
+		runtime.KeepAlive(charges)
+	})
+	b.Run("saw", func(b *testing.B) {
+		w := newWindows(OfNodes(8), clock, maxWindows)
+		c := []driver.Charge{windowCharge("tenant-000000001", 10_000, 1, edges)}
+		w.saw(c, r)
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			w.saw(c, r)
+		}
+	})
 }
