@@ -14,8 +14,8 @@ import (
 
 // maxWindows is how many quota windows the degraded mode remembers, each
 // a tenant, kind and window with the count the shared store last
-// reported of it (CONTRACT §8.2, §8.8). About 180 bytes each with a
-// 16-byte tenant: some 12 MB full (BenchmarkQuotaWindows).
+// reported of it (CONTRACT §8.2, §8.8). About 160 bytes each with a
+// 16-byte tenant: some 11 MB full (BenchmarkQuotaWindows).
 const maxWindows = 1 << 16
 
 const windowShards = 16
@@ -36,7 +36,6 @@ func (k windowKey) clone() windowKey {
 
 // windowSeen is what this node knows of one quota window.
 type windowSeen struct {
-	start int64 // µs
 	// used is the largest count of the window a shared Hit or Peek
 	// reported, U: the fleet had taken at least that much.
 	used int64
@@ -97,13 +96,12 @@ func (w *windows) saw(charges []driver.Charge, r *driver.Result) {
 			now, read = w.clock(), true
 		}
 		b := &r.Buckets[i]
-		start, end := nearestEnd(&c.Window.Edges, now+b.ResetAfter.Microseconds())
+		end := nearestEnd(&c.Window.Edges, now+b.ResetAfter.Microseconds())
 		sh := w.shard(c.Tenant)
 		k := windowKey{tenant: c.Tenant, kind: c.Kind, end: end}
 		sh.mu.Lock()
 		e, ok := sh.m[k]
 		if !ok {
-			e.start = start
 			k = k.clone()
 			w.makeRoom(sh, now)
 		}
@@ -115,15 +113,15 @@ func (w *windows) saw(charges []driver.Charge, r *driver.Result) {
 	}
 }
 
-// nearestEnd returns the window of edges whose end is nearest at (µs).
-func nearestEnd(e *[4]int64, at int64) (start, end int64) {
+// nearestEnd returns the end of the window of edges nearest at (µs).
+func nearestEnd(e *[4]int64, at int64) int64 {
 	k := 1
 	for j := 2; j < len(e); j++ {
 		if dist(e[j], at) < dist(e[k], at) {
 			k = j
 		}
 	}
-	return e[k-1], e[k]
+	return e[k]
 }
 
 func dist(a, b int64) uint64 {
@@ -158,7 +156,6 @@ func (w *windows) prepare(conn driver.Conn, charges []driver.Charge) {
 		sh.mu.Lock()
 		e, ok := sh.m[key]
 		if !ok {
-			e.start = start
 			key = key.clone()
 			w.makeRoom(sh, now)
 		}
