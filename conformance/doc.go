@@ -16,7 +16,7 @@
 //		conformance.Run(t, conformance.Config{
 //			Driver:  mystore.Driver{},
 //			URL:     "mystore://" + srv.Addr,
-//			Records: srv.Records, // optional: lets G7 and C9 see each record's expiry
+//			Records: srv.Records, // optional: lets G7, C9 and Q5 see each record's expiry
 //		})
 //	}
 //

@@ -583,6 +583,36 @@ var variants = []struct {
 			return res, err
 		}
 	}},
+	{"reset-keeps-quota-windows", "Q5", func(b *broken) {
+		// Reset puts back each window's count as the last Hit left it.
+		var mu sync.Mutex
+		seen := map[string]map[driver.Kind]driver.Charge{}
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			res, err := c.Hit(ctx, charges, claim)
+			mu.Lock()
+			defer mu.Unlock()
+			for i, ch := range charges {
+				if err == nil && ch.IsWindow() && res.Buckets[i].Used > 0 {
+					if seen[ch.Tenant] == nil {
+						seen[ch.Tenant] = map[driver.Kind]driver.Charge{}
+					}
+					ch.Window.Cost, ch.Window.Max = res.Buckets[i].Used, driver.MaxWindowUnits
+					seen[ch.Tenant][ch.Kind] = ch
+				}
+			}
+			return res, err
+		}
+		b.reset = func(c driver.Conn, ctx context.Context, tenant string) error {
+			err := c.Reset(ctx, tenant)
+			mu.Lock()
+			kept := seen[tenant]
+			mu.Unlock()
+			for _, ch := range kept {
+				_, _ = c.Hit(ctx, []driver.Charge{ch}, nil)
+			}
+			return err
+		}
+	}},
 	{"quota-peek-reads-nothing-used", "Q6", func(b *broken) {
 		b.peek = func(c driver.Conn, ctx context.Context, charges []driver.Charge) (driver.Result, error) {
 			res, err := c.(driver.Peeker).Peek(ctx, charges)
