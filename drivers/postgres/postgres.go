@@ -408,15 +408,16 @@ type queries struct {
 func newQueries(schema string) queries {
 	s := pgx.Identifier{schema}.Sanitize()
 	return queries{
-		hit: "SELECT outcome, holder, wait, resets FROM " + s + ".hit_v1($1::text, $2::bytea, $3::bigint, " +
-			"$4::text[], $5::bigint[], $6::bigint[], $7::bytea, $8::bytea, $9::bytea, $10::bigint)",
+		hit: "SELECT outcome, holder, wait, resets, used FROM " + s + ".hit_v2($1::text, $2::bytea, $3::bigint, " +
+			"$4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], " +
+			"$10::bytea, $11::bytea, $12::bytea, $13::bigint)",
 		settle: "SELECT codes, holders FROM " + s + ".settle_v1($1::boolean[], $2::bytea[], $3::bigint[], " +
 			"$4::bytea[], $5::bytea[], $6::bigint[])",
-		peek: "SELECT (SELECT " + s + ".now_v1()), (SELECT coalesce(array_agg(coalesce(b.tat, 0) ORDER BY k.ord), '{}') " +
-			"FROM unnest($3::text[]) WITH ORDINALITY AS k(kind, ord) LEFT JOIN " + s + ".buckets_v1 b " +
-			"ON b.prefix = $1::text AND b.tenant = $2::bytea AND b.kind = k.kind)",
-		reset: "DELETE FROM " + s + ".buckets_v1 WHERE prefix = $1::text AND tenant = $2::bytea",
-		sweep: "SELECT deleted, next FROM " + s + ".sweep_v1($1::bigint, $2::integer)",
+		peek: "SELECT resets, used FROM " + s + ".peek_v2($1::text, $2::bytea, $3::text[], $4::bigint[], " +
+			"$5::bigint[])",
+		reset: "WITH w AS (DELETE FROM " + s + ".windows_v1 WHERE prefix = $1::text AND tenant = $2::bytea) " +
+			"DELETE FROM " + s + ".buckets_v1 WHERE prefix = $1::text AND tenant = $2::bytea",
+		sweep: "SELECT deleted, next FROM " + s + ".sweep_v2($1::bigint, $2::integer)",
 	}
 }
 
@@ -509,7 +510,31 @@ func (c *conn) ensureSchema(ctx context.Context) error {
 	}
 }
 
-// Hit implements driver.Conn: one call of hit_v1 (CONTRACT §3, §4).
+// chargeArgs are the arrays of hit_v2's and peek_v2's charges: kinds,
+// GCRA increments and capacities (µs), window maxima and costs (0 for a
+// GCRA charge) and the four edges of each charge's windows, flattened.
+type chargeArgs struct {
+	kinds            []string
+	incs, caps       []int64
+	wmax, wcost, eds []int64
+}
+
+func newChargeArgs(charges []driver.Charge) chargeArgs {
+	a := chargeArgs{kinds: make([]string, len(charges)), incs: make([]int64, len(charges)),
+		caps: make([]int64, len(charges)), wmax: make([]int64, len(charges)),
+		wcost: make([]int64, len(charges)), eds: make([]int64, 0, 4*len(charges))}
+	for i, ch := range charges {
+		a.kinds[i] = string(ch.Kind)
+		a.incs[i] = ch.Increment.Microseconds()
+		a.caps[i] = ch.Capacity.Microseconds()
+		a.wmax[i] = ch.Window.Max
+		a.wcost[i] = ch.Window.Cost
+		a.eds = append(a.eds, ch.Window.Edges[:]...)
+	}
+	return a
+}
+
+// Hit implements driver.Conn: one call of hit_v2 (CONTRACT §3, §3.2, §4).
 func (c *conn) Hit(ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
 	var tenant string
 	if len(charges) > 0 {
@@ -517,14 +542,7 @@ func (c *conn) Hit(ctx context.Context, charges []driver.Charge, claim *driver.C
 	} else {
 		tenant = claim.Tenant
 	}
-	kinds := make([]string, len(charges))
-	incs := make([]int64, len(charges))
-	caps := make([]int64, len(charges))
-	for i, ch := range charges {
-		kinds[i] = string(ch.Kind)
-		incs[i] = ch.Increment.Microseconds()
-		caps[i] = ch.Capacity.Microseconds()
-	}
+	a := newChargeArgs(charges)
 	var id, hook, node []byte
 	var pending int64
 	if claim != nil {
@@ -537,27 +555,27 @@ func (c *conn) Hit(ctx context.Context, charges []driver.Charge, claim *driver.C
 		holder  []byte
 		wait    int64
 		resets  []int64
+		used    []int64
 	)
-	err := c.queryRow(ctx, c.q.hit, []any{c.prefix, []byte(tenant), tenantKey(c.prefix, tenant), kinds, incs,
-		caps, id, hook, node, pending}, &outcome, &holder, &wait, &resets)
+	err := c.queryRow(ctx, c.q.hit, []any{c.prefix, []byte(tenant), tenantKey(c.prefix, tenant), a.kinds, a.incs,
+		a.caps, a.wmax, a.wcost, a.eds, id, hook, node, pending}, &outcome, &holder, &wait, &resets, &used)
 	if err != nil {
 		return driver.Result{}, err
 	}
-	return decodeHit(len(charges), outcome, holder, wait, resets)
+	return decodeHit(len(charges), outcome, holder, wait, resets, used)
 }
 
-// decodeHit turns hit_v1's answer into a Result; an answer no function of
+// decodeHit turns hit_v2's answer into a Result; an answer no function of
 // ours gives is an error (V4).
-func decodeHit(n int, outcome int32, holder []byte, wait int64, resets []int64) (driver.Result, error) {
+func decodeHit(n int, outcome int32, holder []byte, wait int64, resets, used []int64) (driver.Result, error) {
 	var r driver.Result
-	if outcome < int32(driver.OK) || outcome > int32(driver.RateLimited) || len(resets) != n || wait < 0 {
-		return r, driver.ErrorReply(errors.New("postgres: malformed hit_v1 answer"))
+	if outcome < int32(driver.OK) || outcome > int32(driver.RateLimited) || wait < 0 {
+		return r, driver.ErrorReply(errors.New("postgres: malformed hit_v2 answer"))
+	}
+	if err := setBuckets(&r, n, resets, used); err != nil {
+		return r, err
 	}
 	r.Outcome = driver.Outcome(outcome)
-	r.NBuckets = n
-	for i, us := range resets {
-		r.Buckets[i].ResetAfter = time.Duration(us) * time.Microsecond
-	}
 	switch r.Outcome {
 	case driver.Duplicate:
 		r.HookID = string(holder)
@@ -568,33 +586,56 @@ func decodeHit(n int, outcome int32, holder []byte, wait int64, resets []int64) 
 	return r, nil
 }
 
-// Peek implements driver.Peeker: one read-only statement (CONTRACT G11).
-func (c *conn) Peek(ctx context.Context, charges []driver.Charge) (driver.Result, error) {
-	kinds := make([]string, len(charges))
-	for i, ch := range charges {
-		kinds[i] = string(ch.Kind)
+// setBuckets sets the state of r's n charges from a function's answer:
+// each charge's reset-after and window count.
+func setBuckets(r *driver.Result, n int, resets, used []int64) error {
+	if len(resets) != n || len(used) != n || n > driver.MaxCharges {
+		return driver.ErrorReply(errors.New("postgres: malformed answer: one state per charge expected"))
 	}
-	var now int64
-	var tats []int64
-	err := c.queryRow(ctx, c.q.peek, []any{c.prefix, []byte(charges[0].Tenant), kinds}, &now, &tats)
+	r.NBuckets = n
+	for i := range n {
+		if resets[i] < 0 || used[i] < 0 {
+			return driver.ErrorReply(errors.New("postgres: malformed answer: a negative state"))
+		}
+		r.Buckets[i].ResetAfter = time.Duration(resets[i]) * time.Microsecond
+		r.Buckets[i].Used = used[i]
+	}
+	return nil
+}
+
+// Peek implements driver.Peeker: one call of peek_v2, which writes
+// nothing (CONTRACT G11, §3.2).
+func (c *conn) Peek(ctx context.Context, charges []driver.Charge) (driver.Result, error) {
+	a := newChargeArgs(charges)
+	var resets, used []int64
+	err := c.queryRow(ctx, c.q.peek, []any{c.prefix, []byte(charges[0].Tenant), a.kinds, a.wmax, a.eds},
+		&resets, &used)
 	if err != nil {
 		return driver.Result{}, err
 	}
-	if len(tats) != len(charges) {
-		return driver.Result{}, driver.ErrorReply(errors.New("postgres: malformed peek answer"))
-	}
-	r := driver.Result{NBuckets: len(charges)}
-	for i, tat := range tats {
-		r.Buckets[i].ResetAfter = time.Duration(max(tat-now, 0)) * time.Microsecond
+	var r driver.Result
+	if err := setBuckets(&r, len(charges), resets, used); err != nil {
+		return driver.Result{}, err
 	}
 	return r, nil
 }
 
-// Reset implements driver.Conn: one DELETE of the tenant's buckets (G5).
+// Reset implements driver.Conn: one statement deletes the tenant's
+// buckets and quota windows (G5, CONTRACT §3.2). Without the schema there
+// is nothing to delete. A schema of an earlier driver version, without
+// windows_v1, is brought up to date first when schema_install is on, and
+// is an error otherwise: its buckets are still there.
 func (c *conn) Reset(ctx context.Context, tenant string) error {
 	_, err := c.pool.Exec(ctx, c.q.reset, c.prefix, []byte(tenant))
 	if err != nil && missingSchema(err) {
-		return c.done(nil) // no schema, no bucket
+		if noSchema(err) {
+			return c.done(nil)
+		}
+		if c.install {
+			if err = c.ensureSchema(ctx); err == nil {
+				_, err = c.pool.Exec(ctx, c.q.reset, c.prefix, []byte(tenant))
+			}
+		}
 	}
 	return c.done(err)
 }
