@@ -298,3 +298,45 @@ func TestWindowExpiry(t *testing.T) {
 		t.Fatalf("item %q: %v, want the passed window left out", it.Value, err)
 	}
 }
+
+// TestWindowItemBytes: what a quota window adds to its tenant's bucket
+// item on a real memcached (`stats` bytes), as the package doc's Memory
+// section says: 36 + len(kind) + the digits of its count. The tenant and
+// key_prefix are memClaim's, the plan a webhook edge's: hooks and bytes
+// buckets and a monthly hooks quota at 10 000 used.
+func TestWindowItemBytes(t *testing.T) {
+	t.Parallel()
+	addrs := startServers(t, 1)
+	u, _ := url.Parse("memcached://" + addrs[0])
+	dc, err := Driver{}.Open(driver.Config{URL: u, KeyPrefix: "fleetstore", Timeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close()
+	ctx := context.Background()
+	tenant := memClaim(0).Tenant
+	edges := edgesAround(time.Now(), 31*24*time.Hour, 15*24*time.Hour)
+	buckets := []driver.Charge{gcraCharge(tenant, time.Second, 100),
+		{Kind: driver.Bytes, Tenant: tenant, Increment: time.Microsecond, Capacity: time.Second}}
+	quota := windowCharge(tenant, driver.Hooks, 20_000, 10_000, edges)
+	size := func() int64 {
+		t.Helper()
+		st := testserver.MemcachedStats(t, addrs[0], "")
+		if st["curr_items"] != 1 {
+			t.Fatalf("%d items, want the bucket item alone", st["curr_items"])
+		}
+		return st["bytes"]
+	}
+	if res, err := dc.Hit(ctx, buckets, nil); err != nil || res.Outcome != driver.OK {
+		t.Fatalf("hit: %+v %v", res, err)
+	}
+	without := size()
+	if res, err := dc.Hit(ctx, append(buckets, quota), nil); err != nil || res.Outcome != driver.OK {
+		t.Fatalf("hit: %+v %v", res, err)
+	}
+	with := size()
+	if doc := int64(36 + len(driver.Hooks) + len("10000")); with-without != doc {
+		t.Errorf("a window adds %d bytes to the bucket item, the package doc says %d", with-without, doc)
+	}
+	t.Logf("bucket item: %d bytes with hooks and bytes buckets, %d with a monthly hooks quota too", without, with)
+}
