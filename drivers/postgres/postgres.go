@@ -41,12 +41,21 @@
 //
 // # How a call runs
 //
-// A Hit is one statement, SELECT … FROM hit_v1(…), sent with pgx's
+// A Hit is one statement, SELECT … FROM hit_v2(…), sent with pgx's
 // QueryExecModeExec: one round trip, no statement preparation. The
 // function takes a transaction-scoped advisory lock on (key_prefix,
-// tenant), reads the clock (clock_timestamp, in µs), the buckets and the
-// claim, decides (CONTRACT §3, §4) and writes, in the statement's own
-// transaction. A Peek is one read-only statement; Reset one DELETE.
+// tenant), reads the clock (clock_timestamp, in µs), the buckets, the
+// quota windows and the claim, decides (CONTRACT §3, §3.2, §4) and
+// writes, in the statement's own transaction. A Peek is one statement
+// that writes nothing; Reset one DELETE of the tenant's buckets and
+// windows.
+//
+// A calendar quota counts in the window that holds the server's clock,
+// among the three its charge sends; none does: an error marked
+// ErrorReply, nothing written. Every charge of a Hit, bucket or quota, is
+// decided before anything is written, so a Hit denied by either takes
+// nothing from the other. The advisory lock orders the Hits of a tenant,
+// so Stores at once admit exactly a quota's units.
 // Commits and Releases go in rounds, as on Redis: a call that finds no
 // round in flight is sent at once; those that arrive meanwhile go
 // together in the next round, one call of settle_v1 for all of them.
@@ -69,8 +78,9 @@
 // # Expiry
 //
 // PostgreSQL has no TTL. Every row carries its expiry (a bucket's is its
-// TAT) and every function treats a row past it as absent, so expiry is
-// exact on the server's clock whatever is still stored. A sweep deletes
+// TAT, a quota window's its end) and every function treats a row past it
+// as absent, so expiry is exact on the server's clock whatever is still
+// stored. A sweep deletes
 // them. Every sweep_interval, the one Store of a database that wins a
 // try-lock deletes the expired rows of the next 256 pages of each table.
 // It reads them by TID range, with no index on the expiry, so the Hits'
@@ -93,12 +103,17 @@
 //
 // # Schema
 //
-// The driver keeps its state in one schema (schema=, default fleetstore):
-// tables buckets_v1 and claims_v1 and the functions hit_v1, settle_v1,
-// sweep_v1 and now_v1 (SchemaSQL). key_prefix is part of every row's key,
-// so Stores of several prefixes share the tables. What a committed claim
-// takes on disk (its row, its index entry and the free space its update
-// left) is measured by make compare's Postgres rows (bench/README.md).
+// The driver keeps its state in one schema (schema=, default fleetstore),
+// which SchemaSQL installs. Its tables are buckets_v1, claims_v1 and
+// windows_v1; its functions hit_v2, peek_v2, windows_v2, settle_v1,
+// sweep_v2 and now_v1.
+// key_prefix is part of every row's key, so Stores of several prefixes
+// share the tables. What a committed claim takes on disk (its row, its
+// index entry and the free space its update left) is measured by make
+// compare's Postgres rows (bench/README.md). A quota window is a row of
+// about 150 bytes of heap and 86 of index, for a 24-byte tenant
+// (BenchmarkWindowRowBytes). A quota holds one row, and the last window's
+// until the sweep passes.
 //
 // With schema_install=on, a call that finds them missing installs them
 // and runs once more: the server's answer proves that the call did not
@@ -106,9 +121,17 @@
 // The Store's role then needs CREATE on the database, for the schema.
 // PostgreSQL 15 revoked CREATE on the public schema, which the driver does
 // not use. Teams that install schemas themselves run SchemaSQL with a
-// role of their own, and open the Stores with schema_install=off. A later
-// driver version adds tables and functions with a new suffix, _v2, beside
-// these: Stores of both versions can run during a rolling upgrade.
+// role of their own, and open the Stores with schema_install=off.
+//
+// A driver version that changes a table or a function's arguments adds
+// new ones beside the old, under a new suffix: Stores of both versions
+// run during a rolling upgrade. The calendar quotas added windows_v1 and
+// the _v2 functions. A schema installed before them lacks sweep_v2: with
+// schema_install=on, the first call that finds a function missing runs
+// SchemaSQL, which adds what is missing and keeps the buckets and claims.
+// With schema_install=off, run SchemaSQL before the new Stores start; it
+// leaves hit_v1 and sweep_v1 to the Stores of the earlier version. Drop
+// them once none is left.
 //
 // # Deploying
 //
@@ -116,7 +139,9 @@
 // synchronous_commit on, the default, a claim that a Hit or Commit
 // reported is on the primary's disk. With asynchronous replication a
 // failover loses what the standby had not received, the last commits, as
-// on Redis: a redelivery of those hooks is accepted again. Set
+// on Redis: a redelivery of those hooks is accepted again. A quota's
+// count goes back by the units those Hits took, and its window admits
+// them again. Set
 // synchronous_standby_names (and synchronous_commit on or remote_apply)
 // to lose none, at the cost of a standby round trip per call;
 // synchronous_commit off loses up to three wal_writer_delay of commits in

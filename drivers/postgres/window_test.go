@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"sync"
@@ -283,5 +284,43 @@ func TestSchemaUpgrade(t *testing.T) {
 	res, err := c.Hit(ctx, []driver.Charge{bucket, windowCharge("t", "month", 5, 1, edges)}, nil)
 	if err != nil || res.Outcome != driver.OK || res.Buckets[1].Used != 1 || res.Buckets[0].ResetAfter < 119*time.Minute {
 		t.Fatalf("hit: %+v %v, want OK charged on the kept bucket", res, err)
+	}
+}
+
+// BenchmarkWindowRowBytes measures what a quota window takes on disk:
+// 2 000 tenants (24-byte ids, the memcached driver's memClaim shape) each
+// charge a monthly hooks quota under the default key_prefix; the table's
+// and its index's pages are divided among the rows, after a VACUUM. The
+// package doc's Schema section quotes its figures.
+//
+//	go test -run '^$' -bench WindowRowBytes -benchtime 1x ./drivers/postgres
+func BenchmarkWindowRowBytes(b *testing.B) {
+	for range b.N {
+		srv := testserver.StartPostgres(b)
+		admin := adminPool(b, srv)
+		c := openConn(b, srv.URL()+"&sweep_interval=off")
+		ctx := context.Background()
+		edges := edgesAround(time.Now(), 31*24*time.Hour, 15*24*time.Hour)
+		const n = 2000
+		for i := range n {
+			tenant := fmt.Sprintf("tenant-%s-%06d", "k3v9q2x7lm", i)
+			res, err := c.Hit(ctx, []driver.Charge{windowCharge(tenant, driver.Hooks, 20_000, 10_000, edges)}, nil)
+			if err != nil || res.Outcome != driver.OK {
+				b.Fatalf("hit: %+v %v", res, err)
+			}
+		}
+		if _, err := admin.Exec(ctx, "VACUUM ANALYZE fleetstore.windows_v1"); err != nil {
+			b.Fatal(err)
+		}
+		var rows, tuple, heap, index int64
+		err := admin.QueryRow(ctx, `SELECT count(*), max(pg_column_size(w.*)),
+			pg_relation_size('fleetstore.windows_v1'), pg_indexes_size('fleetstore.windows_v1')
+			FROM fleetstore.windows_v1 w`).Scan(&rows, &tuple, &heap, &index)
+		if err != nil || rows != n {
+			b.Fatalf("%d rows (%v), want %d", rows, err, n)
+		}
+		b.ReportMetric(float64(tuple), "tuple-B/window")
+		b.ReportMetric(float64(heap)/n, "heap-B/window")
+		b.ReportMetric(float64(index)/n, "index-B/window")
 	}
 }
