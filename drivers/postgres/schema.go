@@ -128,10 +128,15 @@ DECLARE
 BEGIN
 	PERFORM pg_advisory_xact_lock(p_tkey);
 	now_us := {S}.now_v1();
-	SELECT w.wst, w.wen INTO wst, wen FROM {S}.windows_v2(p_wmax, p_edges, now_us) w;
 	FOR i IN 1..n LOOP
-		IF wst[i] IS NULL THEN buckets := true; ELSE windows := true; END IF;
+		IF p_wmax[i] > 0 THEN windows := true; ELSE buckets := true; END IF;
 	END LOOP;
+	IF windows THEN
+		SELECT w.wst, w.wen INTO wst, wen FROM {S}.windows_v2(p_wmax, p_edges, now_us) w;
+	ELSE
+		wst := array_fill(NULL::bigint, ARRAY[n]);
+		wen := wst;
+	END IF;
 	tats := array_fill(0::bigint, ARRAY[n]);
 	counts := array_fill(0::bigint, ARRAY[n]);
 	IF buckets THEN
