@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -210,7 +211,10 @@ func TestWindowAllOrNothing(t *testing.T) {
 
 // TestWindowConcurrent: Hits of several Stores at once, each its own
 // driver with its own connections, admit exactly Max units in a window:
-// the window count shares the bucket item's cas with the buckets.
+// the window count shares the bucket item's cas with the buckets. Every
+// Hit carries a claim of its own, taken before the bucket item's cas: a
+// Hit denied after a lost cas gives its claim back, so the claims of the
+// denied Hits are free and those of the admitted ones pending.
 func TestWindowConcurrent(t *testing.T) {
 	t.Parallel()
 	addrs := startServers(t, 2)
@@ -221,16 +225,23 @@ func TestWindowConcurrent(t *testing.T) {
 	}
 	tenant := "t-" + randName()
 	edges := edgesAround(time.Now(), time.Hour, 30*time.Minute)
+	claimOf := func(i int, hook string) *driver.Claim {
+		return &driver.Claim{Tenant: tenant, SourceID: "s", Key: "k" + strconv.Itoa(i), HookID: hook,
+			TTL: time.Hour, PendingTTL: time.Hour}
+	}
 	var ok, denied atomic.Int64
+	admitted := make([]bool, stores*callers*perCaller)
 	var wg sync.WaitGroup
 	for i := range stores * callers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			bucket := gcraCharge(tenant, time.Microsecond, 1<<20)
-			for range perCaller {
+			for j := range perCaller {
+				n := i*perCaller + j
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				res, err := conns[i%stores].Hit(ctx, []driver.Charge{bucket, windowCharge(tenant, "month", quota, 1, edges)}, nil)
+				res, err := conns[i%stores].Hit(ctx, []driver.Charge{bucket, windowCharge(tenant, "month", quota, 1, edges)},
+					claimOf(n, "h"))
 				cancel()
 				switch {
 				case err != nil:
@@ -238,6 +249,7 @@ func TestWindowConcurrent(t *testing.T) {
 					return
 				case res.Outcome == driver.OK:
 					ok.Add(1)
+					admitted[n] = true
 				default:
 					denied.Add(1)
 				}
@@ -249,9 +261,17 @@ func TestWindowConcurrent(t *testing.T) {
 		t.Fatalf("%d OK and %d denied of %d Hits, want exactly %d OK", ok.Load(), denied.Load(),
 			stores*callers*perCaller, quota)
 	}
-	p, err := conns[0].(driver.Peeker).Peek(context.Background(), []driver.Charge{windowCharge(tenant, "month", quota, 1, edges)})
+	ctx := context.Background()
+	p, err := conns[0].(driver.Peeker).Peek(ctx, []driver.Charge{windowCharge(tenant, "month", quota, 1, edges)})
 	if err != nil || p.Buckets[0].Used != quota {
 		t.Fatalf("peek: %+v %v, want %d used", p, err, quota)
+	}
+	for n, took := range admitted {
+		res, err := conns[0].Hit(ctx, nil, claimOf(n, "other"))
+		want := map[bool]driver.Outcome{true: driver.Pending, false: driver.OK}[took]
+		if err != nil || res.Outcome != want {
+			t.Fatalf("claim %d of a Hit admitted %v: another hook's Hit %v %v, want %v", n, took, res.Outcome, err, want)
+		}
 	}
 }
 
