@@ -185,6 +185,7 @@
 // Round trips per Hit: with charges and a claim, 3 in the common path (gets,
 // add, cas); with charges only or a claim only, 2; a denial, duplicate,
 // pending or own-retry answer, 1. Each conflict adds 1–2; an undo adds 2.
+// Quotas add none: their counts are in the bucket item.
 //
 // # Commit, Release, Reset, Ping, Peek
 //
