@@ -67,8 +67,13 @@ func (c *conn) checkSettings() {
 var errRefused = errors.New("stats settings refused")
 
 // settings returns the `stats settings` of the server at a, on a
-// connection of its own.
+// connection of its own, which takes a slot of max_conns while it lasts.
 func (c *conn) settings(ctx context.Context, a net.Addr) (map[string]string, error) {
+	done, err := c.pool.slot(ctx) // within max_conns
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	nc, err := c.sv.dial(ctx, &net.Dialer{}, "tcp", a.String())
 	if err != nil {
 		return nil, err
