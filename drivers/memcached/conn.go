@@ -2,6 +2,8 @@ package memcached
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bradfitz/gomemcache/memcache"
@@ -12,12 +14,24 @@ import (
 )
 
 type conn struct {
-	keys  keys
-	sv    *servers
-	pool  *pool
-	now   func() int64 // client wall clock, µs
-	log   *zap.Logger
-	turns *stripes
+	keys    keys
+	sv      *servers
+	pool    *pool
+	now     func() int64 // client wall clock, µs
+	log     *zap.Logger
+	turns   *stripes
+	timeout time.Duration
+
+	// The settings check (settings.go): checked once every server was
+	// read, seen the servers read (touched by the one check running).
+	checked, checking atomic.Bool
+	seen              map[string]bool
+
+	// bg is cancelled by Close; the settings check runs under it and
+	// Close waits for it (T4).
+	bg     context.Context
+	stopBG context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 var _ driver.Conn = (*conn)(nil)
@@ -56,7 +70,11 @@ func (c *conn) Hit(
 	if cl != nil {
 		h.ck = c.keys.claim(cl.Tenant, cl.SourceID, cl.Key)
 	}
-	return h.run()
+	res, err := h.run()
+	if err == nil {
+		c.answered()
+	}
+	return res, err
 }
 
 // Commit implements driver.Conn (C5–C8).
@@ -96,10 +114,13 @@ func (c *conn) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close implements driver.Conn: every idle socket is closed and every
-// caller waiting for a session returns ErrClosed; a session in use (there
-// is none when the Store calls Close) closes on release.
+// Close implements driver.Conn: the settings check stops, every idle
+// socket is closed and every caller waiting for a session returns
+// ErrClosed; a session in use (there is none when the Store calls Close)
+// closes on release.
 func (c *conn) Close() error {
+	c.stopBG()
+	c.wg.Wait()
 	c.pool.close()
 	return nil
 }

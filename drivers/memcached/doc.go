@@ -86,9 +86,10 @@
 // Memcached has no scripts and no multi-key atomicity, so the contract is
 // kept with compare-and-swap on two items:
 //
-//	PREFIX:b:T  the bucket item of tenant T: "1 KIND:TAT ..." (TAT in µs),
-//	            every kind of the tenant in one item, so Reset is one
-//	            delete; it expires at its largest TAT
+//	PREFIX:b:T  the bucket item of tenant T: "1 KIND:TAT ... KIND@S-E=N
+//	            ..." in µs: every bucket's TAT and every quota window's
+//	            count N in [S, E). One item, so Reset is one delete; it
+//	            expires at its largest TAT or window end
 //	PREFIX:c:D  a claim item, binary: the state ('p' pending, 'c'
 //	            committed), when it expires (µs, 8 bytes big-endian),
 //	            len(hook_id) (a uvarint), hook_id and node; it expires at
@@ -136,6 +137,14 @@
 // bytes per item. BenchmarkClaimMemory measures all of it on a real
 // server.
 //
+// A calendar quota takes no item of its own: its window's count is 36 +
+// len(kind) + the count's digits bytes of its tenant's bucket item. A
+// webhook edge's item with hooks and bytes buckets is 144 bytes for a
+// 24-byte tenant, in a 152-byte chunk; a monthly hooks quota at 10 000
+// used makes it 190, in a 192-byte chunk (TestWindowItemBytes). A window
+// that has passed is left out at the item's next write, so a quota holds
+// one window, two for a while after a boundary.
+//
 // # Hit
 //
 // A Hit reads the bucket and claim items in one gets (they share a server),
@@ -143,14 +152,17 @@
 // the order of package claim:
 //
 //  1. claim pending for the same hook: OK, nothing written;
-//  2. the charges by GCRA (package gcra) on the TATs read: a denial is
-//     RateLimited and writes nothing;
+//  2. the charges on the bucket item read: a bucket by GCRA (package
+//     gcra) on its TAT; a quota by its count in the window that holds
+//     now (CONTRACT §3.2). A denial of any is RateLimited and writes
+//     nothing;
 //  3. claim committed: Duplicate; pending for another hook: Pending, with
 //     its remaining time; nothing written;
 //  4. the claim: add (cas over an item whose stored expiry has passed);
 //     EXISTS or NOT_STORED means another hit won: read both and go to 1;
-//  5. the bucket: cas with the new TATs (add when absent); a conflict
-//     means a concurrent charge: read the bucket alone and go to 2 holding
+//  5. the bucket item: cas with the new TATs and counts (add when
+//     absent); a conflict means a concurrent charge: read the bucket
+//     item alone and go to 2 holding
 //     the claim. When the charges recomputed there are denied, the claim is
 //     given back first — a cas of the very item written, expiring at once —
 //     and the Hit is RateLimited with nothing taken (G3).
@@ -159,7 +171,11 @@
 // exactly (a cas back to nothing) while a GCRA charge is not (a TAT moved
 // by other charges meanwhile cannot be rolled back). So a denial, a
 // duplicate or a pending claim spends no charge, and a lost bucket race
-// leaves no claim. Contention retries back off a random time (up to
+// leaves no claim. The buckets and quota windows of a Hit are one item,
+// decided together and written by one cas: a Hit denied by a quota takes
+// nothing from its buckets and one denied by a bucket nothing from its
+// quotas. Of two Hits that read the same count, only the first cas
+// holds, so Stores at once admit exactly a quota's units. Contention retries back off a random time (up to
 // 50µs·2^attempt, at most 2ms) and stop at the call's deadline. Within one
 // Store, Hits that charge the same tenant take turns (one of 1024 striped
 // one-slot semaphores, left at the deadline) instead of racing each
@@ -169,6 +185,7 @@
 // Round trips per Hit: with charges and a claim, 3 in the common path (gets,
 // add, cas); with charges only or a claim only, 2; a denial, duplicate,
 // pending or own-retry answer, 1. Each conflict adds 1–2; an undo adds 2.
+// Quotas add none: their counts are in the bucket item.
 //
 // # Commit, Release, Reset, Ping, Peek
 //
@@ -181,10 +198,10 @@
 // that claim and decides again. Each Commit or Release settles its own
 // claims: calls are not grouped into shared rounds as on Redis and Valkey
 // (memcached has no script to settle many claims in one request; each
-// claim is its own cas). Reset deletes the bucket item. Ping sends
-// version to every server. Peek (driver.Peeker) gets the bucket item, one
-// round trip, and reads its TATs at the client's now: a get moves no
-// expiry (touch and gat do).
+// claim is its own cas). Reset deletes the bucket item, quota counts
+// included. Ping sends version to every server. Peek (driver.Peeker) gets
+// the bucket item, one round trip, and reads its TATs and quota counts at
+// the client's now: a get moves no expiry (touch and gat do).
 //
 // # Failure cases
 //
@@ -208,8 +225,13 @@
 // A retry by the same hook that runs concurrently with its first attempt
 // can see the pending claim of step 4 and return OK before the first
 // attempt's charge is decided. A server that restarts or evicts loses
-// buckets (full again) and claims (the key can be claimed again): memcached
-// is a cache; size it so that it does not evict, or use Redis.
+// buckets (full again), quota counts (the tenant's quotas admit their
+// units again in the window) and claims (the key can be claimed again):
+// memcached is a cache. By default it evicts the least recently used
+// items when its memory is full; the Store warns once per such server
+// (stats settings: evictions on), after its first Hit. Run memcached with
+// -M, so that a full server refuses writes (calls fail) instead of
+// forgetting, and with memory for the items (-m), or use Redis.
 //
 // # Time
 //
@@ -217,7 +239,10 @@
 // which read the server's TIME, every fleet node charges on its own clock,
 // and a node whose clock runs ahead by d sees buckets d emptier and claims
 // expiring d earlier. Keep the fleet on NTP; a skew well below the
-// emission intervals and TTLs in use is harmless.
+// emission intervals and TTLs in use is harmless. A quota counts in the
+// window that holds the client's now, the one the node's Store computed:
+// around a boundary, a node whose clock runs ahead by d counts in the
+// next window d early.
 //
 // Memcached expiry counts whole seconds on a clock that ticks once a
 // second: an item given n seconds lives between n-1 and n. Every exptime is

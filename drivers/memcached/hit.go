@@ -26,16 +26,21 @@ type hit struct {
 	citem  *memcache.Item // as last read; nil: absent
 	mine   []byte         // the pending claim this call wrote, while it holds it
 
-	// The reset-after of each charge (G10), µs, as charge last computed
-	// them: held as the bucket stands, taken once charged.
-	held, taken [driver.MaxCharges]int64
+	// The state of each charge (G10) as charge last computed it: held as
+	// the bucket item stands, taken once charged.
+	held, taken [driver.MaxCharges]chargeState
 }
 
-// result is r with the reset-after of every charge: leads (held or taken).
-func (h *hit) result(r driver.Result, leads *[driver.MaxCharges]int64) driver.Result {
+// chargeState is what a Hit reports of one charge: the reset-after (µs)
+// and, for a window charge, the units used in its window.
+type chargeState struct{ lead, used int64 }
+
+// result is r with the state of every charge: states (held or taken).
+func (h *hit) result(r driver.Result, states *[driver.MaxCharges]chargeState) driver.Result {
 	r.NBuckets = len(h.charges)
 	for i := range h.charges {
-		r.Buckets[i].ResetAfter = time.Duration(leads[i]) * time.Microsecond
+		r.Buckets[i].ResetAfter = time.Duration(states[i].lead) * time.Microsecond
+		r.Buckets[i].Used = states[i].used
 	}
 	return r
 }
@@ -76,20 +81,20 @@ func (h *hit) decide(now int64) (driver.Result, error) {
 	if d.Verdict == claim.OwnRetry {
 		// Charged nothing: the buckets as they stand (G10).
 		if h.bk != "" {
-			if _, _, _, err := h.charge(now); err != nil {
+			if _, _, err := h.charge(now); err != nil {
 				return driver.Result{}, err
 			}
 		}
 		return h.result(d.Result(), &h.held), nil
 	}
 
-	// 2. The charges: a denial writes nothing (and gives back the
-	// claim this call took, if it took one before a bucket conflict).
-	var tats []kindTAT
-	var maxTAT int64
+	// 2. The charges, GCRA and window: a denial of any writes nothing
+	// (and gives back the claim this call took, if it took one before a
+	// bucket conflict).
+	var next bucketState
 	if h.bk != "" {
 		var wait int64
-		tats, maxTAT, wait, err = h.charge(now)
+		next, wait, err = h.charge(now)
 		if err != nil {
 			return driver.Result{}, err
 		}
@@ -113,7 +118,7 @@ func (h *hit) decide(now int64) (driver.Result, error) {
 
 	// 5. Charge the buckets.
 	if h.bk != "" {
-		if err := h.store(now, tats, maxTAT); err != nil {
+		if err := h.store(now, next); err != nil {
 			return driver.Result{}, err
 		}
 	}
@@ -170,12 +175,12 @@ func (h *hit) take(now int64) error {
 	}
 }
 
-// store writes the charged TATs at now (µs), expiring with the largest
-// one: add, or cas over the bucket item read. After a conflict it reads
-// the bucket alone again (the claim stays this call's) and returns
-// errAgain.
-func (h *hit) store(now int64, tats []kindTAT, maxTAT int64) error {
-	item := &memcache.Item{Key: h.bk, Value: encodeBucket(tats, now), Expiration: expiration(now, maxTAT)}
+// store writes the charged bucket item at now (µs), expiring with its
+// largest TAT or window end: add, or cas over the bucket item read. After
+// a conflict it reads the bucket alone again (the claim stays this
+// call's) and returns errAgain.
+func (h *hit) store(now int64, next bucketState) error {
+	item := &memcache.Item{Key: h.bk, Value: encodeBucket(next, now), Expiration: expiration(now, next.until())}
 	err := h.write(item, h.bucket)
 	switch {
 	case err == nil:
@@ -190,39 +195,61 @@ func (h *hit) store(now int64, tats []kindTAT, maxTAT int64) error {
 	}
 }
 
-// charge applies every charge to the bucket item as read, at now. It
-// returns the TATs to store and the largest, or the longest wait (µs) of
-// the charges that do not conform, and sets each charge's reset-after
-// (h.held, h.taken).
-func (h *hit) charge(now int64) (tats []kindTAT, maxTAT, wait int64, err error) {
+// charge applies every charge to the bucket item as read, at now: a GCRA
+// charge to its kind's TAT, a window charge to its kind's count in the
+// window that holds now (CONTRACT §3.2). It returns the item's content
+// with every charge taken, or the longest wait (µs) of the charges that
+// do not conform, and sets each charge's state (h.held, h.taken). A
+// window charge none of whose windows holds now is errOutside.
+func (h *hit) charge(now int64) (next bucketState, wait int64, err error) {
 	if h.bucket != nil {
-		tats, err = parseBucket(h.bucket.Value)
+		next, err = parseBucket(h.bucket.Value)
 		if err != nil {
-			return nil, 0, 0, malformed(h.bk, err)
+			return bucketState{}, 0, malformed(h.bk, err)
 		}
 	}
-	for j, ch := range h.charges {
+	for j := range h.charges {
+		ch := &h.charges[j]
+		if ch.IsWindow() {
+			start, end, ok := windowAt(&ch.Window, now)
+			if !ok {
+				return bucketState{}, 0, errOutside
+			}
+			i, ok := next.window(string(ch.Kind), start, now)
+			if !ok {
+				i = len(next.wins)
+				next.wins = append(next.wins, kindWindow{kind: string(ch.Kind), start: start, end: end})
+			}
+			w := &next.wins[i]
+			h.held[j] = chargeState{lead: end - now, used: w.used}
+			h.taken[j] = h.held[j]
+			if w.used+ch.Window.Cost > ch.Window.Max {
+				wait = max(wait, end-now)
+				continue
+			}
+			w.used += ch.Window.Cost
+			h.taken[j].used = w.used
+			continue
+		}
 		i := 0
-		for i < len(tats) && tats[i].kind != string(ch.Kind) {
+		for i < len(next.tats) && next.tats[i].kind != string(ch.Kind) {
 			i++
 		}
-		if i == len(tats) {
-			tats = append(tats, kindTAT{kind: string(ch.Kind)})
+		if i == len(next.tats) {
+			next.tats = append(next.tats, kindTAT{kind: string(ch.Kind)})
 		}
-		h.held[j] = gcra.ResetAfter(now, tats[i].tat)
+		kt := &next.tats[i]
+		h.held[j] = chargeState{lead: gcra.ResetAfter(now, kt.tat)}
 		h.taken[j] = h.held[j]
-		d := gcra.Charge(now, tats[i].tat, ch.Increment.Microseconds(), ch.Capacity.Microseconds())
+		d := gcra.Charge(now, kt.tat, ch.Increment.Microseconds(), ch.Capacity.Microseconds())
 		if !d.Conform {
 			wait = max(wait, d.Wait)
 			continue
 		}
-		tats[i].tat = d.TAT
-		h.taken[j] = gcra.ResetAfter(now, d.TAT)
+		kt.tat = d.TAT
+		h.taken[j].lead = gcra.ResetAfter(now, d.TAT)
 	}
-	for _, kt := range tats {
-		maxTAT = max(maxTAT, kt.tat)
-	}
-	return tats, maxTAT, wait, nil
+	return next, wait, nil
 }
 
 // read reads the items named (one round trip: a tenant's items share a

@@ -15,10 +15,18 @@ import (
 
 func TestItemsRoundTrip(t *testing.T) {
 	t.Parallel()
-	tats := []kindTAT{{"hooks", 1790000000123456}, {"bytes", 1790000000000001}, {"old", 5}}
-	got, err := parseBucket(encodeBucket(tats, 100))
-	if err != nil || len(got) != 2 || got[0] != tats[0] || got[1] != tats[1] {
-		t.Fatalf("bucket round trip: %v, %v (the passed TAT dropped)", got, err)
+	b := bucketState{
+		tats: []kindTAT{{"hooks", 1790000000123456}, {"bytes", 1790000000000001}, {"old", 5}},
+		wins: []kindWindow{{"hooks", 1788220800000000, 1790812800000000, 42}, {"hooks", 50, 100, 7},
+			{"month", 1790812800000000, 1793491200000000, 1 << 50}},
+	}
+	got, err := parseBucket(encodeBucket(b, 100))
+	if err != nil || len(got.tats) != 2 || got.tats[0] != b.tats[0] || got.tats[1] != b.tats[1] ||
+		len(got.wins) != 2 || got.wins[0] != b.wins[0] || got.wins[1] != b.wins[2] {
+		t.Fatalf("bucket round trip: %+v, %v (the passed TAT and window dropped)", got, err)
+	}
+	if u := got.until(); u != 1793491200000000 {
+		t.Fatalf("until %d, want the last window's end", u)
 	}
 	for _, rec := range []claim.State{
 		{Phase: claim.Pending, Expires: 1790000000123456, HookID: "hook\n 1", Node: "node:\x00"},
@@ -40,6 +48,9 @@ var (
 	malformedBuckets = []string{
 		" ", "2", "1 hooks", "1 hooks:", "1 hooks:x", "1 :5", "1 Hooks:5", "1 hooks:-1", "1 hooks:5 hooks:6",
 		"1 hooks:99999999999999999999", "\x00\xff",
+		"1 hooks@", "1 hooks@1-2", "1 hooks@1=2", "1 hooks@2-1=0", "1 hooks@1-1=0", "1 hooks@-1-2=0",
+		"1 hooks@1-2=-1", "1 hooks@1-2=1125899906842625", "1 Hooks@1-2=0", "1 @1-2=0", "1 hooks@1-2=x",
+		"1 hooks@1-2=0 hooks@1-3=0",
 	}
 	malformedClaims = []string{
 		"p", "\x00\xff", "p\x00\x00\x00\x00\x00\x00\x00\x05", // too short
@@ -57,7 +68,7 @@ func FuzzParse(f *testing.F) {
 	for _, v := range append(malformedBuckets, malformedClaims...) {
 		f.Add([]byte(v))
 	}
-	f.Add(encodeBucket([]kindTAT{{"hooks", 10}}, 0))
+	f.Add(encodeBucket(bucketState{tats: []kindTAT{{"hooks", 10}}, wins: []kindWindow{{"hooks", 1, 20, 3}}}, 0))
 	f.Add(encodeClaim(claim.State{Phase: claim.Pending, Expires: 10, HookID: "h", Node: "n"}))
 	f.Fuzz(func(t *testing.T, v []byte) {
 		parseBucket(v) // must not panic

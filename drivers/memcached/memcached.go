@@ -1,6 +1,7 @@
 package memcached
 
 import (
+	"context"
 	"net"
 	"net/url"
 	"strconv"
@@ -76,14 +77,18 @@ func (Driver) Open(cfg driver.Config) (driver.Conn, error) {
 		return nil, err
 	}
 	sv := &servers{hosts: hosts, tls: tc}
-	return &conn{
-		keys:  keys{prefix: cfg.KeyPrefix},
-		sv:    sv,
-		pool:  newPool(sv, cfg.Timeout, maxConns, maxIdle),
-		now:   wallMicros,
-		log:   cfg.Logger,
-		turns: newStripes(),
-	}, nil
+	c := &conn{
+		keys:    keys{prefix: cfg.KeyPrefix},
+		sv:      sv,
+		pool:    newPool(sv, cfg.Timeout, maxConns, maxIdle),
+		now:     wallMicros,
+		log:     cfg.Logger,
+		turns:   newStripes(),
+		timeout: cfg.Timeout,
+		seen:    make(map[string]bool),
+	}
+	c.bg, c.stopBG = context.WithCancel(context.Background())
+	return c, nil
 }
 
 // positiveParam is the positive integer parameter name of q (the last

@@ -13,9 +13,10 @@ import (
 var _ driver.Peeker = (*conn)(nil)
 
 // Peek implements driver.Peeker (CONTRACT G11): one get of the tenant's
-// bucket item, its TATs read at the client's now (G8). A get writes
-// nothing and moves no expiry (only touch and gat do); it is sent once
-// more, as every read is, only on a pooled socket the server had closed.
+// bucket item, its TATs and quota windows read at the client's now (G8,
+// CONTRACT §3.2). A get writes nothing and moves no expiry (only touch
+// and gat do); it is sent once more, as every read is, only on a pooled
+// socket the server had closed.
 func (c *conn) Peek(ctx context.Context, charges []driver.Charge) (driver.Result, error) {
 	s, done, err := c.begin(ctx)
 	if err != nil {
@@ -35,17 +36,29 @@ func (c *conn) Peek(ctx context.Context, charges []driver.Charge) (driver.Result
 	if err != nil {
 		return driver.Result{}, classify(ctx, "peek", err)
 	}
-	var tats []kindTAT
+	var b bucketState
 	if it != nil {
-		if tats, err = parseBucket(it.Value); err != nil {
+		if b, err = parseBucket(it.Value); err != nil {
 			return driver.Result{}, malformed(key, err)
 		}
 	}
 	now := c.now()
 	res := driver.Result{NBuckets: len(charges)}
 	for i := range charges {
-		for _, kt := range tats {
-			if kt.kind == string(charges[i].Kind) {
+		ch := &charges[i]
+		if ch.IsWindow() {
+			start, end, ok := windowAt(&ch.Window, now)
+			if !ok {
+				return driver.Result{}, errOutside
+			}
+			if j, ok := b.window(string(ch.Kind), start, now); ok {
+				res.Buckets[i].Used = b.wins[j].used
+			}
+			res.Buckets[i].ResetAfter = time.Duration(end-now) * time.Microsecond
+			continue
+		}
+		for _, kt := range b.tats {
+			if kt.kind == string(ch.Kind) {
 				lead := gcra.ResetAfter(now, kt.tat)
 				res.Buckets[i].ResetAfter = time.Duration(lead) * time.Microsecond
 			}

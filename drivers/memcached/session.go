@@ -219,6 +219,32 @@ func (p *pool) wait(ctx context.Context, hasDeadline bool, deadline time.Time) e
 	}
 }
 
+// slot takes a token of slots for a connection of the caller's own,
+// outside the sessions, waiting as acquire does, and closes an idle
+// session if there is one: the sessions alive and that connection stay
+// within maxConns, as the sessions alone do. The func returned gives the
+// token back.
+func (p *pool) slot(ctx context.Context) (func(), error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(p.timeout)
+	}
+	if err := p.wait(ctx, ok, deadline); err != nil {
+		return nil, err
+	}
+	var s *session
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		s = p.idle[n-1]
+		p.idle = p.idle[:n-1]
+	}
+	p.mu.Unlock()
+	if s != nil {
+		s.close()
+	}
+	return func() { <-p.slots }, nil
+}
+
 // release keeps s idle, or closes it, then gives its token back.
 func (p *pool) release(s *session) {
 	p.mu.Lock()

@@ -67,7 +67,7 @@ func (c *conn) sweepLoop() {
 	}
 }
 
-// sweepOnce runs one sweep_v1 call from page from, within the Store's
+// sweepOnce runs one sweep_v2 call from page from, within the Store's
 // timeout, and returns where the next starts.
 func (c *conn) sweepOnce(from int64) (int64, error) {
 	ctx, cancel := context.WithTimeout(c.bg, c.timeout)

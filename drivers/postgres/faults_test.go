@@ -128,11 +128,11 @@ func TestCommitsGrouped(t *testing.T) {
 			return err
 		}
 		var hits int64
-		err := admin.QueryRow(ctx, "SELECT coalesce(sum(calls) FILTER (WHERE funcname = 'hit_v1'), 0), "+
+		err := admin.QueryRow(ctx, "SELECT coalesce(sum(calls) FILTER (WHERE funcname = 'hit_v2'), 0), "+
 			"coalesce(sum(calls) FILTER (WHERE funcname = 'settle_v1'), 0) FROM pg_stat_user_functions").
 			Scan(&hits, &calls)
 		if err == nil && hits < 2*n {
-			err = fmt.Errorf("%d of %d hit_v1 calls reported yet", hits, 2*n)
+			err = fmt.Errorf("%d of %d hit_v2 calls reported yet", hits, 2*n)
 		}
 		return err
 	})

@@ -25,7 +25,8 @@ func adminPool(t testing.TB, srv *testserver.Postgres) *pgxpool.Pool {
 
 // records lists the live records of a tenant in the default schema, for
 // conformance.Config.Records: its buckets ("bucket/KIND", expiring at
-// their TAT) and its claims ("claim/ID"), with their remaining time on
+// their TAT), its quota windows ("window/KIND/START", expiring at their
+// end) and its claims ("claim/ID"), with their remaining time on
 // the server's clock. A row past its expiry is absent to every function,
 // so it is no record (CONTRACT: Records are logical records).
 func records(admin *pgxpool.Pool) func(ctx context.Context, prefix, tenant string) ([]conformance.Record, error) {
@@ -34,6 +35,9 @@ func records(admin *pgxpool.Pool) func(ctx context.Context, prefix, tenant strin
 			WITH n AS (SELECT fleetstore.now_v1() AS us)
 			SELECT 'bucket/' || kind, tat - n.us FROM fleetstore.buckets_v1, n
 			WHERE prefix = $1 AND tenant = $2 AND tat > n.us
+			UNION ALL
+			SELECT 'window/' || kind || '/' || wstart, wend - n.us FROM fleetstore.windows_v1, n
+			WHERE prefix = $1 AND tenant = $2 AND wend > n.us
 			UNION ALL
 			SELECT 'claim/' || encode(id, 'hex'), expires - n.us FROM fleetstore.claims_v1, n
 			WHERE tkey = $3 AND expires > n.us`, prefix, []byte(tenant), tenantKey(prefix, tenant))

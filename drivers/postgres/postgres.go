@@ -41,12 +41,21 @@
 //
 // # How a call runs
 //
-// A Hit is one statement, SELECT … FROM hit_v1(…), sent with pgx's
+// A Hit is one statement, SELECT … FROM hit_v2(…), sent with pgx's
 // QueryExecModeExec: one round trip, no statement preparation. The
 // function takes a transaction-scoped advisory lock on (key_prefix,
-// tenant), reads the clock (clock_timestamp, in µs), the buckets and the
-// claim, decides (CONTRACT §3, §4) and writes, in the statement's own
-// transaction. A Peek is one read-only statement; Reset one DELETE.
+// tenant), reads the clock (clock_timestamp, in µs), the buckets, the
+// quota windows and the claim, decides (CONTRACT §3, §3.2, §4) and
+// writes, in the statement's own transaction. A Peek is one statement
+// that writes nothing; Reset one DELETE of the tenant's buckets and
+// windows.
+//
+// A calendar quota counts in the window that holds the server's clock,
+// among the three its charge sends; none does: an error marked
+// ErrorReply, nothing written. Every charge of a Hit, bucket or quota, is
+// decided before anything is written, so a Hit denied by either takes
+// nothing from the other. The advisory lock orders the Hits of a tenant,
+// so Stores at once admit exactly a quota's units.
 // Commits and Releases go in rounds, as on Redis: a call that finds no
 // round in flight is sent at once; those that arrive meanwhile go
 // together in the next round, one call of settle_v1 for all of them.
@@ -69,8 +78,9 @@
 // # Expiry
 //
 // PostgreSQL has no TTL. Every row carries its expiry (a bucket's is its
-// TAT) and every function treats a row past it as absent, so expiry is
-// exact on the server's clock whatever is still stored. A sweep deletes
+// TAT, a quota window's its end) and every function treats a row past it
+// as absent, so expiry is exact on the server's clock whatever is still
+// stored. A sweep deletes
 // them. Every sweep_interval, the one Store of a database that wins a
 // try-lock deletes the expired rows of the next 256 pages of each table.
 // It reads them by TID range, with no index on the expiry, so the Hits'
@@ -93,12 +103,17 @@
 //
 // # Schema
 //
-// The driver keeps its state in one schema (schema=, default fleetstore):
-// tables buckets_v1 and claims_v1 and the functions hit_v1, settle_v1,
-// sweep_v1 and now_v1 (SchemaSQL). key_prefix is part of every row's key,
-// so Stores of several prefixes share the tables. What a committed claim
-// takes on disk (its row, its index entry and the free space its update
-// left) is measured by make compare's Postgres rows (bench/README.md).
+// The driver keeps its state in one schema (schema=, default fleetstore),
+// which SchemaSQL installs. Its tables are buckets_v1, claims_v1 and
+// windows_v1; its functions hit_v2, peek_v2, windows_v2, settle_v1,
+// sweep_v2 and now_v1.
+// key_prefix is part of every row's key, so Stores of several prefixes
+// share the tables. What a committed claim takes on disk (its row, its
+// index entry and the free space its update left) is measured by make
+// compare's Postgres rows (bench/README.md). A quota window is a row of
+// about 150 bytes of heap and 86 of index, for a 24-byte tenant
+// (BenchmarkWindowRowBytes). A quota holds one row, and the last window's
+// until the sweep passes.
 //
 // With schema_install=on, a call that finds them missing installs them
 // and runs once more: the server's answer proves that the call did not
@@ -106,9 +121,17 @@
 // The Store's role then needs CREATE on the database, for the schema.
 // PostgreSQL 15 revoked CREATE on the public schema, which the driver does
 // not use. Teams that install schemas themselves run SchemaSQL with a
-// role of their own, and open the Stores with schema_install=off. A later
-// driver version adds tables and functions with a new suffix, _v2, beside
-// these: Stores of both versions can run during a rolling upgrade.
+// role of their own, and open the Stores with schema_install=off.
+//
+// A driver version that changes a table or a function's arguments adds
+// new ones beside the old, under a new suffix: Stores of both versions
+// run during a rolling upgrade. The calendar quotas added windows_v1 and
+// the _v2 functions. A schema installed before them lacks sweep_v2: with
+// schema_install=on, the first call that finds a function missing runs
+// SchemaSQL, which adds what is missing and keeps the buckets and claims.
+// With schema_install=off, run SchemaSQL before the new Stores start; it
+// leaves hit_v1 and sweep_v1 to the Stores of the earlier version. Drop
+// them once none is left.
 //
 // # Deploying
 //
@@ -116,7 +139,9 @@
 // synchronous_commit on, the default, a claim that a Hit or Commit
 // reported is on the primary's disk. With asynchronous replication a
 // failover loses what the standby had not received, the last commits, as
-// on Redis: a redelivery of those hooks is accepted again. Set
+// on Redis: a redelivery of those hooks is accepted again. A quota's
+// count goes back by the units those Hits took, and its window admits
+// them again. Set
 // synchronous_standby_names (and synchronous_commit on or remote_apply)
 // to lose none, at the cost of a standby round trip per call;
 // synchronous_commit off loses up to three wal_writer_delay of commits in
@@ -408,15 +433,16 @@ type queries struct {
 func newQueries(schema string) queries {
 	s := pgx.Identifier{schema}.Sanitize()
 	return queries{
-		hit: "SELECT outcome, holder, wait, resets FROM " + s + ".hit_v1($1::text, $2::bytea, $3::bigint, " +
-			"$4::text[], $5::bigint[], $6::bigint[], $7::bytea, $8::bytea, $9::bytea, $10::bigint)",
+		hit: "SELECT outcome, holder, wait, resets, used FROM " + s + ".hit_v2($1::text, $2::bytea, $3::bigint, " +
+			"$4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], " +
+			"$10::bytea, $11::bytea, $12::bytea, $13::bigint)",
 		settle: "SELECT codes, holders FROM " + s + ".settle_v1($1::boolean[], $2::bytea[], $3::bigint[], " +
 			"$4::bytea[], $5::bytea[], $6::bigint[])",
-		peek: "SELECT (SELECT " + s + ".now_v1()), (SELECT coalesce(array_agg(coalesce(b.tat, 0) ORDER BY k.ord), '{}') " +
-			"FROM unnest($3::text[]) WITH ORDINALITY AS k(kind, ord) LEFT JOIN " + s + ".buckets_v1 b " +
-			"ON b.prefix = $1::text AND b.tenant = $2::bytea AND b.kind = k.kind)",
-		reset: "DELETE FROM " + s + ".buckets_v1 WHERE prefix = $1::text AND tenant = $2::bytea",
-		sweep: "SELECT deleted, next FROM " + s + ".sweep_v1($1::bigint, $2::integer)",
+		peek: "SELECT resets, used FROM " + s + ".peek_v2($1::text, $2::bytea, $3::text[], $4::bigint[], " +
+			"$5::bigint[])",
+		reset: "WITH w AS (DELETE FROM " + s + ".windows_v1 WHERE prefix = $1::text AND tenant = $2::bytea) " +
+			"DELETE FROM " + s + ".buckets_v1 WHERE prefix = $1::text AND tenant = $2::bytea",
+		sweep: "SELECT deleted, next FROM " + s + ".sweep_v2($1::bigint, $2::integer)",
 	}
 }
 
@@ -509,7 +535,31 @@ func (c *conn) ensureSchema(ctx context.Context) error {
 	}
 }
 
-// Hit implements driver.Conn: one call of hit_v1 (CONTRACT §3, §4).
+// chargeArgs are the arrays of hit_v2's and peek_v2's charges: kinds,
+// GCRA increments and capacities (µs), window maxima and costs (0 for a
+// GCRA charge) and the four edges of each charge's windows, flattened.
+type chargeArgs struct {
+	kinds            []string
+	incs, caps       []int64
+	wmax, wcost, eds []int64
+}
+
+func newChargeArgs(charges []driver.Charge) chargeArgs {
+	a := chargeArgs{kinds: make([]string, len(charges)), incs: make([]int64, len(charges)),
+		caps: make([]int64, len(charges)), wmax: make([]int64, len(charges)),
+		wcost: make([]int64, len(charges)), eds: make([]int64, 0, 4*len(charges))}
+	for i, ch := range charges {
+		a.kinds[i] = string(ch.Kind)
+		a.incs[i] = ch.Increment.Microseconds()
+		a.caps[i] = ch.Capacity.Microseconds()
+		a.wmax[i] = ch.Window.Max
+		a.wcost[i] = ch.Window.Cost
+		a.eds = append(a.eds, ch.Window.Edges[:]...)
+	}
+	return a
+}
+
+// Hit implements driver.Conn: one call of hit_v2 (CONTRACT §3, §3.2, §4).
 func (c *conn) Hit(ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
 	var tenant string
 	if len(charges) > 0 {
@@ -517,14 +567,7 @@ func (c *conn) Hit(ctx context.Context, charges []driver.Charge, claim *driver.C
 	} else {
 		tenant = claim.Tenant
 	}
-	kinds := make([]string, len(charges))
-	incs := make([]int64, len(charges))
-	caps := make([]int64, len(charges))
-	for i, ch := range charges {
-		kinds[i] = string(ch.Kind)
-		incs[i] = ch.Increment.Microseconds()
-		caps[i] = ch.Capacity.Microseconds()
-	}
+	a := newChargeArgs(charges)
 	var id, hook, node []byte
 	var pending int64
 	if claim != nil {
@@ -537,27 +580,27 @@ func (c *conn) Hit(ctx context.Context, charges []driver.Charge, claim *driver.C
 		holder  []byte
 		wait    int64
 		resets  []int64
+		used    []int64
 	)
-	err := c.queryRow(ctx, c.q.hit, []any{c.prefix, []byte(tenant), tenantKey(c.prefix, tenant), kinds, incs,
-		caps, id, hook, node, pending}, &outcome, &holder, &wait, &resets)
+	err := c.queryRow(ctx, c.q.hit, []any{c.prefix, []byte(tenant), tenantKey(c.prefix, tenant), a.kinds, a.incs,
+		a.caps, a.wmax, a.wcost, a.eds, id, hook, node, pending}, &outcome, &holder, &wait, &resets, &used)
 	if err != nil {
 		return driver.Result{}, err
 	}
-	return decodeHit(len(charges), outcome, holder, wait, resets)
+	return decodeHit(len(charges), outcome, holder, wait, resets, used)
 }
 
-// decodeHit turns hit_v1's answer into a Result; an answer no function of
+// decodeHit turns hit_v2's answer into a Result; an answer no function of
 // ours gives is an error (V4).
-func decodeHit(n int, outcome int32, holder []byte, wait int64, resets []int64) (driver.Result, error) {
+func decodeHit(n int, outcome int32, holder []byte, wait int64, resets, used []int64) (driver.Result, error) {
 	var r driver.Result
-	if outcome < int32(driver.OK) || outcome > int32(driver.RateLimited) || len(resets) != n || wait < 0 {
-		return r, driver.ErrorReply(errors.New("postgres: malformed hit_v1 answer"))
+	if outcome < int32(driver.OK) || outcome > int32(driver.RateLimited) || wait < 0 {
+		return r, driver.ErrorReply(errors.New("postgres: malformed hit_v2 answer"))
+	}
+	if err := setBuckets(&r, n, resets, used); err != nil {
+		return r, err
 	}
 	r.Outcome = driver.Outcome(outcome)
-	r.NBuckets = n
-	for i, us := range resets {
-		r.Buckets[i].ResetAfter = time.Duration(us) * time.Microsecond
-	}
 	switch r.Outcome {
 	case driver.Duplicate:
 		r.HookID = string(holder)
@@ -568,33 +611,56 @@ func decodeHit(n int, outcome int32, holder []byte, wait int64, resets []int64) 
 	return r, nil
 }
 
-// Peek implements driver.Peeker: one read-only statement (CONTRACT G11).
-func (c *conn) Peek(ctx context.Context, charges []driver.Charge) (driver.Result, error) {
-	kinds := make([]string, len(charges))
-	for i, ch := range charges {
-		kinds[i] = string(ch.Kind)
+// setBuckets sets the state of r's n charges from a function's answer:
+// each charge's reset-after and window count.
+func setBuckets(r *driver.Result, n int, resets, used []int64) error {
+	if len(resets) != n || len(used) != n || n > driver.MaxCharges {
+		return driver.ErrorReply(errors.New("postgres: malformed answer: one state per charge expected"))
 	}
-	var now int64
-	var tats []int64
-	err := c.queryRow(ctx, c.q.peek, []any{c.prefix, []byte(charges[0].Tenant), kinds}, &now, &tats)
+	r.NBuckets = n
+	for i := range n {
+		if resets[i] < 0 || used[i] < 0 {
+			return driver.ErrorReply(errors.New("postgres: malformed answer: a negative state"))
+		}
+		r.Buckets[i].ResetAfter = time.Duration(resets[i]) * time.Microsecond
+		r.Buckets[i].Used = used[i]
+	}
+	return nil
+}
+
+// Peek implements driver.Peeker: one call of peek_v2, which writes
+// nothing (CONTRACT G11, §3.2).
+func (c *conn) Peek(ctx context.Context, charges []driver.Charge) (driver.Result, error) {
+	a := newChargeArgs(charges)
+	var resets, used []int64
+	err := c.queryRow(ctx, c.q.peek, []any{c.prefix, []byte(charges[0].Tenant), a.kinds, a.wmax, a.eds},
+		&resets, &used)
 	if err != nil {
 		return driver.Result{}, err
 	}
-	if len(tats) != len(charges) {
-		return driver.Result{}, driver.ErrorReply(errors.New("postgres: malformed peek answer"))
-	}
-	r := driver.Result{NBuckets: len(charges)}
-	for i, tat := range tats {
-		r.Buckets[i].ResetAfter = time.Duration(max(tat-now, 0)) * time.Microsecond
+	var r driver.Result
+	if err := setBuckets(&r, len(charges), resets, used); err != nil {
+		return driver.Result{}, err
 	}
 	return r, nil
 }
 
-// Reset implements driver.Conn: one DELETE of the tenant's buckets (G5).
+// Reset implements driver.Conn: one statement deletes the tenant's
+// buckets and quota windows (G5, CONTRACT §3.2). Without the schema there
+// is nothing to delete. A schema of an earlier driver version, without
+// windows_v1, is brought up to date first when schema_install is on, and
+// is an error otherwise: its buckets are still there.
 func (c *conn) Reset(ctx context.Context, tenant string) error {
 	_, err := c.pool.Exec(ctx, c.q.reset, c.prefix, []byte(tenant))
 	if err != nil && missingSchema(err) {
-		return c.done(nil) // no schema, no bucket
+		if noSchema(err) {
+			return c.done(nil)
+		}
+		if c.install {
+			if err = c.ensureSchema(ctx); err == nil {
+				_, err = c.pool.Exec(ctx, c.q.reset, c.prefix, []byte(tenant))
+			}
+		}
 	}
 	return c.done(err)
 }

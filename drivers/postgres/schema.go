@@ -30,8 +30,18 @@ func SchemaSQL(schema string) string {
 // claims_v1 holds one row per claim, keyed by the SHA-256 of (key_prefix,
 // tenant, source_id, key): three 1 KiB parts exceed a btree index row. tkey
 // is the 64-bit key of (key_prefix, tenant), the Hit's advisory lock and
-// the tests' way to list a tenant's claims. A row past its expiry is
-// absent to every function; sweep_v1 deletes such rows.
+// the tests' way to list a tenant's claims. windows_v1 holds one row per
+// (key_prefix, tenant, kind, window start) of a calendar quota (CONTRACT
+// §3.2): the units used in [wstart, wend), µs of the server's clock; it
+// expires at wend. A row past its expiry is absent to every function;
+// sweep_v2 deletes such rows.
+//
+// The functions carry the version of their arguments and answers: hit_v2
+// and peek_v2 take window charges, sweep_v2 sweeps windows_v1 too. A
+// schema installed by an earlier driver has hit_v1 and sweep_v1 and no
+// windows_v1: install finds sweep_v2 missing and runs this SQL, which adds
+// what is missing and leaves hit_v1 and sweep_v1 to the Stores of the
+// earlier version during a rolling upgrade.
 const schemaTemplate = `
 CREATE SCHEMA IF NOT EXISTS {S};
 CREATE TABLE IF NOT EXISTS {S}.buckets_v1 (
@@ -49,33 +59,107 @@ CREATE TABLE IF NOT EXISTS {S}.claims_v1 (
 	node bytea NOT NULL,
 	expires bigint NOT NULL
 ) WITH (fillfactor = 70);
+CREATE TABLE IF NOT EXISTS {S}.windows_v1 (
+	prefix text NOT NULL,
+	tenant bytea NOT NULL,
+	kind text NOT NULL,
+	wstart bigint NOT NULL,
+	wend bigint NOT NULL,
+	used bigint NOT NULL,
+	PRIMARY KEY (prefix, tenant, kind, wstart)
+) WITH (fillfactor = 70);
 
 CREATE OR REPLACE FUNCTION {S}.now_v1() RETURNS bigint LANGUAGE sql VOLATILE
 AS $f$ SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint $f$;
 
-CREATE OR REPLACE FUNCTION {S}.hit_v1(
+-- windows_v2 finds, for each charge i of a Hit or Peek, the window of a
+-- window charge (p_wmax[i] > 0) that holds now_us among its three,
+-- p_edges[4i-3..4i]: wst[i] and wen[i], NULL for a GCRA charge. None
+-- holds it: an exception, so that nothing is written.
+CREATE OR REPLACE FUNCTION {S}.windows_v2(p_wmax bigint[], p_edges bigint[], now_us bigint,
+	OUT wst bigint[], OUT wen bigint[])
+LANGUAGE plpgsql IMMUTABLE AS $f$
+DECLARE
+	i int;
+	j int;
+	e int;
+BEGIN
+	wst := '{}';
+	wen := '{}';
+	FOR i IN 1..coalesce(array_length(p_wmax, 1), 0) LOOP
+		wst[i] := NULL;
+		wen[i] := NULL;
+		IF p_wmax[i] > 0 THEN
+			FOR j IN 0..2 LOOP
+				e := 4 * (i - 1) + j + 1;
+				IF p_edges[e] <= now_us AND now_us < p_edges[e + 1] THEN
+					wst[i] := p_edges[e];
+					wen[i] := p_edges[e + 1];
+				END IF;
+			END LOOP;
+			IF wst[i] IS NULL THEN
+				RAISE EXCEPTION 'quota window: the store''s clock is outside the windows sent';
+			END IF;
+		END IF;
+	END LOOP;
+END
+$f$;
+
+CREATE OR REPLACE FUNCTION {S}.hit_v2(
 	p_prefix text, p_tenant bytea, p_tkey bigint,
 	p_kinds text[], p_incs bigint[], p_caps bigint[],
+	p_wmax bigint[], p_wcost bigint[], p_edges bigint[],
 	p_claim bytea, p_hook bytea, p_node bytea, p_pending bigint,
-	OUT outcome int, OUT holder bytea, OUT wait bigint, OUT resets bigint[])
+	OUT outcome int, OUT holder bytea, OUT wait bigint, OUT resets bigint[], OUT used bigint[])
 LANGUAGE plpgsql AS $f$
 DECLARE
 	now_us bigint;
 	n int := coalesce(array_length(p_kinds, 1), 0);
 	tats bigint[];
+	counts bigint[];
 	news bigint[] := '{}';
+	wst bigint[];
+	wen bigint[];
+	buckets boolean := false;
+	windows boolean := false;
 	c {S}.claims_v1%ROWTYPE;
 	live boolean := false;
 	i int;
 BEGIN
 	PERFORM pg_advisory_xact_lock(p_tkey);
 	now_us := {S}.now_v1();
-	SELECT coalesce(array_agg(coalesce(b.tat, 0) ORDER BY k.ord), '{}') INTO tats
-	FROM unnest(p_kinds) WITH ORDINALITY AS k(kind, ord)
-	LEFT JOIN {S}.buckets_v1 b ON b.prefix = p_prefix AND b.tenant = p_tenant AND b.kind = k.kind;
-	resets := '{}';
 	FOR i IN 1..n LOOP
-		resets[i] := greatest(tats[i] - now_us, 0);
+		IF p_wmax[i] > 0 THEN windows := true; ELSE buckets := true; END IF;
+	END LOOP;
+	IF windows THEN
+		SELECT w.wst, w.wen INTO wst, wen FROM {S}.windows_v2(p_wmax, p_edges, now_us) w;
+	ELSE
+		wst := array_fill(NULL::bigint, ARRAY[n]);
+		wen := wst;
+	END IF;
+	tats := array_fill(0::bigint, ARRAY[n]);
+	counts := array_fill(0::bigint, ARRAY[n]);
+	IF buckets THEN
+		SELECT array_agg(coalesce(b.tat, 0) ORDER BY k.ord) INTO tats
+		FROM unnest(p_kinds) WITH ORDINALITY AS k(kind, ord)
+		LEFT JOIN {S}.buckets_v1 b ON b.prefix = p_prefix AND b.tenant = p_tenant AND b.kind = k.kind;
+	END IF;
+	IF windows THEN
+		SELECT array_agg(coalesce(w.used, 0) ORDER BY k.ord) INTO counts
+		FROM unnest(p_kinds, wst) WITH ORDINALITY AS k(kind, st, ord)
+		LEFT JOIN {S}.windows_v1 w ON w.prefix = p_prefix AND w.tenant = p_tenant AND w.kind = k.kind
+			AND w.wstart = k.st AND w.wend > now_us;
+	END IF;
+	resets := '{}';
+	used := '{}';
+	FOR i IN 1..n LOOP
+		IF wst[i] IS NULL THEN
+			resets[i] := greatest(tats[i] - now_us, 0);
+			used[i] := 0;
+		ELSE
+			resets[i] := wen[i] - now_us;
+			used[i] := counts[i];
+		END IF;
 	END LOOP;
 	wait := 0;
 	IF p_claim IS NOT NULL THEN
@@ -87,9 +171,16 @@ BEGIN
 		END IF;
 	END IF;
 	FOR i IN 1..n LOOP
-		news[i] := greatest(tats[i], now_us) + p_incs[i];
-		IF news[i] - p_caps[i] > now_us THEN
-			wait := greatest(wait, news[i] - p_caps[i] - now_us);
+		IF wst[i] IS NULL THEN
+			news[i] := greatest(tats[i], now_us) + p_incs[i];
+			IF news[i] - p_caps[i] > now_us THEN
+				wait := greatest(wait, news[i] - p_caps[i] - now_us);
+			END IF;
+		ELSE
+			news[i] := counts[i] + p_wcost[i];
+			IF news[i] > p_wmax[i] THEN
+				wait := greatest(wait, wen[i] - now_us);
+			END IF;
 		END IF;
 	END LOOP;
 	IF wait > 0 THEN
@@ -117,15 +208,59 @@ BEGIN
 			RETURN;
 		END IF;
 	END IF;
-	IF n > 0 THEN
+	IF buckets THEN
 		INSERT INTO {S}.buckets_v1 AS b (prefix, tenant, kind, tat)
-		SELECT p_prefix, p_tenant, u.k, u.v FROM unnest(p_kinds, news) AS u(k, v)
+		SELECT p_prefix, p_tenant, u.k, u.v FROM unnest(p_kinds, news, wst) AS u(k, v, st)
+		WHERE u.st IS NULL
 		ON CONFLICT (prefix, tenant, kind) DO UPDATE SET tat = excluded.tat;
-		FOR i IN 1..n LOOP
-			resets[i] := news[i] - now_us;
-		END LOOP;
 	END IF;
+	IF windows THEN
+		INSERT INTO {S}.windows_v1 AS w (prefix, tenant, kind, wstart, wend, used)
+		SELECT p_prefix, p_tenant, u.k, u.st, u.en, u.v FROM unnest(p_kinds, news, wst, wen) AS u(k, v, st, en)
+		WHERE u.st IS NOT NULL
+		ON CONFLICT (prefix, tenant, kind, wstart) DO UPDATE SET wend = excluded.wend, used = excluded.used;
+	END IF;
+	FOR i IN 1..n LOOP
+		IF wst[i] IS NULL THEN
+			resets[i] := news[i] - now_us;
+		ELSE
+			used[i] := news[i];
+		END IF;
+	END LOOP;
 	outcome := 1;
+END
+$f$;
+
+CREATE OR REPLACE FUNCTION {S}.peek_v2(
+	p_prefix text, p_tenant bytea, p_kinds text[], p_wmax bigint[], p_edges bigint[],
+	OUT resets bigint[], OUT used bigint[])
+LANGUAGE plpgsql AS $f$
+DECLARE
+	now_us bigint := {S}.now_v1();
+	wst bigint[];
+	wen bigint[];
+	tats bigint[];
+	counts bigint[];
+	i int;
+BEGIN
+	SELECT w.wst, w.wen INTO wst, wen FROM {S}.windows_v2(p_wmax, p_edges, now_us) w;
+	SELECT coalesce(array_agg(coalesce(b.tat, 0) ORDER BY k.ord), '{}'),
+		coalesce(array_agg(coalesce(w.used, 0) ORDER BY k.ord), '{}') INTO tats, counts
+	FROM unnest(p_kinds, wst) WITH ORDINALITY AS k(kind, st, ord)
+	LEFT JOIN {S}.buckets_v1 b ON k.st IS NULL AND b.prefix = p_prefix AND b.tenant = p_tenant AND b.kind = k.kind
+	LEFT JOIN {S}.windows_v1 w ON w.prefix = p_prefix AND w.tenant = p_tenant AND w.kind = k.kind
+		AND w.wstart = k.st AND w.wend > now_us;
+	resets := '{}';
+	used := '{}';
+	FOR i IN 1..coalesce(array_length(p_kinds, 1), 0) LOOP
+		IF wst[i] IS NULL THEN
+			resets[i] := greatest(tats[i] - now_us, 0);
+			used[i] := 0;
+		ELSE
+			resets[i] := wen[i] - now_us;
+			used[i] := counts[i];
+		END IF;
+	END LOOP;
 END
 $f$;
 
@@ -180,7 +315,7 @@ BEGIN
 END
 $f$;
 
-CREATE OR REPLACE FUNCTION {S}.sweep_v1(p_from bigint, p_blocks int, OUT deleted bigint, OUT next bigint)
+CREATE OR REPLACE FUNCTION {S}.sweep_v2(p_from bigint, p_blocks int, OUT deleted bigint, OUT next bigint)
 LANGUAGE plpgsql AS $f$
 DECLARE
 	now_us bigint := {S}.now_v1();
@@ -200,8 +335,11 @@ BEGIN
 	DELETE FROM {S}.claims_v1 WHERE ctid >= lo AND ctid < hi AND expires <= now_us;
 	GET DIAGNOSTICS n = ROW_COUNT;
 	deleted := deleted + n;
-	pages := greatest(pg_relation_size('{S}.buckets_v1'), pg_relation_size('{S}.claims_v1'))
-		/ current_setting('block_size')::bigint;
+	DELETE FROM {S}.windows_v1 WHERE ctid >= lo AND ctid < hi AND wend <= now_us;
+	GET DIAGNOSTICS n = ROW_COUNT;
+	deleted := deleted + n;
+	pages := greatest(pg_relation_size('{S}.buckets_v1'), pg_relation_size('{S}.claims_v1'),
+		pg_relation_size('{S}.windows_v1')) / current_setting('block_size')::bigint;
 	next := p_from + p_blocks;
 	IF next >= pages THEN
 		next := 0;
@@ -225,10 +363,12 @@ func install(ctx context.Context, conn *pgx.Conn, schema string) error {
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(installLock)); err != nil {
 		return err
 	}
-	// Another Store may have installed it while this one waited.
+	// Another Store may have installed it while this one waited. The
+	// last function of the SQL tells: an earlier version's install lacks
+	// it, and gets what it lacks.
 	var have bool
 	err = tx.QueryRow(ctx, "SELECT to_regprocedure($1) IS NOT NULL",
-		pgx.Identifier{schema}.Sanitize()+".sweep_v1(bigint,integer)").Scan(&have)
+		pgx.Identifier{schema}.Sanitize()+".sweep_v2(bigint,integer)").Scan(&have)
 	if err != nil {
 		return err
 	}
@@ -238,6 +378,13 @@ func install(ctx context.Context, conn *pgx.Conn, schema string) error {
 		}
 	}
 	return tx.Commit(ctx)
+}
+
+// noSchema reports whether err is the server's answer that the schema
+// itself is missing.
+func noSchema(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "3F000"
 }
 
 // missingSchema reports whether err is the server's answer that the

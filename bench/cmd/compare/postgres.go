@@ -106,7 +106,7 @@ func (p *pgServer) close() {
 // clean empties the tables a row wrote (fleetstore's and pgx-job's),
 // so that the next row starts on empty ones.
 func (p *pgServer) clean(ctx context.Context) error {
-	_, err := p.admin.Exec(ctx, "TRUNCATE fleetstore.buckets_v1, fleetstore.claims_v1, "+
+	_, err := p.admin.Exec(ctx, "TRUNCATE fleetstore.buckets_v1, fleetstore.claims_v1, fleetstore.windows_v1, "+
 		"pgxjob.buckets, pgxjob.claims")
 	var missing interface{ SQLState() string }
 	if errors.As(err, &missing) && missing.SQLState() == "3F000" || errors.As(err, &missing) &&

@@ -450,7 +450,7 @@ func printGoalsPostgres(w io.Writer, rows, mem []row, markdown bool) {
 		}
 	}
 	two := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
-	// Statements per Hit: the Hit's one hit_v1 statement, plus the
+	// Statements per Hit: the Hit's one hit_v2 statement, plus the
 	// sweeper's (one a second) and the calls in flight at the window's
 	// edges, which the server counts and the row does not: "1" is met
 	// below 1.05.

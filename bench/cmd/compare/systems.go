@@ -95,7 +95,7 @@ var systems = []system{
 	{name: "fleetstore-valkey-cluster-hook", hook: true, cluster: true, open: openFleetstore("valkey", true),
 		about: "fleetstore valkey:// on a cluster of three masters: Hit then Commit"},
 	{name: "fleetstore-postgres-hit", pg: true, open: openFleetstorePostgres(false),
-		about: "fleetstore postgres://: Hit alone (one hit_v1 statement), a pool of -pg-pool connections"},
+		about: "fleetstore postgres://: Hit alone (one hit_v2 statement), a pool of -pg-pool connections"},
 	{name: "fleetstore-postgres-hook", pg: true, hook: true, open: openFleetstorePostgres(true),
 		about: "fleetstore postgres://: Hit then Commit; p50/p99 are the Hit's, ops/s are hooks"},
 	{name: "pgbench-N", pg: true, external: runPgbench,
