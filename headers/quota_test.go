@@ -72,8 +72,8 @@ func TestQuotaMonth(t *testing.T) {
 	for i, r := range []string{"2", "1", "0"} {
 		_, h := quotaFields(t, st, now, limits)
 		wantFields(t, "hook "+strconv.Itoa(i+1), h, map[string]string{
-			"RateLimit-Policy": policy,
-			"RateLimit":        `"hooks";r=` + strconv.Itoa(9-i) + `;t=1, "hooks_month";r=` + r + `;t=` + left,
+			"RateLimit-Policy":  policy,
+			"RateLimit":         `"hooks";r=` + strconv.Itoa(9-i) + `;t=1, "hooks_month";r=` + r + `;t=` + left,
 			"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": r, "X-RateLimit-Reset": left,
 		})
 	}
@@ -82,9 +82,9 @@ func TestQuotaMonth(t *testing.T) {
 		t.Fatalf("the 4th hook of the month: %v, want rate_limited", res.Outcome)
 	}
 	wantFields(t, "the 4th hook (denied by the quota)", h, map[string]string{
-		"Retry-After":      left,
-		"RateLimit-Policy": policy,
-		"RateLimit":        `"hooks";r=7;t=1, "hooks_month";r=0;t=` + left,
+		"Retry-After":       left,
+		"RateLimit-Policy":  policy,
+		"RateLimit":         `"hooks";r=7;t=1, "hooks_month";r=0;t=` + left,
 		"X-RateLimit-Limit": "3", "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": left,
 	})
 
@@ -118,8 +118,8 @@ func TestQuotaZone(t *testing.T) {
 	day := fleetstore.MustLimit(fleetstore.NewByteQuota("bytes_day", 1000, calendar.Day, berlin))
 	_, h := quotaFields(t, st, now, []fleetstore.Limit{day})
 	wantFields(t, "a 1-byte charge on the day summer time starts", h, map[string]string{
-		"RateLimit-Policy": `"bytes_day";q=1000;qu="content-bytes";w=82800`,
-		"RateLimit":        `"bytes_day";r=999;t=43200`,
+		"RateLimit-Policy":  `"bytes_day";q=1000;qu="content-bytes";w=82800`,
+		"RateLimit":         `"bytes_day";r=999;t=43200`,
 		"X-RateLimit-Limit": "1000", "X-RateLimit-Remaining": "999", "X-RateLimit-Reset": "43200",
 	})
 }
@@ -155,9 +155,9 @@ func TestQuotaShadowReport(t *testing.T) {
 	h := http.Header{}
 	headers.Write(h, &res, []fleetstore.Limit{body, month}, headers.Options{Legacy: true, Now: func() time.Time { return at }})
 	wantFields(t, "a byte denial beside a quota over n", h, map[string]string{
-		"Retry-After":      "1",
-		"RateLimit-Policy": `"bytes";q=1000;qu="content-bytes";w=1, "hooks_month";q=5;w=2592000`,
-		"RateLimit":        `"bytes";r=200;t=1, "hooks_month";r=0;t=3600`,
+		"Retry-After":       "1",
+		"RateLimit-Policy":  `"bytes";q=1000;qu="content-bytes";w=1, "hooks_month";q=5;w=2592000`,
+		"RateLimit":         `"bytes";r=200;t=1, "hooks_month";r=0;t=3600`,
 		"X-RateLimit-Limit": "1000", "X-RateLimit-Remaining": "200", "X-RateLimit-Reset": "1",
 	})
 }
