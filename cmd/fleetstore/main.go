@@ -66,7 +66,8 @@
 //
 // A hook over a quota carries over_quota, the quotas' kinds: a list in
 // the file sink's line, a comma-separated field of the redis sink's
-// entry, and the http sink's Fleetstore-Over-Quota header.
+// entry, and a Fleetstore-Over-Quota header in the http sink's request
+// and the postgres sink's headers column.
 //
 // The postgres sink inserts each hook as a row (hook_id, tenant, provider,
 // event_id, received, deferred, local, headers as jsonb, body as bytea).
