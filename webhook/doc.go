@@ -36,8 +36,8 @@
 //     signature that verifies is another matter for GitHub, Shopify,
 //     Twilio and Linear (see "Replay").
 //  4. The provider names the event (400 without one).
-//  5. One Store.Hit charges every Config.Limits (a byte limit the body's
-//     length, any other one unit) and claims (tenant, provider, event id)
+//  5. One Store.Hit charges every Config.Limits (a byte limit or quota
+//     the body's length, any other one unit) and claims (tenant, provider, event id)
 //     for a fresh hook id. A denial (RateLimited, or ErrOverCapacity for
 //     a provider that does not retry) costs a second round trip, the
 //     claim alone (see "Statuses").
