@@ -354,3 +354,42 @@ func TestQuotaOutsideWindows(t *testing.T) {
 		t.Errorf("Peek after it: %+v, %v; want nothing counted", p, err)
 	}
 }
+
+// TestQuotaChargeAllocs: a quota's charge, its calendar edges included,
+// allocates nothing, in any zone (G10: a Hit's hot path).
+func TestQuotaChargeAllocs(t *testing.T) {
+	for _, loc := range []*time.Location{time.UTC, berlin(t)} {
+		q := fleetstore.MustLimit(fleetstore.NewQuota("hooks_month", 10_000, calendar.Month, loc))
+		if n := testing.AllocsPerRun(100, func() { _ = q.Charge("acme", 1) }); n != 0 {
+			t.Errorf("%v: Charge allocates %v times, want 0", loc, n)
+		}
+	}
+}
+
+// BenchmarkQuotaCharge: the charge of a monthly quota in a zone with
+// summer time, built per Hit (its calendar edges from time.Now).
+func BenchmarkQuotaCharge(b *testing.B) {
+	q := fleetstore.MustLimit(fleetstore.NewQuota("hooks_month", 10_000, calendar.Month, berlin(b)))
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = q.Charge("acme", 1)
+	}
+}
+
+// TestQuotaLocal: a Hit with a quota that the fallback decides locally
+// (CONTRACT §8) is answered, marked local, its window's state reported:
+// the degraded mode takes window charges.
+func TestQuotaLocal(t *testing.T) {
+	t.Parallel()
+	d := newFlaky()
+	d.set(refused)
+	st := openOnFlaky(t, d, "quota-local", fleetstore.Fallback{Nodes: 4})
+	q := fleetstore.MustLimit(fleetstore.NewQuota("hooks_month", 100, calendar.Month, nil))
+	res, err := st.Hit(context.Background(), []fleetstore.Charge{q.Charge("acme", 1)}, nil)
+	if err != nil || !res.Local || res.Outcome != fleetstore.OK {
+		t.Fatalf("a quota's Hit while the store is out: %+v, %v; want a local OK", res, err)
+	}
+	if b := res.Quota()[0]; b.Kind != "hooks_month" || b.Used != 1 || b.ResetAfter <= 0 {
+		t.Errorf("its window: %+v, want 1 used and a reset-after", b)
+	}
+}

@@ -117,7 +117,15 @@ func peekCharges(buf []Charge, tenant string, limits []Limit, now time.Time) ([]
 					fmt.Sprintf("kind %q peeked twice in one Peek", string(l.kind)))
 			}
 		}
-		buf = append(buf, l.ChargeAt(tenant, 1, now))
+		c := l.ChargeAt(tenant, 1, now)
+		if c.IsWindow() {
+			// A quota's windows around this node's clock: invalid only
+			// for a clock out of range (before 1970).
+			if err := checkWindow("limits", i, &c); err != nil {
+				return nil, err
+			}
+		}
+		buf = append(buf, c)
 	}
 	return buf, nil
 }

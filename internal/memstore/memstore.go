@@ -1,9 +1,9 @@
 // Package memstore is the in-process store behind the memory driver: the
 // reference implementation of CONTRACT.md, sharded by tenant, each shard
-// under its own lock, with expired buckets and claims swept from a shard
-// as it is written. Package drivers/memory is its public face (Driver,
-// New, Clock, Monotonic, Default). This package adds what only this
-// repository uses: the Store's fallback keeps its node-local store in a
+// under its own lock, with expired buckets, claims and quota windows
+// swept from a shard as it is written. Package drivers/memory is its
+// public face (Driver, New, Clock, Monotonic, Default). This package adds
+// what only this repository uses: the Store's fallback keeps its node-local store in a
 // Driver and reads and trims it with Peek, Quota, Forget and Size, which
 // no Store call can do.
 package memstore
@@ -118,12 +118,11 @@ func (d *Driver) lookup(name, keyPrefix string) (*state, bool) {
 }
 
 // Records returns the live records of tenant, "bucket",
-// "window/KIND/START" (a quota's count, START its µs) and
-// "claim/SOURCE/KEY" with their remaining time to live, in every named
-// store (memory://NAME) open with keyPrefix. It is
-// conformance.Config.Records for this driver, whose random key_prefix
-// names one store (G7, C9). Records of private stores (memory://) are not
-// reachable. It never fails.
+// "window/KIND/START" (a quota's count) and "claim/SOURCE/KEY" with their
+// remaining time to live, in every named store (memory://NAME) open with
+// keyPrefix. It is conformance.Config.Records for this driver, whose
+// random key_prefix names one store (G7, C9, Q5). Records of private
+// stores (memory://) are not reachable. It never fails.
 func (d *Driver) Records(_ context.Context, keyPrefix, tenant string) ([]driver.Record, error) {
 	var out []driver.Record
 	for _, st := range d.withPrefix(keyPrefix) {
