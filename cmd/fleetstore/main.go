@@ -54,8 +54,9 @@
 // or month in its IANA zone. Its over says what happens to a delivery
 // over it (package webhook's "Quotas"). defer, the default, stores it
 // with over_quota naming the quota, for the application to bill or drop.
-// refuse answers 429 until the window's end; drop answers 202 and stores
-// nothing.
+// refuse answers 429 with a Retry-After to the window's end, or stores it
+// deferred for a provider that does not retry. drop answers it as
+// accepted and stores nothing.
 //
 // The file sink appends a JSON line per hook, fsynced before the sender is
 // answered, and renames the file PATH.TIMESTAMP past max_bytes. The redis
