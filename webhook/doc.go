@@ -104,9 +104,13 @@
 // that returned RateLimited, or ErrOverCapacity (a body over the byte
 // burst) for a provider that does not retry; "new" is what the claim
 // alone then says (below); "not Retries" stores the hook with
-// Hook.Deferred. A 500 for a bad hook id or Node is the handler's own
-// configuration, logged once. "store out" is ErrTimeout or ErrUnavailable;
-// "closed" ErrClosed; "cancelled" the request's context.
+// Hook.Deferred. "over a quota, drop" is a denial by a quota whose
+// policy drops (the section "Quotas"): its claim is released, nothing
+// stored. "OK over a quota, defer" is an OK Hit whose count passed a
+// quota's n, stored with Hook.OverQuota. A 500 for a bad hook id or Node
+// is the handler's own configuration, logged once. "store out" is
+// ErrTimeout or ErrUnavailable; "closed" ErrClosed; "cancelled" the
+// request's context.
 //
 // A Hit decides its charges before its claim (CONTRACT §4): a denied one
 // does not say whether the delivery is new. So on a denial the handler
