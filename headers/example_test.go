@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/calendar"
+	"github.com/fleetstore/fleetstore/drivers/memory"
 	"github.com/fleetstore/fleetstore/headers"
 )
 
@@ -34,4 +36,31 @@ func ExampleWrite() {
 	// ok: RateLimit: "hooks";r=1;t=3600; Retry-After: ""
 	// ok: RateLimit: "hooks";r=0;t=3600; Retry-After: ""
 	// rate_limited: RateLimit: "hooks";r=0;t=3600; Retry-After: "3600"
+}
+
+// A plan of 10 hooks a second and 10 000 a month: the quota is a policy
+// of its own, w the month's length in seconds (April: 30 days) and t the
+// seconds left in it. The store and the charge read one clock here, 30
+// April 00:00 UTC.
+func ExampleWrite_quota() {
+	at := time.Date(2027, 4, 30, 0, 0, 0, 0, time.UTC)
+	store, err := fleetstore.OpenDriver(memory.New(func() int64 { return at.UnixMicro() }), "memory://")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer store.Close()
+	hooks := fleetstore.MustLimit(fleetstore.PerSecond(fleetstore.Hooks, 10, 10))
+	month := fleetstore.MustLimit(fleetstore.NewQuota("hooks_month", 10_000, calendar.Month, time.UTC))
+	plan := fleetstore.Plan{hooks, month}
+
+	charges := []fleetstore.Charge{hooks.ChargeAt("acme", 1, at), month.ChargeAt("acme", 1, at)}
+	res, _ := store.Hit(context.Background(), charges, nil)
+	w := httptest.NewRecorder()
+	headers.Write(w.Header(), &res, plan, headers.Options{Now: func() time.Time { return at }})
+	fmt.Println("RateLimit-Policy:", w.Header().Get("RateLimit-Policy"))
+	fmt.Println("RateLimit:", w.Header().Get("RateLimit"))
+	// Output:
+	// RateLimit-Policy: "hooks";q=10;w=1, "hooks_month";q=10000;w=2592000
+	// RateLimit: "hooks";r=9;t=1, "hooks_month";r=9999;t=86400
 }

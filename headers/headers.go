@@ -31,6 +31,21 @@
 // legacy X-RateLimit-Reset is, as throttled and redis_rate report it, the
 // seconds until the bucket is full again (its reset-after, CONTRACT G10).
 //
+// A calendar quota (fleetstore.NewQuota) is a policy of its own, as the
+// draft's §3 writes several: its q is the quota's n, w the length in
+// seconds of the calendar window that holds the Hit, r what is left of n
+// in it, and t the seconds until the window ends and its count starts
+// over (0 for a window not used yet). For 10 hooks a second and 10 000 a
+// month, after the first hook of 30 April 00:00 UTC:
+//
+//	RateLimit-Policy: "hooks";q=10;w=1, "hooks_month";q=10000;w=2592000
+//	RateLimit: "hooks";r=9;t=1, "hooks_month";r=9999;t=86400
+//
+// So w is 2 592 000 for April, 2 678 400 for a month of 31 days and
+// 82 800 for a day of 23 hours in a zone whose clocks go forward. It is
+// read on Options.Now, the clock the quota's charge was made at. A
+// denial by a quota has the same wait as its t in Retry-After.
+//
 // A Result decided in the degraded mode (Result.Local) reports this node's
 // bucket at its share of the limit, so r and t are this node's (t then
 // counted in the fleet's units: it may under-state this node's wait),
@@ -44,15 +59,21 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/calendar"
 )
 
-// Options says which fields Write writes besides the IETF ones.
+// Options says which fields Write writes besides the IETF ones, and on
+// which clock.
 type Options struct {
 	// Legacy also writes X-RateLimit-Limit (the burst), -Remaining and
 	// -Reset (seconds until full, a delta, rounded up) of one limit: the
 	// one nearest exhaustion (the smallest share of its burst left),
 	// among those that denied the Hit when it was RateLimited.
 	Legacy bool
+	// Now is the clock a quota's window is read on, the one its charge
+	// was made at (Limit.ChargeAt): w is the length of the calendar
+	// window that ends at the bucket's reset (nil: time.Now).
+	Now func() time.Time
 }
 
 // Write sets on h what res, the answer of a Hit whose charges were made
@@ -81,6 +102,7 @@ func Write(h http.Header, res *fleetstore.Result, limits []fleetstore.Limit, opt
 		h.Set("Retry-After", strconv.FormatInt(RetryAfterSeconds(res.RetryAfter), 10))
 	}
 	quota := res.Quota()
+	now := time.Time{}
 	var policy, state strings.Builder
 	pick, pickShare, pickDenied := -1, 2.0, false
 	for i, l := range limits {
@@ -100,17 +122,26 @@ func Write(h http.Header, res *fleetstore.Result, limits []fleetstore.Limit, opt
 		if l.InBytes() {
 			policy.WriteString(`;qu="content-bytes"`)
 		}
+		window, next := l.Capacity(), nextUnit(l, b, r)
+		if l.IsQuota() {
+			if now.IsZero() {
+				now = clock(opts)
+			}
+			window, next = quotaWindow(l, b, r, now)
+		}
 		policy.WriteString(";w=")
-		policy.WriteString(sfInteger(ceilSeconds(l.Capacity())))
+		policy.WriteString(sfInteger(ceilSeconds(window)))
 		state.WriteString(name)
 		state.WriteString(";r=")
 		state.WriteString(sfInteger(r))
 		state.WriteString(";t=")
-		state.WriteString(sfInteger(ceilSeconds(nextUnit(l, b, r))))
+		state.WriteString(sfInteger(ceilSeconds(next)))
 
+		// A shadow charge's Denied says it would have denied: it did not.
+		denied := b.Denied && !b.Shadow
 		share := float64(r) / float64(l.Burst())
-		if b.Denied && !pickDenied || b.Denied == pickDenied && share < pickShare {
-			pick, pickShare, pickDenied = i, share, b.Denied
+		if denied && !pickDenied || denied == pickDenied && share < pickShare {
+			pick, pickShare, pickDenied = i, share, denied
 		}
 	}
 	if policy.Len() == 0 {
@@ -141,6 +172,27 @@ func nextUnit(l fleetstore.Limit, b fleetstore.Bucket, r int64) time.Duration {
 		return 0
 	}
 	return min(max(l.Charge("", r+1).Increment-b.Headroom, 0), b.ResetAfter)
+}
+
+// quotaWindow is a quota's w and t, its bucket b with r units left read
+// at now: the length of the calendar window that ends at b's reset (a
+// month of 31 days, a day of 23 hours when summer time starts), and the
+// time to that reset, when the count starts over; 0 for an unused
+// window, with nothing more to come.
+func quotaWindow(l fleetstore.Limit, b fleetstore.Bucket, r int64, now time.Time) (window, next time.Duration) {
+	end := l.Resets(b, now)
+	start, _ := calendar.Window(l.Period(), l.Location(), end.Add(-time.Nanosecond))
+	if r < l.Burst() {
+		next = b.ResetAfter
+	}
+	return end.Sub(start), next
+}
+
+func clock(opts Options) time.Time {
+	if opts.Now != nil {
+		return opts.Now()
+	}
+	return time.Now()
 }
 
 // maxSFInteger is the largest Integer of a Structured Field (RFC 9651

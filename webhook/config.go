@@ -75,9 +75,18 @@ type Config struct {
 	// charge takes a bucket's headroom below 1 − NearLimit of its
 	// capacity names that kind in Delivery.NearLimit. Once per crossing,
 	// fleet-wide: the bucket must refill above the mark to cross it again.
+	// For a calendar quota, the delivery whose charge takes the window's
+	// count past NearLimit × n names it, once per window.
 	// A degraded node's local decisions are not reported (its buckets are
 	// its share of the fleet's).
 	NearLimit float64
+	// OverQuota, when set, says what happens to a delivery over a
+	// calendar quota of its tenant's plan (fleetstore.NewQuota): it is
+	// given the tenant and the quota's kind, for each quota of the plan,
+	// once the delivery verifies. nil, or its zero value, is QuotaDefer:
+	// stored, flagged, never lost (the package doc's "Quotas"). A value
+	// that is no QuotaPolicy is answered 500, as a bad plan.
+	OverQuota func(tenant string, quota fleetstore.Kind) QuotaPolicy
 	// OnDelivery, when set, is called with every delivery's outcome once
 	// its answer is written, on the request's goroutine (keep it quick):
 	// an access log, per-tenant counts, near-limit warnings.
@@ -113,7 +122,7 @@ type Config struct {
 	// "Logging").
 	Logger *zap.Logger
 	// Now is the handler's clock, for the providers' timestamp tolerance
-	// (nil: time.Now).
+	// and the calendar windows of a plan's quotas (nil: time.Now).
 	Now func() time.Time
 	// LegacyHeaders adds X-RateLimit-Limit, -Remaining and -Reset to the
 	// RateLimit fields of every answer (headers.Options.Legacy).

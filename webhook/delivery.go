@@ -19,8 +19,8 @@ import (
 //	OnDelivery: func(d *webhook.Delivery) { zl.Info("delivery", zap.Object("delivery", d)) }
 //
 // Its keys are the fields' names in snake case: provider, tenant,
-// event_id, hook_id, status, outcome, local, near_limit, shadow_denied,
-// received, hit, sink, settle and total. A field at its zero value is
+// event_id, hook_id, status, outcome, local, near_limit, over_quota,
+// shadow_denied, received, hit, sink, settle and total. A field at its zero value is
 // left out, but provider, status, outcome, received and total.
 type Delivery struct {
 	// Tenant is the tenant Config.Tenant named ("" when it named none);
@@ -41,6 +41,12 @@ type Delivery struct {
 	// NearLimit lists the kinds whose bucket this delivery took past
 	// Config.NearLimit, in the plan's order; nil for most deliveries.
 	NearLimit []fleetstore.Kind
+	// OverQuota lists the kinds of the plan's calendar quotas this
+	// delivery is over (fleetstore.NewQuota): its count with this
+	// delivery is past n, whatever Config.OverQuota made of it (the
+	// outcomes OverQuota, Dropped, RateLimited or Deferred). Hook.OverQuota
+	// holds them too.
+	OverQuota []fleetstore.Kind
 	// ShadowDenied lists the kinds of the plan's shadow limits
 	// (fleetstore.Limit.Shadow) that would have refused this delivery.
 	ShadowDenied []fleetstore.Kind
@@ -64,7 +70,7 @@ var (
 // LogValue implements slog.LogValuer: d as a group of the keys its doc
 // lists.
 func (d *Delivery) LogValue() slog.Value {
-	attrs := make([]slog.Attr, 0, 14)
+	attrs := make([]slog.Attr, 0, 15)
 	attrs = append(attrs, slog.String("provider", d.Provider))
 	for _, f := range []struct{ key, v string }{
 		{"tenant", d.Tenant}, {"event_id", d.EventID}, {"hook_id", d.HookID},
@@ -79,6 +85,9 @@ func (d *Delivery) LogValue() slog.Value {
 	}
 	if len(d.NearLimit) > 0 {
 		attrs = append(attrs, slog.Any("near_limit", kinds(d.NearLimit)))
+	}
+	if len(d.OverQuota) > 0 {
+		attrs = append(attrs, slog.Any("over_quota", kinds(d.OverQuota)))
 	}
 	if len(d.ShadowDenied) > 0 {
 		attrs = append(attrs, slog.Any("shadow_denied", kinds(d.ShadowDenied)))
@@ -112,7 +121,7 @@ func (d *Delivery) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 			enc.AddTime(a.Key, v.Time())
 		case slog.KindDuration:
 			enc.AddDuration(a.Key, v.Duration())
-		default: // near_limit, shadow_denied: kinds
+		default: // near_limit, over_quota, shadow_denied: kinds
 			ks, _ := v.Any().([]string)
 			err := enc.AddArray(a.Key, zapcore.ArrayMarshalerFunc(func(arr zapcore.ArrayEncoder) error {
 				for _, k := range ks {

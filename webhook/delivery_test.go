@@ -73,10 +73,11 @@ func TestDeliveryLogLine(t *testing.T) {
 	t.Parallel()
 	d := delivered(t, 0)
 	d.Local, d.ShadowDenied = true, []fleetstore.Kind{fleetstore.Bytes} // as the degraded mode and a shadow limit set them
+	d.OverQuota = []fleetstore.Kind{"hooks_month"}                      // as a quota sets it
 	full := map[string]any{
 		"provider": "github", "tenant": "acme", "event_id": "d-1", "hook_id": d.HookID,
 		"status": 202.0, "outcome": "stored", "local": true,
-		"near_limit": []any{"hooks"}, "shadow_denied": []any{"bytes"},
+		"near_limit": []any{"hooks"}, "over_quota": []any{"hooks_month"}, "shadow_denied": []any{"bytes"},
 		"received": d.Received.Format(time.RFC3339Nano),
 		"hit":      float64(d.Hit), "sink": float64(d.Sink), "settle": float64(d.Settle), "total": float64(d.Total),
 	}
@@ -100,7 +101,7 @@ func TestDeliveryLogLine(t *testing.T) {
 	}
 	// The doc's list of keys is the full line's.
 	keys := []string{"provider", "tenant", "event_id", "hook_id", "status", "outcome", "local",
-		"near_limit", "shadow_denied", "received", "hit", "sink", "settle", "total"}
+		"near_limit", "over_quota", "shadow_denied", "received", "hit", "sink", "settle", "total"}
 	got := make([]string, 0, len(full))
 	for _, a := range d.LogValue().Group() {
 		got = append(got, a.Key)

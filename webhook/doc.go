@@ -36,8 +36,8 @@
 //     signature that verifies is another matter for GitHub, Shopify,
 //     Twilio and Linear (see "Replay").
 //  4. The provider names the event (400 without one).
-//  5. One Store.Hit charges every Config.Limits (a byte limit the body's
-//     length, any other one unit) and claims (tenant, provider, event id)
+//  5. One Store.Hit charges every Config.Limits (a byte limit or quota
+//     the body's length, any other one unit) and claims (tenant, provider, event id)
 //     for a fresh hook id. A denial (RateLimited, or ErrOverCapacity for
 //     a provider that does not retry) costs a second round trip, the
 //     claim alone (see "Statuses").
@@ -76,17 +76,19 @@
 //	no event id                    400 Bad Request
 //	Config.Plan invalid            500 Internal Server Error
 //	OK, stored                     202 Accepted
+//	OK over a quota, defer         202 Accepted
 //	OK, the Sink failed            503 Service Unavailable       Config.RetryAfter
 //	Duplicate                      200 OK
 //	Pending                        409 Conflict                  the claim's time left
 //	denied, new, Retries           429 Too Many Requests         the denied charges'
 //	denied, new, not Retries       202 Accepted
+//	over a quota, drop, new        202 Accepted
 //	ErrOverCapacity, Retries       413 Request Entity Too Large
 //	ErrInvalid: tenant, event id   400 Bad Request
 //	ErrInvalid: hook id, Node      500 Internal Server Error
 //	store out, closed, cancelled   503 Service Unavailable       Config.RetryAfter
 //
-// A stored or deferred delivery is answered 202, or the provider's
+// A stored, deferred or dropped delivery is answered 202, or the provider's
 // AcceptStatus (Accepter: 200 for Paddle, Linear, Discord and Twilio);
 // it and a Duplicate carry the provider's own body for an Acker
 // (Discord's deferred interaction response, Twilio's empty TwiML).
@@ -102,9 +104,13 @@
 // that returned RateLimited, or ErrOverCapacity (a body over the byte
 // burst) for a provider that does not retry; "new" is what the claim
 // alone then says (below); "not Retries" stores the hook with
-// Hook.Deferred. A 500 for a bad hook id or Node is the handler's own
-// configuration, logged once. "store out" is ErrTimeout or ErrUnavailable;
-// "closed" ErrClosed; "cancelled" the request's context.
+// Hook.Deferred. "over a quota, drop" is a denial by a quota whose
+// policy drops (the section "Quotas"): its claim is released, nothing
+// stored. "OK over a quota, defer" is an OK Hit whose count passed a
+// quota's n, stored with Hook.OverQuota. A 500 for a bad hook id or Node
+// is the handler's own configuration, logged once. "store out" is
+// ErrTimeout or ErrUnavailable; "closed" ErrClosed; "cancelled" the
+// request's context.
 //
 // A Hit decides its charges before its claim (CONTRACT §4): a denied one
 // does not say whether the delivery is new. So on a denial the handler
@@ -133,6 +139,37 @@
 // fails for long). A Pending delivery is another delivery of the same
 // event being stored right now: answering 2xx would lose the event if
 // that one fails, so it is 409 with the claim's remaining time.
+//
+// # Quotas
+//
+// A plan may hold calendar quotas beside its rate limits
+// (fleetstore.NewQuota: "10 000 hooks a month"), charged in the same
+// Hit. Config.OverQuota says, per tenant and quota, what happens to a
+// delivery over one (the rows "over a quota" and "OK over a quota"):
+//
+//   - QuotaDefer, the default: stored with Hook.OverQuota naming the
+//     quota, for the application to bill or drop.
+//   - QuotaRefuse: 429 with a Retry-After to the window's end, for a
+//     provider that retries; stored with Hook.Deferred for one that
+//     does not.
+//   - QuotaDrop: answered as accepted and not stored; OnDelivery is told.
+//
+// Defer is the default because it is the one policy that loses nothing
+// the application did not choose to lose. A month's window can end weeks
+// after its quota runs out: a 429 outlives Stripe's 3 days of retries,
+// and Shopify removes a subscription that fails for long. A drop loses
+// the delivery by design. A deferred quota is charged as a shadow
+// (fleetstore.Limit.Shadow): it denies nothing, and its count goes on
+// past n, so the overage is counted for billing. The plan's rate limits
+// still refuse a flood: give a plan with a quota a rate limit too.
+//
+// A delivery over several quotas is refused if one of them refuses, and
+// otherwise dropped if one drops. Delivery.OverQuota names every quota a
+// delivery is over, whatever its policy; Delivery.NearLimit names the
+// quota whose count it took past NearLimit × n, once per window. The
+// RateLimit fields carry each quota as a policy of its own (package
+// headers). A quota's windows are those of its zone's calendar at
+// Config.Now.
 //
 // # Replay
 //

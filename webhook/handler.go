@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -84,19 +85,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, d *Delivery) {
-	if body, plan, ok := h.admit(w, r, d); ok {
-		h.decide(w, r, d, body, plan)
+	if body, t, ok := h.admit(w, r, d); ok {
+		h.decide(w, r, d, body, &t)
 	}
 }
 
 // admit takes a delivery as far as the Store: its body read, its tenant
 // named, its signature verified, a handshake answered, its event named,
-// its tenant's plan checked. ok is false when it answered the delivery.
+// its tenant's plan checked and its policies over quota asked. ok is
+// false when it answered the delivery.
 func (h *Handler) admit(w http.ResponseWriter, r *http.Request, d *Delivery) (
-	body []byte, plan fleetstore.Plan, ok bool) {
-	refuse := func(o Outcome) ([]byte, fleetstore.Plan, bool) {
+	body []byte, t tariff, ok bool) {
+	refuse := func(o Outcome) ([]byte, tariff, bool) {
 		h.reply(w, d, o)
-		return nil, nil, false
+		return nil, tariff{}, false
 	}
 	if r.Method != http.MethodPost {
 		return refuse(NotPost)
@@ -115,30 +117,38 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request, d *Delivery) (
 	}
 	if reply, ct, ok := handshake(h.cfg.Provider, r.Header, body); ok {
 		h.reply(w, d, Handshake, ct, string(reply))
-		return nil, nil, false
+		return nil, tariff{}, false
 	}
 	event, err := h.cfg.Provider.EventID(r.Header, body)
 	if err != nil {
 		return refuse(NoEvent)
 	}
 	d.EventID = event
-	plan = h.cfg.Limits
+	plan := h.cfg.Limits
 	if h.cfg.Plan != nil {
 		plan = h.cfg.Plan(tenant)
 		if err := plan.Check(); err != nil {
 			h.planning.set(h.log, msgPlan, zap.Error(err))
 			return refuse(PlanInvalid)
 		}
+	}
+	t, ok = newTariff(plan, tenant, h.cfg.OverQuota)
+	if !ok {
+		h.planning.set(h.log, msgPlan, zap.String("error", "Config.OverQuota returned no QuotaPolicy"))
+		return refuse(PlanInvalid)
+	}
+	if h.cfg.Plan != nil || h.cfg.OverQuota != nil {
 		h.planning.clear(h.log, "webhook: plans usable again")
 	}
-	return body, plan, true
+	return body, t, true
 }
 
 // decide makes the admitted delivery's hook and claim, has one Hit charge
-// plan and claim the event, and answers its decision: a denial through
-// refused, a failure through hitFailed, any other through answer.
+// the tenant's plan and claim the event, and answers its decision: a
+// denial through refused, a failure through hitFailed, any other through
+// answer.
 func (h *Handler) decide(w http.ResponseWriter, r *http.Request, d *Delivery, body []byte,
-	plan fleetstore.Plan) {
+	t *tariff) {
 	hook := &Hook{
 		ID: h.cfg.NewHookID(), Tenant: d.Tenant, Source: h.cfg.Provider.Name(), EventID: d.EventID,
 		Header: r.Header, Body: body, Received: d.Received,
@@ -152,44 +162,57 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, d *Delivery, bo
 		claim.Key = bodyKey(body)
 	}
 	var buf [fleetstore.MaxCharges]fleetstore.Charge
-	charges := plan.Charges(buf[:0], d.Tenant, int64(len(body)))
+	charges := t.charges(buf[:0], d.Tenant, int64(len(body)), d.Received)
 
 	start := time.Now()
 	res, err := h.cfg.Store.Hit(r.Context(), charges, &claim)
 	d.Hit = time.Since(start)
 	if err == nil {
 		d.Local = res.Local
-		h.nearLimit(d, charges, &res)
-		for _, b := range res.Quota() {
-			if b.Shadow && b.Denied {
+		h.nearLimit(d, t, charges, &res)
+		for i, b := range res.Quota() {
+			switch {
+			case !b.Denied || i >= len(t.plan):
+			case t.ownQuota(i):
+				d.OverQuota = append(d.OverQuota, b.Kind)
+			case b.Shadow:
 				d.ShadowDenied = append(d.ShadowDenied, b.Kind)
 			}
 		}
+		hook.OverQuota = slices.Clone(d.OverQuota)
 	}
-	denied := err == nil && res.Outcome == fleetstore.RateLimited ||
-		errors.Is(err, fleetstore.ErrOverCapacity) && !h.cfg.Provider.Retries()
+	denied := err == nil && res.Outcome == fleetstore.RateLimited
 	switch {
-	case denied:
-		h.refused(w, r, d, plan, res, hook, claim)
+	case denied || errors.Is(err, fleetstore.ErrOverCapacity) && !h.cfg.Provider.Retries():
+		h.refused(w, r, d, t, res, denied && t.drops(&res), hook, claim)
 	case err != nil:
 		h.hitFailed(w, d, err)
 	default:
-		h.answer(w, r, d, plan, res, hook, claim)
+		h.answer(w, r, d, t.plan, res, hook, claim)
 	}
 }
 
 // nearLimit adds to d.NearLimit the kinds whose bucket res's charges took
 // past the Config.NearLimit mark: the TAT's lead over now (ResetAfter) is
 // over NearLimit × capacity after the charge and was not before it (the
-// lead after, less the increment: the charges were taken, on a fresh OK).
-// A local decision's buckets are this node's share, not the fleet's: not
-// reported.
-func (h *Handler) nearLimit(d *Delivery, charges []fleetstore.Charge, res *fleetstore.Result) {
+// lead after, less the increment: the charges were taken, on a fresh OK);
+// a quota's count is over NearLimit × n after the charge and was not
+// before it. A local decision's buckets are this node's share, not the
+// fleet's: not reported.
+func (h *Handler) nearLimit(d *Delivery, t *tariff, charges []fleetstore.Charge, res *fleetstore.Result) {
 	if h.cfg.NearLimit == 0 || res.Outcome != fleetstore.OK || res.Local {
 		return
 	}
 	for i, b := range res.Quota() {
 		c := &charges[i]
+		if c.IsWindow() {
+			// The quota's own n: a deferred quota's charge is a shadow's.
+			mark := float64(t.plan[i].Burst()) * h.cfg.NearLimit
+			if float64(b.Used) > mark && float64(b.Used-c.Window.Cost) <= mark {
+				d.NearLimit = append(d.NearLimit, c.Kind)
+			}
+			continue
+		}
 		mark := time.Duration(float64(c.Capacity) * h.cfg.NearLimit)
 		if b.ResetAfter > mark && b.ResetAfter-c.Increment <= mark {
 			d.NearLimit = append(d.NearLimit, c.Kind)
@@ -202,7 +225,7 @@ func (h *Handler) nearLimit(d *Delivery, charges []fleetstore.Charge, res *fleet
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request, d *Delivery, plan fleetstore.Plan,
 	res fleetstore.Result, hook *Hook, claim fleetstore.Claim) {
 	h.claiming.clear(h.log, "webhook: deliveries are claimed again")
-	headers.Write(w.Header(), &res, plan, headers.Options{Legacy: h.cfg.LegacyHeaders})
+	h.fields(w, d, plan, &res)
 	switch res.Outcome {
 	case fleetstore.Duplicate:
 		h.reply(w, d, Duplicate, ack(h.cfg.Provider, hook)...)
@@ -223,13 +246,15 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, d *Delivery, pl
 // not retry. Charges are decided before the claim (CONTRACT §4), so a
 // second Hit, the claim alone, charging nothing, says what the delivery
 // is: a redelivery of a stored hook (Duplicate: 200, never 429), of one
-// being stored (Pending: 409), or new (OK): then, for a provider that
-// retries, the claim is released and the answer is 429; for one that does
-// not, the hook is stored with Hook.Deferred (the package doc's
-// "Statuses"). The extra round trip is only made on a denial. The
-// RateLimit fields stay the charges' (none for ErrOverCapacity).
-func (h *Handler) refused(w http.ResponseWriter, r *http.Request, d *Delivery,
-	plan fleetstore.Plan, limited fleetstore.Result, hook *Hook, claim fleetstore.Claim) {
+// being stored (Pending: 409), or new (OK): then, when drop (a quota
+// that drops denied it), the claim is released and the delivery
+// answered Dropped; for a provider that retries, the claim is released
+// and the answer is 429; for one that does not, the hook is stored with
+// Hook.Deferred (the package doc's "Statuses"). The extra round trip is
+// only made on a denial. The RateLimit fields stay the charges' (none
+// for ErrOverCapacity).
+func (h *Handler) refused(w http.ResponseWriter, r *http.Request, d *Delivery, t *tariff,
+	limited fleetstore.Result, drop bool, hook *Hook, claim fleetstore.Claim) {
 	start := time.Now()
 	res, err := h.cfg.Store.Hit(r.Context(), nil, &claim)
 	d.Hit += time.Since(start)
@@ -239,15 +264,31 @@ func (h *Handler) refused(w http.ResponseWriter, r *http.Request, d *Delivery,
 	}
 	d.Local = d.Local || res.Local
 	if res.Outcome == fleetstore.OK {
-		if h.cfg.Provider.Retries() {
+		if drop || h.cfg.Provider.Retries() {
 			h.release(context.WithoutCancel(r.Context()), d, claim)
-			h.answer(w, r, d, plan, limited, hook, claim)
+		}
+		switch {
+		case drop:
+			res.NBuckets, res.Buckets = limited.NBuckets, limited.Buckets
+			h.claiming.clear(h.log, "webhook: deliveries are claimed again")
+			h.fields(w, d, t.plan, &res)
+			h.reply(w, d, Dropped, ack(h.cfg.Provider, hook)...)
+			return
+		case h.cfg.Provider.Retries():
+			h.answer(w, r, d, t.plan, limited, hook, claim)
 			return
 		}
 		hook.Deferred = true
 	}
 	res.NBuckets, res.Buckets = limited.NBuckets, limited.Buckets
-	h.answer(w, r, d, plan, res, hook, claim)
+	h.answer(w, r, d, t.plan, res, hook, claim)
+}
+
+// fields sets the fields of package headers for res, the Hit of plan's
+// charges made at d.Received.
+func (h *Handler) fields(w http.ResponseWriter, d *Delivery, plan fleetstore.Plan, res *fleetstore.Result) {
+	headers.Write(w.Header(), res, plan, headers.Options{Legacy: h.cfg.LegacyHeaders,
+		Now: func() time.Time { return d.Received }})
 }
 
 // read reads the body, at most MaxBody bytes: a larger one is 413, a
@@ -314,8 +355,8 @@ const (
 		" again (logged once until a settle succeeds)"
 	msgRelease = "webhook: a release failed; its claim frees after pending_ttl" +
 		" (logged once until a settle succeeds)"
-	msgPlan = "webhook: Config.Plan returned an unusable plan; deliveries are answered 500" +
-		" (logged once until a plan is usable)"
+	msgPlan = "webhook: Config.Plan returned an unusable plan, or Config.OverQuota no policy;" +
+		" deliveries are answered 500 (logged once until a plan is usable)"
 )
 
 // hitFailed answers a Hit that returned no decision.
@@ -378,11 +419,14 @@ func (h *Handler) store(w http.ResponseWriter, r *http.Request, d *Delivery, hoo
 	err = h.cfg.Store.Commit(ctx, claim)
 	d.Settle = time.Since(start)
 	h.settled(err, msgCommit)
-	if hook.Deferred {
+	switch {
+	case hook.Deferred:
 		h.reply(w, d, Deferred, own...)
-		return
+	case len(hook.OverQuota) > 0:
+		h.reply(w, d, OverQuota, own...)
+	default:
+		h.reply(w, d, Stored, own...)
 	}
-	h.reply(w, d, Stored, own...)
 }
 
 // release releases claim within SettleTimeout, on detached: a failure

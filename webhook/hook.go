@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"time"
+
+	"github.com/fleetstore/fleetstore"
 )
 
 // Hook is a verified delivery, as the handler hands it to the Sink.
@@ -24,6 +26,11 @@ type Hook struct {
 	// retry (Provider.Retries false): it charged nothing; process it when
 	// the tenant's quota allows.
 	Deferred bool
+	// OverQuota names the calendar quotas of the tenant's plan this
+	// delivery is over (fleetstore.NewQuota): under QuotaDefer, those
+	// whose count it took past n, charged and counted, for the
+	// application to bill or drop; with Deferred, those that denied it.
+	OverQuota []fleetstore.Kind
 	// Local is set when the Store decided the delivery from this node's
 	// own state, the shared store being out (fleetstore's degraded mode).
 	Local bool

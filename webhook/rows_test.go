@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/calendar"
 )
 
 // rowProvider verifies every body but "forged", names the event by the
@@ -63,6 +64,7 @@ func newRowEdge(t *testing.T, retries bool, store *fleetstore.Store) *rowEdge {
 	generous := fleetstore.MustLimit(fleetstore.NewLimit(fleetstore.Hooks, 1000, time.Second, 1000))
 	one := fleetstore.MustLimit(fleetstore.NewLimit(fleetstore.Hooks, 1, time.Hour, 1))
 	bytes := fleetstore.MustLimit(fleetstore.NewByteLimit(fleetstore.Bytes, 8, 8))
+	quota := fleetstore.MustLimit(fleetstore.NewQuota("hooks_month", 1, calendar.Month, nil))
 	h, err := New(Config{
 		Store: store, Provider: rowProvider{retries: retries}, MaxBody: 64,
 		Secrets: func(tenant string) ([]string, error) {
@@ -83,8 +85,16 @@ func newRowEdge(t *testing.T, retries bool, store *fleetstore.Store) *rowEdge {
 				return fleetstore.Plan{bytes}
 			case "bad-plan":
 				return fleetstore.Plan{{}}
+			case "quota-defer", "quota-drop":
+				return fleetstore.Plan{generous, quota}
 			}
 			return fleetstore.Plan{generous}
+		},
+		OverQuota: func(tenant string, _ fleetstore.Kind) QuotaPolicy {
+			if tenant == "quota-drop" {
+				return QuotaDrop
+			}
+			return QuotaDefer
 		},
 		Sink: SinkFunc(func(ctx context.Context, h *Hook) error {
 			switch string(h.Body) {
@@ -209,6 +219,14 @@ func TestEveryStatusRow(t *testing.T) {
 	check("the first delivery of a limit of one (no retries)", Duplicate, w, d) // claimed above
 	w, d = deferring.send(t, "limited", "third")
 	check("a delivery over the limit, a provider that does not retry", Deferred, w, d)
+	w, d = e.send(t, "quota-defer", "first")
+	check("the first delivery of a quota of one", Stored, w, d)
+	w, d = e.send(t, "quota-defer", "second")
+	check("a delivery over a quota, defer", OverQuota, w, d)
+	w, d = e.send(t, "quota-drop", "first")
+	check("the first delivery of a quota of one (drop)", Stored, w, d)
+	w, d = e.send(t, "quota-drop", "second")
+	check("a delivery over a quota, drop", Dropped, w, d)
 	w, d = e.send(t, "bytes", "a body over the byte burst")
 	check("a body over the tenant's byte burst", OverBurst, w, d)
 	w, d = e.send(t, "acme", "long-event")

@@ -28,11 +28,13 @@ const (
 	NoEvent                        // 400: the provider names no event id
 	PlanInvalid                    // 500: Config.Plan returned a plan Plan.Check refuses
 	Stored                         // 202 (or AcceptStatus): OK, stored, the claim committed
+	OverQuota                      // 202 (or AcceptStatus): OK over a quota (QuotaDefer), stored
 	SinkFailed                     // 503: OK, but the Sink failed: the claim released
 	Duplicate                      // 200: already stored
 	Pending                        // 409: another delivery is being stored
 	RateLimited                    // 429: denied, new, a provider that retries: released
 	Deferred                       // 202 (or AcceptStatus): denied, new, not Retries
+	Dropped                        // 202 (or AcceptStatus): over a quota (QuotaDrop), new: not stored
 	OverBurst                      // 413: ErrOverCapacity, a provider that retries
 	Invalid                        // 400: ErrInvalid for the tenant or the event id
 	Unclaimable                    // 500: ErrInvalid for the hook id or Node
@@ -88,12 +90,14 @@ var replies = [...]struct {
 	PlanInvalid: {"plan_invalid", "Config.Plan invalid", 500, "cannot charge deliveries",
 		retryNone},
 	Stored:     {"stored", "OK, stored", 202, "accepted", retryNone},
+	OverQuota:  {"over_quota", "OK over a quota, defer", 202, "accepted", retryNone},
 	SinkFailed: {"sink_failed", "OK, the Sink failed", 503, "not stored: retry", retryConfig},
 	Duplicate:  {"duplicate", "Duplicate", 200, "duplicate: already stored", retryNone},
 	Pending: {"pending", "Pending", 409, "another delivery of this event is being stored: retry",
 		retryClaim},
 	RateLimited: {"rate_limited", "denied, new, Retries", 429, "rate limited: retry", retryDenied},
 	Deferred:    {"deferred", "denied, new, not Retries", 202, "accepted", retryNone},
+	Dropped:     {"dropped", "over a quota, drop, new", 202, "accepted", retryNone},
 	OverBurst: {"over_burst", "ErrOverCapacity, Retries", 413, "body over the tenant's byte burst",
 		retryNone},
 	Invalid: {"invalid", "ErrInvalid: tenant, event id", 400,
@@ -107,7 +111,7 @@ var replies = [...]struct {
 // reply writes r: its status and body, with Retry-After when it is
 // Config.RetryAfter's (a 503), Allow for a 405, and the size for a 413
 // over MaxBody. A body with a Retry-After ends with its seconds. The fields of package headers, when due, are set before.
-// A stored or deferred delivery is answered the provider's accept status
+// A stored, deferred or dropped delivery is answered the provider's accept status
 // (Accepter). A reply of the provider's own (a Handshake's, an Ack's) is
 // own: its content type and body.
 func (h *Handler) reply(w http.ResponseWriter, d *Delivery, r Outcome, own ...string) {
@@ -115,7 +119,7 @@ func (h *Handler) reply(w http.ResponseWriter, d *Delivery, r Outcome, own ...st
 	a := &replies[r]
 	body := a.body
 	d.Status = a.status
-	if r == Stored || r == Deferred {
+	if r == Stored || r == OverQuota || r == Deferred || r == Dropped {
 		d.Status = h.accepted
 	}
 	if len(own) == 2 {

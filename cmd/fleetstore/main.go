@@ -36,7 +36,9 @@
 //	store.url         the store's URL (any driver), or a ref to it
 //	degraded          nodes (the fleet's size), outbox_dir: the degraded mode
 //	plans.NAME        a list of limits: {kind, n, per (1s), burst, shadow}
-//	                  or {kind, bytes_per_second, burst_bytes}; 64KiB, 8MiB
+//	                  or {kind, bytes_per_second, burst_bytes}; 64KiB, 8MiB;
+//	                  or a quota {kind, n or bytes, per: day, week or
+//	                  month, zone (UTC), over: defer, refuse or drop}
 //	tenants.NAME      plan, and secrets: provider -> a ref, or a list of
 //	                  refs while rotating
 //	endpoints         a list of {path, provider}: the tenant is the path's
@@ -48,12 +50,25 @@
 //	                  timeout, max_backoff}, postgres {url, table
 //	                  (fleetstore_hooks)}
 //
+// A quota counts n hooks, or bytes of body, per calendar day, ISO week
+// or month in its IANA zone. Its over says what happens to a delivery
+// over it (package webhook's "Quotas"). defer, the default, stores it
+// with over_quota naming the quota, for the application to bill or drop.
+// refuse answers 429 with a Retry-After to the window's end, or stores it
+// deferred for a provider that does not retry. drop answers it as
+// accepted and stores nothing.
+//
 // The file sink appends a JSON line per hook, fsynced before the sender is
 // answered, and renames the file PATH.TIMESTAMP past max_bytes. The redis
 // sink XADDs each hook to the stream. The http sink spools each hook to a
 // file, fsynced, then POSTs it to the application with its body and
 // headers, the event id in event_id_header (default Fleetstore-Event-Id),
 // until it answers 2xx, retrying with backoff: at least once.
+//
+// A hook over a quota carries over_quota, the quotas' kinds: a list in
+// the file sink's line, a comma-separated field of the redis sink's
+// entry, and a Fleetstore-Over-Quota header in the http sink's request
+// and the postgres sink's headers column.
 //
 // The postgres sink inserts each hook as a row (hook_id, tenant, provider,
 // event_id, received, deferred, local, headers as jsonb, body as bytea).

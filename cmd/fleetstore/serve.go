@@ -434,6 +434,7 @@ func (s *server) handler(cfg *serveConfig, ep endpoint) (*webhook.Handler, error
 		Tenant:     tenantOf,
 		Sink:       endpointSink(s.sink, ep.spec),
 		Plan:       func(t string) fleetstore.Plan { return cfg.tenants[t].plan },
+		OverQuota:  func(t string, k fleetstore.Kind) webhook.QuotaPolicy { return cfg.tenants[t].over[k] },
 		OnDelivery: s.delivered,
 		MaxBody:    int64(ep.spec.MaxBody),
 		ClaimBody:  ep.spec.ClaimBody,

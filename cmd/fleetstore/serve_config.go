@@ -14,10 +14,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	_ "time/tzdata" // a quota's zone, on a host without a zone database too
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/calendar"
 	"github.com/fleetstore/fleetstore/webhook"
 )
 
@@ -48,15 +50,39 @@ type degradedConfig struct {
 }
 
 // limitSpec is one limit of a plan: n units per period with a burst, or,
-// for a byte limit, bytes_per_second and burst_bytes.
+// for a byte limit, bytes_per_second and burst_bytes; or a calendar quota,
+// n units (or bytes) per day, week or month in a zone, with what happens
+// to a delivery over it.
 type limitSpec struct {
-	Kind           string        `yaml:"kind"`
-	N              int64         `yaml:"n"`
-	Per            time.Duration `yaml:"per"`
-	Burst          int64         `yaml:"burst"`
-	BytesPerSecond byteSize      `yaml:"bytes_per_second"`
-	BurstBytes     byteSize      `yaml:"burst_bytes"`
-	Shadow         bool          `yaml:"shadow"`
+	Kind           string   `yaml:"kind"`
+	N              int64    `yaml:"n"`
+	Per            perSpec  `yaml:"per"`
+	Burst          int64    `yaml:"burst"`
+	BytesPerSecond byteSize `yaml:"bytes_per_second"`
+	BurstBytes     byteSize `yaml:"burst_bytes"`
+	Bytes          byteSize `yaml:"bytes"`
+	Zone           string   `yaml:"zone"`
+	Over           string   `yaml:"over"`
+	Shadow         bool     `yaml:"shadow"`
+}
+
+// perSpec is a limit's per: a duration ("1s", "1h") for a rate limit, or
+// day, week or month for a calendar quota.
+type perSpec struct {
+	d      time.Duration
+	period calendar.Period // set for a quota
+}
+
+func (p *perSpec) UnmarshalYAML(n *yaml.Node) error {
+	if period, err := calendar.ParsePeriod(n.Value); err == nil {
+		p.period = period
+		return nil
+	}
+	if err := n.Decode(&p.d); err != nil {
+		return fmt.Errorf("line %d, column %d: want a duration such as 1s or 1h, or day, week or month",
+			n.Line, n.Column)
+	}
+	return nil
 }
 
 type tenantSpec struct {
@@ -161,14 +187,20 @@ type serveConfig struct {
 	storeURL  string // resolved: may hold a password, never shown
 	sinkURL   string // the Redis or Postgres sink's, resolved likewise
 	plans     map[string]fleetstore.Plan
+	over      map[string]overQuota // by plan name
 	tenants   map[string]tenant
 	endpoints []endpoint
 }
 
 type tenant struct {
 	plan    fleetstore.Plan
+	over    overQuota
 	secrets map[string][]string // by provider name
 }
+
+// overQuota is what a plan does over each of its quotas, by kind: what
+// its over fields say (a quota not in it: webhook.QuotaDefer).
+type overQuota map[fleetstore.Kind]webhook.QuotaPolicy
 
 type endpoint struct {
 	spec     endpointSpec
@@ -434,36 +466,45 @@ func (c *serveConfig) resolvePlans() error {
 	if len(c.file.Plans) == 0 {
 		return bad("plans", "required: at least one plan (a plan may have no limits: [])")
 	}
-	c.plans = map[string]fleetstore.Plan{}
+	c.plans, c.over = map[string]fleetstore.Plan{}, map[string]overQuota{}
 	for _, name := range slices.Sorted(maps.Keys(c.file.Plans)) {
-		plan, err := buildPlan(name, c.file.Plans[name])
+		plan, over, err := buildPlan(name, c.file.Plans[name])
 		if err != nil {
 			return err
 		}
-		c.plans[name] = plan
+		c.plans[name], c.over[name] = plan, over
 	}
 	return nil
 }
 
 // buildPlan builds the plan name from its limits, then checks it whole
 // (Plan.Check), naming the field of plans.NAME that Check found at fault.
-func buildPlan(name string, specs []limitSpec) (fleetstore.Plan, error) {
-	plan := fleetstore.Plan{}
+// over holds the policy of each quota whose over is set.
+func buildPlan(name string, specs []limitSpec) (plan fleetstore.Plan, over overQuota, err error) {
+	plan, over = fleetstore.Plan{}, overQuota{}
 	for i, s := range specs {
-		l, err := s.limit(fmt.Sprintf("plans.%s[%d]", name, i))
+		field := fmt.Sprintf("plans.%s[%d]", name, i)
+		l, err := s.limit(field)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		plan = append(plan, l)
+		if s.Over != "" {
+			p, err := webhook.ParseQuotaPolicy(s.Over)
+			if err != nil {
+				return nil, nil, bad(field+".over", "want defer, refuse or drop, got %q", s.Over)
+			}
+			over[l.Kind()] = p
+		}
 	}
 	if err := plan.Check(); err != nil {
 		var inv *fleetstore.InvalidError
 		if errors.As(err, &inv) {
-			return nil, bad("plans."+name+strings.TrimPrefix(inv.Field, "plan"), "%s", inv.Reason)
+			return nil, nil, bad("plans."+name+strings.TrimPrefix(inv.Field, "plan"), "%s", inv.Reason)
 		}
-		return nil, bad("plans."+name, "%v", err)
+		return nil, nil, bad("plans."+name, "%v", err)
 	}
-	return plan, nil
+	return plan, over, nil
 }
 
 // resolveEndpoints checks each endpoint and makes its provider. It
@@ -545,7 +586,7 @@ func (c *serveConfig) resolveTenants(usedProviders map[string]bool) error {
 		if err != nil {
 			return err
 		}
-		c.tenants[name] = tenant{plan: plan, secrets: byProvider}
+		c.tenants[name] = tenant{plan: plan, over: c.over[t.Plan], secrets: byProvider}
 	}
 	return nil
 }
@@ -698,12 +739,21 @@ func (s limitSpec) limit(field string) (fleetstore.Limit, error) {
 	switch {
 	case s.Kind == "":
 		return l, bad(field+".kind", "required: the bucket's kind (hooks, bytes, …)")
-	case bytesLimit && (s.N != 0 || s.Burst != 0 || s.Per != 0):
+	case s.Per.period != 0:
+		return s.quota(field)
+	case s.Zone != "":
+		return l, bad(field+".zone", "only a quota (per: day, week or month) has a zone")
+	case s.Over != "":
+		return l, bad(field+".over", "only a quota (per: day, week or month) has one")
+	case s.Bytes != 0:
+		return l, bad(field+".bytes", "only a quota (per: day, week or month) has one: "+
+			"a byte limit is bytes_per_second and burst_bytes")
+	case bytesLimit && (s.N != 0 || s.Burst != 0 || s.Per.d != 0):
 		return l, bad(field, "either n, per and burst, or bytes_per_second and burst_bytes")
 	case bytesLimit:
 		l, err = fleetstore.NewByteLimit(fleetstore.Kind(s.Kind), int64(s.BytesPerSecond), int64(s.BurstBytes))
 	default:
-		per := s.Per
+		per := s.Per.d
 		if per == 0 {
 			per = time.Second
 		}
@@ -717,6 +767,48 @@ func (s limitSpec) limit(field string) (fleetstore.Limit, error) {
 				sub = "per"
 			}
 			return l, bad(field+"."+sub, "%s", inv.Reason)
+		}
+		return l, bad(field, "%v", err)
+	}
+	if s.Shadow {
+		l = l.Shadow()
+	}
+	return l, nil
+}
+
+// quota builds a plan's calendar quota: n units, or bytes, per day, week
+// or month in zone (UTC when unset).
+func (s limitSpec) quota(field string) (fleetstore.Limit, error) {
+	var l fleetstore.Limit
+	switch {
+	case s.Burst != 0:
+		return l, bad(field+".burst", "a quota (per: %v) has none: its n is all there is", s.Per.period)
+	case s.BytesPerSecond != 0 || s.BurstBytes != 0:
+		return l, bad(field, "a quota (per: %v) is n or bytes, not bytes_per_second and burst_bytes",
+			s.Per.period)
+	case s.N != 0 && s.Bytes != 0:
+		return l, bad(field, "a quota is either n or bytes")
+	case s.Shadow && s.Over != "":
+		return l, bad(field+".over", "a shadow quota denies nothing: nothing is over it")
+	}
+	loc := time.UTC
+	if s.Zone != "" {
+		var err error
+		if loc, err = time.LoadLocation(s.Zone); err != nil || s.Zone == "Local" {
+			return l, bad(field+".zone", "want an IANA time zone such as Europe/Berlin or UTC, got %q", s.Zone)
+		}
+	}
+	kind := fleetstore.Kind(s.Kind)
+	var err error
+	if s.Bytes != 0 {
+		l, err = fleetstore.NewByteQuota(kind, int64(s.Bytes), s.Per.period, loc)
+	} else {
+		l, err = fleetstore.NewQuota(kind, s.N, s.Per.period, loc)
+	}
+	if err != nil {
+		var inv *fleetstore.InvalidError
+		if errors.As(err, &inv) {
+			return l, bad(field+"."+inv.Field, "%s", inv.Reason)
 		}
 		return l, bad(field, "%v", err)
 	}

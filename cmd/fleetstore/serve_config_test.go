@@ -9,7 +9,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/fleetstore/fleetstore/calendar"
+	"github.com/fleetstore/fleetstore/webhook"
 	"github.com/fleetstore/fleetstore/webhook/webhooktest"
 )
 
@@ -78,6 +81,17 @@ func TestConfigRefused(t *testing.T) {
 		{"postgres sink password", "  url: memory://", "  url: postgres://h/db\nsink: {postgres: {url: \"postgres://u:hunter2@h/db\"}}", `:3: sink.postgres.url: a password in the file`},
 		{"postgres sink scheme", "  url: memory://", "  url: postgres://h/db\nsink: {postgres: {url: redis://h/0}}", `:3: sink.postgres.url: want a postgres:// or postgresql:// URL`},
 		{"postgres sink table", "  url: memory://", "  url: postgres://h/db\nsink: {postgres: {url: postgres://h/db, table: \"hooks; drop\"}}", `:3: sink.postgres.table: want NAME or SCHEMA.NAME`},
+		{"a quota's zone", "    - {kind: hooks, n: 2, burst: 3}", "    - {kind: hooks, n: 2, burst: 3}\n    - {kind: bytes, bytes_per_second: 1MiB, burst_bytes: 8MiB}\n    - {kind: events, n: 10000, per: month, zone: Europe/Berlyn, over: defer}", `:7: plans.free[2].zone: want an IANA time zone such as Europe/Berlin or UTC, got "Europe/Berlyn"`},
+		{"a quota in the node's Local zone", "n: 2, burst: 3", "n: 2, per: day, zone: Local", `:5: plans.free[0].zone: want an IANA time zone`},
+		{"a quota's over", "n: 2, burst: 3", "n: 2, per: month, over: ignore", `:5: plans.free[0].over: want defer, refuse or drop, got "ignore"`},
+		{"a quota's burst", "n: 2, burst: 3", "n: 2, burst: 3, per: month", `:5: plans.free[0].burst: a quota (per: month) has none`},
+		{"a quota's n", "n: 2, burst: 3", "n: 0, per: week", `:5: plans.free[0].n: must be 1 to`},
+		{"a quota's n and bytes", "n: 2, burst: 3", "n: 2, bytes: 1GiB, per: week", `:5: plans.free[0]: a quota is either n or bytes`},
+		{"a shadow quota's over", "n: 2, burst: 3", "n: 2, per: day, shadow: true, over: drop", `:5: plans.free[0].over: a shadow quota denies nothing`},
+		{"a zone without a quota", "n: 2, burst: 3", "n: 2, burst: 3, zone: UTC", `:5: plans.free[0].zone: only a quota (per: day, week or month) has a zone`},
+		{"over without a quota", "n: 2, burst: 3", "n: 2, burst: 3, over: drop", `:5: plans.free[0].over: only a quota`},
+		{"bytes without a quota", "n: 2, burst: 3", "bytes: 1MiB", `:5: plans.free[0].bytes: only a quota`},
+		{"a period", "n: 2, burst: 3", "n: 2, burst: 3, per: fortnight", `:5: plans.free[0].per: want a duration such as 1s or 1h, or day, week or month`},
 		{"a pattern the mux refuses", "/hooks/github/{tenant}", "/hooks/{tenant}/{tenant}", `:12: endpoints[0].path: `},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -196,5 +210,38 @@ func TestServeStoreURLRefused(t *testing.T) {
 				t.Errorf("%s %s: exit status %d, want %d; stderr %q", args[1], url, code, exitUsage, stderr.String())
 			}
 		}
+	}
+}
+
+// TestConfigQuota: a plan's limit may be a calendar quota, n units or
+// bytes per day, week or month in a zone (UTC when unset), with what
+// happens over it; the tenant on that plan gets its policies, a quota
+// without over none (webhook.QuotaDefer).
+func TestConfigQuota(t *testing.T) {
+	t.Setenv("ACME_GH", "gh-secret-value")
+	text := strings.Replace(goodConfig, "    - {kind: hooks, n: 2, burst: 3}\n", `    - {kind: hooks, n: 2, burst: 3}
+    - {kind: events, n: 10000, per: month, zone: Europe/Berlin, over: refuse}
+    - {kind: bytes_day, bytes: 1GiB, per: day}
+`, 1)
+	c, err := loadConfig(writeConfig(t, text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme := c.tenants["acme"]
+	if len(acme.plan) != 3 {
+		t.Fatalf("plan %v, want 3 limits", acme.plan)
+	}
+	events, bytesDay := acme.plan[1], acme.plan[2]
+	if !events.IsQuota() || events.Burst() != 10000 || events.Period() != calendar.Month ||
+		events.Location().String() != "Europe/Berlin" || events.InBytes() {
+		t.Errorf("events: %v, want 10000 per month in Europe/Berlin", events)
+	}
+	if !bytesDay.IsQuota() || bytesDay.Burst() != 1<<30 || bytesDay.Period() != calendar.Day ||
+		bytesDay.Location() != time.UTC || !bytesDay.InBytes() {
+		t.Errorf("bytes_day: %v, want 1 GiB per day in UTC", bytesDay)
+	}
+	if acme.over["events"] != webhook.QuotaRefuse || acme.over["bytes_day"] != webhook.QuotaDefer ||
+		len(acme.over) != 1 {
+		t.Errorf("acme's policies over quota: %v, want events refuse, bytes_day defer (unset)", acme.over)
 	}
 }

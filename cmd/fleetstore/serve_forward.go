@@ -26,6 +26,9 @@ const (
 	hookIDHeader   = "Fleetstore-Hook-Id"
 	tenantHeader   = "Fleetstore-Tenant"
 	providerHeader = "Fleetstore-Provider"
+	// overQuotaHeader names the plan's quotas a hook is over, comma-
+	// separated: set only on a hook over one.
+	overQuotaHeader = "Fleetstore-Over-Quota"
 )
 
 // hopHeaders are not forwarded (RFC 9110 §7.6.1), nor Host and
@@ -198,6 +201,10 @@ func (f *forwarder) forward(ctx context.Context, name string) error {
 	req.Header.Set(hookIDHeader, r.HookID)
 	req.Header.Set(tenantHeader, r.Tenant)
 	req.Header.Set(providerHeader, r.Provider)
+	req.Header.Del(overQuotaHeader) // a sender's own is not ours
+	if len(r.OverQuota) > 0 {
+		req.Header.Set(overQuotaHeader, strings.Join(r.OverQuota, ","))
+	}
 	resp, err := f.client.Do(req)
 	if err != nil {
 		return err

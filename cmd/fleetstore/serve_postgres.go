@@ -103,7 +103,14 @@ func (s *postgresSink) Store(ctx context.Context, h *webhook.Hook) error {
 
 // store inserts h and commits its claim, under key, in one transaction.
 func (s *postgresSink) store(ctx context.Context, h *webhook.Hook, key string) error {
-	header, err := json.Marshal(h.Header)
+	// The quotas h is over ride in its headers, as the http sink sends
+	// them: the table keeps its columns.
+	stored := h.Header.Clone()
+	stored.Del(overQuotaHeader) // a sender's own is not ours
+	if len(h.OverQuota) > 0 {
+		stored.Set(overQuotaHeader, overQuotaList(h.OverQuota))
+	}
+	header, err := json.Marshal(stored)
 	if err != nil {
 		return err
 	}

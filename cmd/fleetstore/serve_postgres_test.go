@@ -72,7 +72,7 @@ func TestPostgresSink(t *testing.T) {
 	}
 
 	// Stored: the row as the hook was, the claim committed.
-	h := testHook(1)
+	h := quotaHook(1)
 	h.Body = []byte{0xff, 0x00, '\n', 'x'}
 	h.Local = true
 	if got := hit(h.EventID, h.ID); got != fleetstore.OK {
@@ -102,7 +102,7 @@ func TestPostgresSink(t *testing.T) {
 	}
 	if tenant != h.Tenant || provider != h.Source || event != h.EventID || !received.Equal(h.Received.Truncate(time.Microsecond)) ||
 		deferred || !local || string(body) != string(h.Body) ||
-		header.Get("X-Hub-Signature-256") != "sha256=00" {
+		header.Get("X-Hub-Signature-256") != "sha256=00" || header.Get(overQuotaHeader) != "events,bytes_month" {
 		t.Errorf("row: %q %q %q %v %v %v %s %q, want hook %+v", tenant, provider, event, received, deferred, local,
 			headers, body, h)
 	}

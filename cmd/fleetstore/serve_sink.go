@@ -16,6 +16,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/webhook"
 )
 
@@ -30,14 +31,17 @@ type sink interface {
 // hookRecord is a hook as the sinks write it: one JSON object (a line of the
 // file sink, a spooled hook of the HTTP forwarder).
 type hookRecord struct {
-	HookID   string      `json:"hook_id"`
-	Tenant   string      `json:"tenant"`
-	Provider string      `json:"provider"`
-	EventID  string      `json:"event_id"`
-	Received time.Time   `json:"received"`
-	Deferred bool        `json:"deferred,omitempty"`
-	Local    bool        `json:"local,omitempty"`
-	Header   http.Header `json:"header"`
+	HookID   string    `json:"hook_id"`
+	Tenant   string    `json:"tenant"`
+	Provider string    `json:"provider"`
+	EventID  string    `json:"event_id"`
+	Received time.Time `json:"received"`
+	Deferred bool      `json:"deferred,omitempty"`
+	// OverQuota names the plan's quotas the hook is over, to bill
+	// (webhook.Hook.OverQuota).
+	OverQuota []string    `json:"over_quota,omitempty"`
+	Local     bool        `json:"local,omitempty"`
+	Header    http.Header `json:"header"`
 	// Body is the body as a string when it is UTF-8 (a JSON string keeps
 	// its bytes exactly), else BodyBase64.
 	Body       string `json:"body,omitempty"`
@@ -47,6 +51,9 @@ type hookRecord struct {
 func newHookRecord(h *webhook.Hook) hookRecord {
 	r := hookRecord{HookID: h.ID, Tenant: h.Tenant, Provider: h.Source, EventID: h.EventID,
 		Received: h.Received.UTC(), Deferred: h.Deferred, Local: h.Local, Header: h.Header}
+	for _, k := range h.OverQuota {
+		r.OverQuota = append(r.OverQuota, string(k))
+	}
 	if utf8.Valid(h.Body) {
 		r.Body = string(h.Body)
 	} else {
@@ -217,6 +224,9 @@ func (s *redisSink) Store(ctx context.Context, h *webhook.Hook) error {
 		Values: []any{"hook_id", h.ID, "tenant", h.Tenant, "provider", h.Source,
 			"event_id", h.EventID, "received", h.Received.UTC().Format(time.RFC3339Nano),
 			"deferred", deferred, "local", local, "header", header, "body", h.Body}}
+	if len(h.OverQuota) > 0 {
+		args.Values = append(args.Values.([]any), "over_quota", overQuotaList(h.OverQuota))
+	}
 	if err := s.rdb.XAdd(ctx, args).Err(); err != nil {
 		return fmt.Errorf("sink redis: XADD: %w", err)
 	}
@@ -235,4 +245,14 @@ func spoolName(h *webhook.Hook) string {
 		return '_'
 	}, h.ID)
 	return fmt.Sprintf("%020d-%s.json", h.Received.UnixNano(), id[:min(len(id), 64)])
+}
+
+// overQuotaList is the kinds of the quotas a hook is over, comma-separated
+// (a kind is [a-z][a-z0-9_]*).
+func overQuotaList(kinds []fleetstore.Kind) string {
+	s := make([]string, len(kinds))
+	for i, k := range kinds {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ",")
 }

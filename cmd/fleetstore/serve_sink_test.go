@@ -18,6 +18,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 	"github.com/fleetstore/fleetstore/webhook"
 )
@@ -28,6 +29,19 @@ func testHook(i int) *webhook.Hook {
 		Header: http.Header{"X-Hub-Signature-256": {"sha256=00"}, "X-Github-Delivery": {fmt.Sprintf("event-%d", i)},
 			"Proxy-Authorization": {"Basic cHJveHk6cHc="}},
 		Body: []byte(fmt.Sprintf(`{"n":%d}`, i))}
+}
+
+// quotaHook is testHook(i), hook 1 over two quotas and hook 0 sent with
+// a Fleetstore-Over-Quota header of the sender's own.
+func quotaHook(i int) *webhook.Hook {
+	h := testHook(i)
+	switch i {
+	case 0:
+		h.Header.Set("Fleetstore-Over-Quota", "spoofed")
+	case 1:
+		h.OverQuota = []fleetstore.Kind{"events", "bytes_month"}
+	}
+	return h
 }
 
 // TestFileSinkRotation: each hook one JSON line with its body exactly;
@@ -122,7 +136,7 @@ func TestForwarder(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		if err := f.Store(context.Background(), testHook(i)); err != nil {
+		if err := f.Store(context.Background(), quotaHook(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -145,7 +159,7 @@ func TestForwarder(t *testing.T) {
 	// The application down: spooled, not forwarded; Close leaves them.
 	down.Store(true)
 	for i := 3; i < 5; i++ {
-		if err := f.Store(context.Background(), testHook(i)); err != nil {
+		if err := f.Store(context.Background(), quotaHook(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -164,11 +178,15 @@ func TestForwarder(t *testing.T) {
 	defer f.Close()
 	waitFor(5)
 	for i, r := range got {
-		h := testHook(i)
+		h := quotaHook(i)
 		if bodies[i] != string(h.Body) || r.Header.Get("Fleetstore-Event-Id") != h.EventID ||
 			r.Header.Get(hookIDHeader) != h.ID || r.Header.Get(tenantHeader) != "acme" ||
 			r.Header.Get(providerHeader) != "github" || r.Header.Get("X-Hub-Signature-256") != "sha256=00" {
 			t.Errorf("forward %d: body %q, header %v; want hook %s", i, bodies[i], r.Header, h.ID)
+		}
+		if want := map[int]string{1: "events,bytes_month"}[i]; r.Header.Get(overQuotaHeader) != want {
+			t.Errorf("forward %d: %s %q, want %q (a sender's own is not forwarded)", i, overQuotaHeader,
+				r.Header.Get(overQuotaHeader), want)
 		}
 		if r.Header.Get("Proxy-Authorization") != "" {
 			t.Errorf("forward %d: a hop-by-hop header forwarded", i)
@@ -192,7 +210,7 @@ func TestRedisSink(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	h := testHook(1)
+	h := quotaHook(1)
 	h.Deferred = true
 	if err := s.Store(context.Background(), h); err != nil {
 		t.Fatal(err)
@@ -207,7 +225,7 @@ func TestRedisSink(t *testing.T) {
 	var header http.Header
 	_ = json.Unmarshal([]byte(fmt.Sprint(v["header"])), &header)
 	if v["hook_id"] != h.ID || v["event_id"] != h.EventID || v["tenant"] != "acme" || v["provider"] != "github" ||
-		v["body"] != string(h.Body) || v["deferred"] != "1" || v["local"] != "0" ||
+		v["body"] != string(h.Body) || v["deferred"] != "1" || v["local"] != "0" || v["over_quota"] != "events,bytes_month" ||
 		header.Get("X-Hub-Signature-256") != "sha256=00" || !strings.HasPrefix(fmt.Sprint(v["received"]), "2023-11-14T22:13:20") {
 		t.Errorf("entry %v", v)
 	}
