@@ -10,12 +10,13 @@ import (
 )
 
 // HitCall returns the KEYS and ARGV of a Hit script call: charges (all of
-// one tenant) and claim (nil: none), as validated by the Store. Increments
-// and capacities go as whole µs, the pending TTL as whole µs (the record's
-// exact expiry; its key's expiry is that µs rounded up to the ms).
-// Its keys are BucketKey, then with a claim its ClaimKey (whose tag names
-// the tenant's shards); all of them and its numbers are built in one
-// buffer (callBuf): two allocations in all.
+// one tenant) and claim (nil: none), as validated by the Store. Each
+// charge goes as its TATField, its increment and capacity in whole µs;
+// the pending TTL as whole µs (the record's exact expiry; its key's expiry
+// is that µs rounded up to the ms). Its keys are the tenant's shard 0
+// (ShardKey, i = 0), then with a claim its ClaimKey (whose tag names the
+// tenant's other shards); all of them, the fields and the numbers are
+// built in one buffer (callBuf): two allocations in all.
 func HitCall(
 	keyPrefix string, charges []driver.Charge, claim *driver.Claim,
 ) (keys, args []string) {
@@ -26,20 +27,23 @@ func HitCall(
 		tenant = claim.Tenant
 	}
 	nKeys, n := 1, 1+1+3*len(charges)
-	size := tagLen(keyPrefix, tenant) + len(":b") + numLen*(1+2*len(charges))
+	size := tagLen(keyPrefix, tenant) + len(":s0") + numLen*(1+2*len(charges))
+	for i := range charges {
+		size += tatFieldLen(charges[i].Kind)
+	}
 	if claim != nil {
 		tag := tagLen(keyPrefix, claim.Tenant)
 		nKeys, n, size = 2, n+1+2, size+tag+DigestSize+numLen
 	}
 	c := newCallBuf(n, size)
-	c.tagged(keyPrefix, tenant, ":b")
+	c.tagged(keyPrefix, tenant, ":s0")
 	if claim != nil {
 		c.claimKey(keyPrefix, claim.Tenant, claim.SourceID, claim.Key)
 	}
 	c.int(int64(len(charges)))
 	for i := range charges {
 		ch := &charges[i]
-		c.given(string(ch.Kind))
+		c.tatField(ch.Kind)
 		c.int(ch.Increment.Microseconds())
 		c.int(ch.Capacity.Microseconds())
 	}
@@ -92,13 +96,19 @@ func PresentCall(keyPrefix string, claims []driver.Claim) []string {
 
 // PeekCall returns the KEYS and ARGV of a Peek script call over charges
 // (1 to driver.MaxCharges, all of one tenant, as validated by the Store):
-// the tenant's BucketKey, and each charge's kind.
+// the tenant's shard 0 (ShardKey, i = 0), and each charge's TATField.
 func PeekCall(keyPrefix string, charges []driver.Charge) (keys, args []string) {
 	args = make([]string, len(charges))
 	for i := range charges {
-		args[i] = string(charges[i].Kind)
+		args[i] = TATField(charges[i].Kind)
 	}
-	return []string{BucketKey(keyPrefix, charges[0].Tenant)}, args
+	return []string{ShardKey(keyPrefix, charges[0].Tenant, 0)}, args
+}
+
+// ResetCall returns the KEYS of a Reset script call (no ARGV): the
+// tenant's shard 0, which holds its TATs.
+func ResetCall(keyPrefix, tenant string) []string {
+	return []string{ShardKey(keyPrefix, tenant, 0)}
 }
 
 // micros is d in whole µs, rounded up, at least 1.

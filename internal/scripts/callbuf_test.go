@@ -55,16 +55,26 @@ func refHitCall(prefix string, charges []driver.Charge, claim *driver.Claim) (ke
 	} else {
 		tenant = claim.Tenant
 	}
-	keys = []string{refTag(prefix, tenant) + ":b"}
+	keys = []string{refTag(prefix, tenant) + ":s0"}
 	args = []string{strconv.Itoa(len(charges))}
 	for _, c := range charges {
-		args = append(args, string(c.Kind), strconv.FormatInt(c.Increment.Microseconds(), 10), strconv.FormatInt(c.Capacity.Microseconds(), 10))
+		args = append(args, refTATField(c.Kind), strconv.FormatInt(c.Increment.Microseconds(), 10), strconv.FormatInt(c.Capacity.Microseconds(), 10))
 	}
 	if claim != nil {
 		keys = append(keys, refClaimKey(prefix, claim.Tenant, claim.SourceID, claim.Key))
 		args = append(args, claim.HookID, refMicros(claim.PendingTTL))
 	}
 	return keys, args
+}
+
+// refTATField is TATField as its doc says it: the kind and ':', "::"
+// when that would be 16 bytes long.
+func refTATField(kind driver.Kind) string {
+	f := string(kind) + ":"
+	if len(f) == 16 {
+		f += ":"
+	}
+	return f
 }
 
 func refSettleCall(prefix string, commit bool, claims []driver.Claim) (keys, args []string) {
@@ -93,7 +103,7 @@ func TestCallBufMatchesReference(t *testing.T) {
 	sources := []string{"github", "s", strings.Repeat("s", 300)}
 	keys := []string{"k", "6f1d2c1e-4a8b-11ef-9c3d-0242ac120002", strings.Repeat("k", 1024), "a:b{c}%"}
 	ttls := []time.Duration{time.Nanosecond, time.Microsecond, 1500*time.Nanosecond + time.Millisecond, 72 * time.Hour, 366 * 24 * time.Hour}
-	kinds := []driver.Kind{"hooks", "bytes", "k", "a_very_long_kind_name_of_32_byte"}
+	kinds := []driver.Kind{"hooks", "bytes", "k", "a_very_long_kind_name_of_32_byte", "kind_of_15_byte"}
 	n := 0
 	for ti, tenant := range tenants {
 		if got, want := Encode(tenant), refEncode(tenant); got != want {
@@ -103,8 +113,8 @@ func TestCallBufMatchesReference(t *testing.T) {
 			t.Errorf("appendEncode(%q) = %q (length %d), want %q", tenant, got, encodedLen(tenant), want)
 		}
 		for pi, prefix := range prefixes {
-			if got, want := BucketKey(prefix, tenant), refTag(prefix, tenant)+":b"; got != want {
-				t.Errorf("BucketKey = %q, want %q", got, want)
+			if got, want := ShardKey(prefix, tenant, 0), refTag(prefix, tenant)+":s0"; got != want {
+				t.Errorf("ShardKey 0 = %q, want %q", got, want)
 			}
 			var claims []driver.Claim
 			for si, source := range sources {

@@ -196,30 +196,38 @@ end
 
 -- find_claim returns the live record of the claim whose short key is
 -- short (PREFIX:{T}D) — state, hook_id, expiry (µs), or nothing — and its
--- location: a table the writes below take (the tenant's tag, its state l
--- and p and shard 0's e0 and x0; the claim's shard and its e and x).
+-- location (C.locate), reading shard 0's field D and state s.
 function C.find_claim(short, now)
   local tag = sub(short, 1, -17)
   local d = sub(short, -16)
-  local s0 = C.shard_key(tag, 0)
-  -- Shard 0 holds the state, and the records of a tenant of one bucket:
-  -- one read finds both. No state: a tenant of one bucket (l = p = 0)
-  -- whose state is not written yet.
+  local s0 = tag .. ':s0'
   local m = call('HMGET', s0, d, 's')
+  return C.locate(short, tag, d, s0, m[1], m[2], now)
+end
+
+-- locate returns the live record of the claim whose short key is short,
+-- tag and d its tenant's tag and digest — state, hook_id, expiry (µs), or
+-- nothing — and its location: a table the writes below take (the
+-- tenant's tag, its state l and p and shard 0's e0 and x0; the claim's
+-- shard and its e and x). v and sv are shard 0's field D and state s as
+-- read (false: none), by find_claim or by the caller's own read (hit.lua
+-- reads the TATs in the same HMGET). Shard 0 holds the state, and the
+-- records of a tenant of one bucket: one read finds both. No state: a
+-- tenant of one bucket (l = p = 0) whose state is not written yet.
+function C.locate(short, tag, d, s0, v, sv, now)
   -- Every field loc ever holds is in its constructor, so that the table
   -- is made at its size once (a field added later would grow it): false
   -- where there is none yet, which every use reads as it reads nil.
   local loc = {tag = tag, short = short, d = d, s0 = s0, l = 0, p = 0, e0 = false, x0 = false,
     shard = s0, e = false, x = false, field = false, at = false, nx0 = false, cover = false}
-  if m[2] then
-    loc.e0, loc.x0, loc.l, loc.p = C.read_state(m[2], true)
+  if sv then
+    loc.e0, loc.x0, loc.l, loc.p = C.read_state(sv, true)
     if loc.l ~= 0 or loc.p ~= 0 then
       loc.shard = C.bucket_key(loc, C.shard_index(d, loc.l, loc.p), loc.l, loc.p)
     end
   end
-  local v
   if loc.shard == s0 then
-    v, loc.e, loc.x = m[1], loc.e0, loc.x0
+    loc.e, loc.x = loc.e0, loc.x0
   else
     local r = call('HMGET', loc.shard, d, 's')
     v = r[1]
@@ -397,15 +405,21 @@ end
 
 -- put_claim writes the record of loc's claim: state st ('D' or 'P') for
 -- hook until expires (µs), as a field of its shard or, when the record is
--- longer than PACKED, as its short key. A new field first prunes its shard
--- when that is due, then splits a bucket when the shard is full. Shard 0
--- is made to outlive the record, wherever it is, and is given the state
--- when it had none (a new tenant).
-function C.put_claim(loc, st, hook, expires, now)
+-- longer than PACKED, as its short key; and the TATs a Hit charged, when
+-- nw > 0: w[1] to w[nw], field and value pairs of shard 0, tat the latest
+-- one's ms. A new field first prunes its shard when that is due, then
+-- splits a bucket when the shard is full. Shard 0 is made to outlive the
+-- record, wherever it is, and the TATs, and is given the state when it had
+-- none (a new tenant).
+function C.put_claim(loc, st, hook, expires, now, w, nw, tat)
+  nw = nw or 0
   local v = C.encode_claim(st, hook, expires)
   local at = floor((expires + 999) / 1000)
   if #v > C.PACKED then
     call('SET', loc.short, v, 'PXAT', C.int(at))
+    if nw > 0 then
+      C.put_tats(loc.s0, loc.e0, loc.x0, loc.l, loc.p, w, nw, tat)
+    end
     return
   end
   -- e and x: the claim shard's state as the server holds it (nil: none);
@@ -448,25 +462,21 @@ function C.put_claim(loc, st, hook, expires, now)
       nx = at
     end
   end
-  -- Shard 0's expiry must cover the record, wherever it is, and the
-  -- records a split moved. Each state is written only when it changed (a
-  -- new tenant's shard 0 has none: e0 ~= nil).
-  local e0 = C.expiry(loc.s0, loc.e0, max(at, loc.cover or 0))
+  -- Shard 0's expiry must cover the record, wherever it is, the records
+  -- a split moved and the TATs. Each state is written only when it
+  -- changed (a new tenant's shard 0 has none: e0 ~= nil).
+  local e0 = C.expiry(loc.s0, loc.e0, max(at, loc.cover or 0, tat or 0))
   local nx0 = loc.nx0 or loc.x0 or 0
   if loc.shard == loc.s0 then
     nx0 = nx or 0
   end
-  local s0
+  local s0 = false
   if moved or e0 ~= loc.e0 or nx0 ~= loc.x0 then
     C.rare()
     s0 = C.state(e0, nx0, loc.l, loc.p)
   end
   if loc.shard == loc.s0 then
-    if s0 then
-      call('HSET', loc.s0, 's', s0, loc.d, v)
-    else
-      call('HSET', loc.s0, loc.d, v)
-    end
+    C.hset(loc.s0, s0, w, nw, loc.d, v)
   else
     local ne = C.expiry(loc.shard, e, at)
     if ne ~= e or nx ~= x then
@@ -478,13 +488,56 @@ function C.put_claim(loc, st, hook, expires, now)
     if ne ~= e then
       call('PEXPIREAT', loc.shard, C.int(ne))
     end
-    if s0 then
-      call('HSET', loc.s0, 's', s0)
+    if s0 or nw > 0 then
+      C.hset(loc.s0, s0, w, nw)
     end
   end
   if e0 ~= loc.e0 then
     call('PEXPIREAT', loc.s0, C.int(e0))
   end
+end
+
+-- put_tats writes a Hit's TATs, w[1] to w[nw] (field and value pairs),
+-- into shard 0, key s0, whose state is e0, x0, l and p as read (e0 false:
+-- no state), and makes shard 0 outlive the latest TAT's ms, tat: its
+-- expiry and its state's e are written only when it would not, then SLACK
+-- past tat.
+function C.put_tats(s0, e0, x0, l, p, w, nw, tat)
+  local e = C.expiry(s0, e0, tat)
+  if e == e0 then
+    call('HSET', s0, unpack(w, 1, nw))
+    return
+  end
+  C.rare()
+  C.hset(s0, C.state(e, x0 or 0, l or 0, p or 0), w, nw)
+  call('PEXPIREAT', s0, C.int(e))
+end
+
+-- hset writes into shard key its state sv first, when given (a new
+-- shard 0's state leads its listpack, so that the walk to it is short),
+-- then w[1] to w[nw] (field and value pairs: TATs), then field f, value
+-- v, when f is given: one HSET, its arguments in a table made at their
+-- largest (state, 4 TATs, a record) once.
+function C.hset(key, sv, w, nw, f, v)
+  if not sv and nw == 0 then
+    call('HSET', key, f, v)
+    return
+  end
+  local a = {false, false, false, false, false, false, false, false, false, false, false, false}
+  local k = 0
+  if sv then
+    a[1], a[2] = 's', sv
+    k = 2
+  end
+  for i = 1, nw do
+    a[k + i] = w[i]
+  end
+  k = k + nw
+  if f then
+    a[k + 1], a[k + 2] = f, v
+    k = k + 2
+  end
+  call('HSET', key, unpack(a, 1, k))
 end
 
 -- drop_claim deletes loc's live record (a release of a pending claim).

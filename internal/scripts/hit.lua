@@ -4,13 +4,15 @@
 -- (CONTRACT G8: every node of the fleet shares it), read once by the
 -- script call (C.now), which may decide a round of calls at one now.
 --
--- KEYS[1]   the tenant's bucket hash: field = kind, value = TAT in µs
+-- KEYS[1]   the tenant's shard 0, PREFIX:{T}:s0: its TATs (field: the
+--           kind's TAT field, value: TAT in µs), its claim state s and
+--           the records of a tenant of one bucket (package scripts' doc)
 -- KEYS[2]   the claim's short key PREFIX:{T}D (D: the claim's digest),
---           absent when the Hit has no claim; the tenant's shards
+--           absent when the Hit has no claim; the tenant's other shards
 --           PREFIX:{T}:s<i> are named after its tag (same slot)
 -- ARGV[1]   n, the number of charges (0 or more)
 -- for charge i = 1..n:
---   ARGV[3i-1]  kind
+--   ARGV[3i-1]  its kind's TAT field
 --   ARGV[3i]    increment, µs (integer ≥ 1)
 --   ARGV[3i+1]  capacity, µs (integer ≥ increment, ≤ 366 days)
 -- when KEYS[2] is given:
@@ -48,40 +50,46 @@ local out = {0, 0, 0, 0, 0, 0}
 for i = n + 3, 6 do
   out[i] = nil
 end
--- The buckets as they stand. One HGETALL reads every kind's TAT, the
--- charged ones and the others: top, the latest TAT of all, is what the
--- hash's expiry already covers (every write below keeps the expiry at or
--- past its latest TAT), so no PTTL is needed to know whether to lengthen
--- it.
-local top = 0
-if n > 0 then
-  local all = call('HGETALL', KEYS[1])
-  for j = 1, #all, 2 do
-    local v = all[j + 1]
+-- One HMGET of shard 0 reads the charges' TATs, the claim's field D and
+-- the tenant's state s (C.read_state: e0, shard 0's expiry, which every
+-- write keeps at or past the latest TAT, so no PTTL is needed to know
+-- whether to lengthen it). q is the HMGET's fields, made at their largest
+-- (4 TATs, D, s) and sent cut.
+local s0, short = KEYS[1], KEYS[2]
+local q = {0, 0, 0, 0, 0, 0}
+for i = 1, n do
+  q[i] = ARGV[3 * i - 1]
+end
+local d
+local nq = n + 1
+if short then
+  d = sub(short, -16)
+  q[nq] = d
+  nq = nq + 1
+end
+q[nq] = 's'
+local m = call('HMGET', s0, unpack(q, 1, nq))
+for i = 1, n do
+  local v = m[i]
+  if v then
     -- Anything but the decimal digits this script writes is some other
     -- program's value under our prefix: refuse rather than guess (V4).
     if not find(v, '^%d+$') then
       error('fleetstore: malformed bucket TAT')
     end
     v = v + 0
-    if v > top then
-      top = v
-    end
-    local kind = all[j]
-    for i = 1, n do
-      if kind == ARGV[3 * i - 1] and v > now then
-        out[i + 2] = v - now
-      end
+    if v > now then
+      out[i + 2] = v - now
     end
   end
 end
 
 -- held is the state of a live claim record, holder its hook_id; both nil
 -- when the Hit has no claim or no live record (an expired one is absent).
--- loc is where the record is or goes (claim.lua's find_claim).
+-- loc is where the record is or goes (claim.lua's C.locate).
 local held, holder, expires, loc
-if KEYS[2] then
-  held, holder, expires, loc = C.find_claim(KEYS[2], now)
+if short then
+  held, holder, expires, loc = C.locate(short, sub(short, 1, -17), d, s0, m[n + 1], m[nq], now)
   -- Our own pending claim: this is a retry of a hit whose reply was lost.
   -- It was charged once already, so charge nothing and say OK (C2).
   if held == 'p' and holder == ARGV[c] then
@@ -131,38 +139,35 @@ if held == 'p' then
   return out
 end
 
--- Every charge conforms and the claim is free: write.
-if n > 0 then
-  -- Store each kind's new TAT in the tenant's hash; r_i becomes the new
-  -- TAT's lead (≥ I), the reset-after of a charge taken. fields is made
-  -- at its largest and sent cut to n.
-  local fields = {0, 0, 0, 0, 0, 0, 0, 0}
-  local last = 0
-  for i = 1, n do
-    local lead = out[i + 2] + ARGV[3 * i]
-    out[i + 2] = lead
-    if lead > last then
-      last = lead
-    end
-    fields[2 * i - 1] = ARGV[3 * i - 1]
-    fields[2 * i] = C.int(now + lead)
+-- Every charge conforms and the claim is free: write. Each kind's new
+-- TAT goes to its field of shard 0; r_i becomes the new TAT's lead (≥ I),
+-- the reset-after of a charge taken. w is the fields and values, made at
+-- their largest and sent cut to n; tat is the latest new TAT's ms,
+-- rounded up, which shard 0's expiry must reach (a passed TAT is a full
+-- bucket, G7: shard 0 may expire once its latest TAT has passed, and with
+-- it the TATs).
+local w = {0, 0, 0, 0, 0, 0, 0, 0}
+local last = 0
+for i = 1, n do
+  local lead = out[i + 2] + ARGV[3 * i]
+  out[i + 2] = lead
+  if lead > last then
+    last = lead
   end
-  call('HSET', KEYS[1], unpack(fields, 1, 2 * n))
-  -- The hash may expire once its latest TAT has passed (a passed TAT is a
-  -- full bucket, G7): at that TAT's ms on the server's clock, rounded up
-  -- (PEXPIREAT). Redis drops a key once its ms clock is past the expiry,
-  -- so the hash lives until at least its latest TAT and lingers less than
-  -- 2ms. The expiry is a function of the latest TAT alone, so the one the
-  -- hash has is top's: lengthen it only when the latest new TAT's is later
-  -- (a hash that did not exist has top 0).
-  local at = floor((now + last + 999) / 1000)
-  if at > floor((top + 999) / 1000) then
-    call('PEXPIREAT', KEYS[1], C.int(at))
-  end
+  w[2 * i - 1] = ARGV[3 * i - 1]
+  w[2 * i] = C.int(now + lead)
 end
-if KEYS[2] then
-  -- The claim becomes pending for this hook, for the pending TTL (C1).
-  C.put_claim(loc, 'P', ARGV[c], now + ARGV[c + 1], now)
+local tat = floor((now + last + 999) / 1000)
+if short then
+  -- The claim becomes pending for this hook, for the pending TTL (C1):
+  -- its record and the TATs in one HSET when it goes to shard 0.
+  C.put_claim(loc, 'P', ARGV[c], now + ARGV[c + 1], now, w, 2 * n, tat)
+elseif n > 0 then
+  local e0, x0, l, p = false, false, 0, 0
+  if m[nq] then
+    e0, x0, l, p = C.read_state(m[nq], true)
+  end
+  C.put_tats(s0, e0, x0, l, p, w, 2 * n, tat)
 end
 out[1] = 1
 return out

@@ -54,17 +54,33 @@ func TenantTag(keyPrefix, tenant string) string {
 	return keyPrefix + ":{" + Encode(tenant) + "}"
 }
 
-// BucketKey is the hash holding every kind's TAT of tenant.
-func BucketKey(keyPrefix, tenant string) string {
-	return TenantTag(keyPrefix, tenant) + ":b"
+// TATField is the field of shard 0 (ShardKey i = 0) that holds the TAT
+// of kind's bucket: the kind and ':', or "::" after a kind of 15 bytes, so
+// that no TAT field is 16 bytes long (a claim record's) or is the state
+// field s. A kind holds no ':' ([a-z][a-z0-9_]{0,31}), so the field names
+// its kind alone.
+func TATField(kind driver.Kind) string {
+	if len(kind) == DigestSize-1 {
+		return string(kind) + "::"
+	}
+	return string(kind) + ":"
+}
+
+// tatFieldLen is len(TATField(kind)).
+func tatFieldLen(kind driver.Kind) int {
+	if len(kind) == DigestSize-1 {
+		return len(kind) + 2
+	}
+	return len(kind) + 1
 }
 
 // ClaimKey is the string holding the claim on key of source of tenant:
 // the tenant's tag, then the claim's 16-byte [ClaimDigest] as raw bytes.
 // The digest follows the hash tag, so its bytes cannot change the slot;
-// the bucket key has 2 bytes after the tag, a claim key 16, so they never
-// meet. 19 bytes plus the prefix and the encoded tenant, whatever the
-// source and key: every byte saved here is saved per claim.
+// a shard key has 3 to 13 bytes after the tag (":s" and at most 11
+// digits), a claim key 16, so they never meet. 19 bytes plus the prefix
+// and the encoded tenant, whatever the source and key: every byte saved
+// here is saved per claim.
 func ClaimKey(keyPrefix, tenant, source, key string) string {
 	d := ClaimDigest(source, key)
 	return keyPrefix + ":{" + Encode(tenant) + "}" + string(d[:])
@@ -100,7 +116,7 @@ func TenantPattern(keyPrefix, tenant string) string {
 // ShardKey is shard i of tenant's claims: a hash of ClaimDigest → record
 // and its state field s (the package doc). A tenant of 2^l + p buckets
 // keeps them at shard 0 (one bucket) or shards 1 to 2^l + p, l and p in
-// shard 0's state.
+// shard 0's state. Shard 0 also holds the tenant's TATs (TATField).
 func ShardKey(keyPrefix, tenant string, i int) string {
 	return TenantTag(keyPrefix, tenant) + ":s" + strconv.Itoa(i)
 }
@@ -126,14 +142,15 @@ func IsShardKey(key string) bool {
 // and values are kv (HGETALL's reply), each with its own time to live from
 // nowMicros (the server's clock, µs): a shard's own expiry is its latest
 // record's (and at most a second more), so the records are what a claim's
-// TTL bounds (C9); the shard's state fields are not records. The Key of
+// TTL bounds (C9); a shard's other fields (its state, shard 0's TATs) are
+// not records. The Key of
 // a record is the shard's and its field in hex. A value that is not a
 // record (or one expiring further ahead than any claim TTL allows) is
 // reported with TTL -1 (no expiry), for a test to fail on.
 func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 	var out []driver.Record
 	for i := 0; i+1 < len(kv); i += 2 {
-		if isShardStateField(kv[i]) {
+		if len(kv[i]) != DigestSize {
 			continue
 		}
 		k := key + "#" + hex.EncodeToString([]byte(kv[i]))
@@ -148,10 +165,6 @@ func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 	}
 	return out
 }
-
-// isShardStateField reports whether f is the one-byte field that holds a
-// shard's own state beside its records (claim.lua: s).
-func isShardStateField(f string) bool { return f == "s" }
 
 // DecodeRecord decodes a claim record as claim.lua writes it — state 'D'
 // committed or 'P' pending, the expiry on the server's clock as 7 bytes

@@ -5,8 +5,9 @@
 -- this script might make (an expiry included), and lets it run on a
 -- replica or a server out of memory: Redis 7.0 or later, or Valkey.
 --
--- KEYS[1]   the tenant's bucket hash: field = kind, value = TAT in µs
--- ARGV[i]   the kind of bucket i (1 to 4 of them)
+-- KEYS[1]   the tenant's shard 0, PREFIX:{T}:s0, which holds its TATs
+--           (field: the kind's TAT field, value: TAT in µs)
+-- ARGV[i]   the TAT field of bucket i (1 to 4 of them)
 --
 -- Returns {r_1, ..., r_n}: r_i is bucket i's TAT lead over now, µs, 0 for
 -- a bucket absent or whose TAT has passed (a full bucket). Integers only;

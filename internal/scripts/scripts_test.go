@@ -28,7 +28,7 @@ func TestEncodeInjective(t *testing.T) {
 		t.Fatal("claim keys collide")
 	}
 	// The hash tag is the encoded tenant, and the same for every key.
-	for _, k := range []string{BucketKey("p", "t}{x"), ClaimKey("p", "t}{x", "s}", "{k")} {
+	for _, k := range []string{ShardKey("p", "t}{x", 0), ClaimKey("p", "t}{x", "s}", "{k")} {
 		open := strings.IndexByte(k, '{')
 		end := strings.IndexByte(k[open:], '}')
 		if tag := k[open+1 : open+end]; tag != Encode("t}{x") {
@@ -46,10 +46,10 @@ func TestHitCall(t *testing.T) {
 	cl := &driver.Claim{Tenant: "t", SourceID: "s", Key: "k", HookID: "h", Node: "n", TTL: time.Hour, PendingTTL: 1500 * time.Microsecond}
 	keys, args := HitCall("p", charges, cl)
 	d := ClaimDigest("s", "k")
-	if want := []string{"p:{t}:b", "p:{t}" + string(d[:])}; strings.Join(keys, " ") != strings.Join(want, " ") {
+	if want := []string{"p:{t}:s0", "p:{t}" + string(d[:])}; strings.Join(keys, " ") != strings.Join(want, " ") {
 		t.Errorf("keys %q, want %q", keys, want)
 	}
-	want := []string{"2", "hooks", "125", "1000000", "bytes", "1900000", "31622400000000", "h", "1500"}
+	want := []string{"2", "hooks:", "125", "1000000", "bytes:", "1900000", "31622400000000", "h", "1500"}
 	if strings.Join(args, " ") != strings.Join(want, " ") {
 		t.Errorf("args %q, want %q", args, want)
 	}
@@ -182,14 +182,16 @@ func TestShardKeys(t *testing.T) {
 	if got := ShardKey("p", "a:b", 12); got != "p:{a%3Ab}:s12" || !IsShardKey(got) {
 		t.Errorf("ShardKey = %q", got)
 	}
-	for _, k := range []string{BucketKey("p", "t"), ClaimKey("p", "t", "s", "k"), "p:{t}:s", "p:{t}:sx", "p:{t}:s1x", "p:s1"} {
+	for _, k := range []string{"p:{t}:b", ClaimKey("p", "t", "s", "k"), "p:{t}:s", "p:{t}:sx", "p:{t}:s1x", "p:s1"} {
 		if IsShardKey(k) {
 			t.Errorf("IsShardKey(%q)", k)
 		}
 	}
-	recs := ShardRecords("k", []string{"s", "1 0 0 0 0", "a", "D\x00\x00\x00\x00\x00\x03\xe8h", "b", "P\x00\x00\x00\x00\x00\x01\xf4h",
-		"c", "junk"}, 600)
-	if len(recs) != 2 || recs[0].Key != "k#61" || recs[0].TTL != 400*time.Microsecond || recs[1].TTL != -1 {
+	// Records are the 16-byte fields; the state s and TAT fields are not.
+	a, b, c := strings.Repeat("a", 16), strings.Repeat("b", 16), strings.Repeat("c", 16)
+	recs := ShardRecords("k", []string{"s", "1 0 0 0 0", "hooks:", "123", a, "D\x00\x00\x00\x00\x00\x03\xe8h",
+		b, "P\x00\x00\x00\x00\x00\x01\xf4h", c, "junk"}, 600)
+	if len(recs) != 2 || recs[0].Key != "k#"+strings.Repeat("61", 16) || recs[0].TTL != 400*time.Microsecond || recs[1].TTL != -1 {
 		t.Errorf("ShardRecords = %v", recs)
 	}
 }
@@ -214,8 +216,8 @@ func TestPeekCall(t *testing.T) {
 	t.Parallel()
 	charges := []driver.Charge{{Kind: "bytes", Tenant: "a:b"}, {Kind: "hooks", Tenant: "a:b"}}
 	keys, args := PeekCall("p", charges)
-	if len(keys) != 1 || keys[0] != BucketKey("p", "a:b") || strings.Join(args, ",") != "bytes,hooks" {
-		t.Errorf("PeekCall: keys %q args %q, want the bucket hash and the kinds in order", keys, args)
+	if len(keys) != 1 || keys[0] != "p:{a%3Ab}:s0" || strings.Join(args, ",") != "bytes:,hooks:" {
+		t.Errorf("PeekCall: keys %q args %q, want shard 0 and the TAT fields in order", keys, args)
 	}
 	// The script must be a script of its own: its first line is the
 	// shebang whose no-writes flag has the server refuse its writes.
@@ -319,6 +321,26 @@ func TestRoundCall(t *testing.T) {
 	for _, bad := range []any{nil, "x", []any{}, []any{int64(1), []any{}}, []any{[]any{}}} {
 		if _, err := DecodeRound(bad, 2); !errors.Is(err, ErrMalformed) {
 			t.Errorf("DecodeRound(%#v): %v, want ErrMalformed", bad, err)
+		}
+	}
+}
+
+// TestTATField: a TAT field is never 16 bytes long (a claim record's
+// field) nor the state field s, whatever the kind's length, and two kinds
+// never share one.
+func TestTATField(t *testing.T) {
+	t.Parallel()
+	seen := map[string]driver.Kind{}
+	for n := 1; n <= 32; n++ {
+		for _, k := range []driver.Kind{driver.Kind(strings.Repeat("k", n)), driver.Kind("a" + strings.Repeat("_", n-1))} {
+			f := TATField(k)
+			if len(f) == DigestSize || f == "s" || !strings.HasPrefix(f, string(k)+":") {
+				t.Errorf("TATField(%q) = %q", k, f)
+			}
+			if other, ok := seen[f]; ok {
+				t.Errorf("TATField(%q) = TATField(%q) = %q", k, other, f)
+			}
+			seen[f] = k
 		}
 	}
 }
