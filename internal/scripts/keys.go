@@ -138,23 +138,34 @@ func IsShardKey(key string) bool {
 	return true
 }
 
-// ShardRecords returns the live claim records of shard key, whose fields
-// and values are kv (HGETALL's reply), each with its own time to live from
-// nowMicros (the server's clock, µs): a shard's own expiry is its latest
-// record's (and at most a second more), so the records are what a claim's
-// TTL bounds (C9); a shard's other fields (its state, shard 0's TATs) are
-// not records. The Key of
-// a record is the shard's and its field in hex. A value that is not a
-// record (or one expiring further ahead than any claim TTL allows) is
-// reported with TTL -1 (no expiry), for a test to fail on.
+// ShardRecords returns the live records of shard key, whose fields and
+// values are kv (HGETALL's reply), each with its own time to live from
+// nowMicros (the server's clock, µs): a claim record until its expiry, a
+// TAT (a field of shard 0) until the TAT. A shard's own expiry is its
+// latest record's (and at most a second more), so the records are what a
+// claim's TTL bounds (C9) and what a bucket's TAT bounds (G7); a record
+// that has passed is absent to every script. The state s is not a record.
+// The Key of a claim record is the shard's and its field in hex, a TAT's
+// the shard's and its field. A value that is not a record or a TAT (or
+// one further ahead than any TTL or capacity allows) is reported with TTL
+// -1 (no expiry), for a test to fail on.
 func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 	var out []driver.Record
 	for i := 0; i+1 < len(kv); i += 2 {
-		if len(kv[i]) != DigestSize {
+		f, v := kv[i], kv[i+1]
+		var k string
+		var us int64
+		ok := false
+		switch {
+		case f == "s":
 			continue
+		case len(f) == DigestSize:
+			k = key + "#" + hex.EncodeToString([]byte(f))
+			_, _, us, ok = DecodeRecord(v)
+		default:
+			k = key + "#" + f
+			us, ok = decodeTAT(v)
 		}
-		k := key + "#" + hex.EncodeToString([]byte(kv[i]))
-		_, _, us, ok := DecodeRecord(kv[i+1])
 		switch {
 		case !ok || us-nowMicros > maxMicros:
 			out = append(out, driver.Record{Key: k, TTL: -1})
@@ -164,6 +175,21 @@ func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 		}
 	}
 	return out
+}
+
+// decodeTAT decodes a TAT as hit.lua writes it: decimal digits, µs.
+func decodeTAT(v string) (int64, bool) {
+	if v == "" || len(v) > 18 {
+		return 0, false
+	}
+	var us int64
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return 0, false
+		}
+		us = us*10 + int64(v[i]-'0')
+	}
+	return us, true
 }
 
 // DecodeRecord decodes a claim record as claim.lua writes it — state 'D'

@@ -2,6 +2,7 @@ package scripts
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -187,12 +188,16 @@ func TestShardKeys(t *testing.T) {
 			t.Errorf("IsShardKey(%q)", k)
 		}
 	}
-	// Records are the 16-byte fields; the state s and TAT fields are not.
+	// Records are the 16-byte fields and the TATs; the state s is not. A
+	// passed record or TAT is absent.
 	a, b, c := strings.Repeat("a", 16), strings.Repeat("b", 16), strings.Repeat("c", 16)
-	recs := ShardRecords("k", []string{"s", "1 0 0 0 0", "hooks:", "123", a, "D\x00\x00\x00\x00\x00\x03\xe8h",
-		b, "P\x00\x00\x00\x00\x00\x01\xf4h", c, "junk"}, 600)
-	if len(recs) != 2 || recs[0].Key != "k#"+strings.Repeat("61", 16) || recs[0].TTL != 400*time.Microsecond || recs[1].TTL != -1 {
-		t.Errorf("ShardRecords = %v", recs)
+	recs := ShardRecords("k", []string{"s", "1 0 0 0 0", a, "D\x00\x00\x00\x00\x00\x03\xe8h",
+		"hooks:", "900", b, "P\x00\x00\x00\x00\x00\x01\xf4h", "bytes:", "500", "kind:", "x1", c, "junk"}, 600)
+	want := []driver.Record{{Key: "k#" + strings.Repeat("61", 16), TTL: 400 * time.Microsecond},
+		{Key: "k#hooks:", TTL: 300 * time.Microsecond}, {Key: "k#kind:", TTL: -1},
+		{Key: "k#" + strings.Repeat("63", 16), TTL: -1}}
+	if !slices.Equal(recs, want) {
+		t.Errorf("ShardRecords = %v, want %v", recs, want)
 	}
 }
 
