@@ -144,7 +144,7 @@ func (c *Conn) Hit(
 		if err != nil {
 			return driver.Result{}, err
 		}
-		res, err := scripts.DecodeHit(reply, len(charges))
+		res, err := scripts.DecodeHit(reply, len(charges), scripts.Windows(charges))
 		return res, driver.ErrorReply(err)
 	}
 	return c.hit(ctx, charges, claim)
@@ -159,7 +159,7 @@ func (c *Conn) Peek(ctx context.Context, charges []driver.Charge) (driver.Result
 	if err != nil {
 		return driver.Result{}, err
 	}
-	res, err := scripts.DecodePeek(reply, len(charges))
+	res, err := scripts.DecodePeek(reply, len(charges), scripts.Windows(charges))
 	return res, driver.ErrorReply(err)
 }
 

@@ -13,7 +13,7 @@ import (
 // buffer, sized up front, and every string it returns is either a slice of
 // that buffer or a string the caller gave (a kind, a hook_id), all in one
 // []string. The output is byte for byte that of ShardKey, ClaimKey,
-// TATField and strconv (TestCallBufMatchesReference).
+// TATField, WindowField and strconv (TestCallBufMatchesReference).
 //
 // A built string points into b (unsafe.String) as soon as it is complete:
 // b is only ever appended to, so its bytes are never written again, and
@@ -97,13 +97,13 @@ func (c *callBuf) claimKey(keyPrefix, tenant, source, key string) {
 	c.end(start)
 }
 
-// tatField adds TATField(kind).
-func (c *callBuf) tatField(kind driver.Kind) {
+// field adds TATField(kind) (sep ':') or WindowField(kind) (sep '#').
+func (c *callBuf) field(kind driver.Kind, sep byte) {
 	start := len(c.b)
 	c.b = append(c.b, kind...)
-	c.b = append(c.b, ':')
+	c.b = append(c.b, sep)
 	if len(kind) == DigestSize-1 {
-		c.b = append(c.b, ':')
+		c.b = append(c.b, sep)
 	}
 	c.end(start)
 }

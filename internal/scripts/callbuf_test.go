@@ -58,6 +58,16 @@ func refHitCall(prefix string, charges []driver.Charge, claim *driver.Claim) (ke
 	keys = []string{refTag(prefix, tenant) + ":s0"}
 	args = []string{strconv.Itoa(len(charges))}
 	for _, c := range charges {
+		if c.Window.Max != 0 {
+			args = append(args, strings.TrimSuffix(refTATField(c.Kind), ":")+"#", strconv.FormatInt(c.Window.Cost, 10), strconv.FormatInt(c.Window.Max, 10))
+			if len(c.Kind) == 15 {
+				args[len(args)-3] = string(c.Kind) + "##"
+			}
+			for _, e := range c.Window.Edges {
+				args = append(args, strconv.FormatInt(e, 10))
+			}
+			continue
+		}
 		args = append(args, refTATField(c.Kind), strconv.FormatInt(c.Increment.Microseconds(), 10), strconv.FormatInt(c.Capacity.Microseconds(), 10))
 	}
 	if claim != nil {
@@ -129,8 +139,13 @@ func TestCallBufMatchesReference(t *testing.T) {
 					for nc := 0; nc <= driver.MaxCharges; nc++ {
 						charges := make([]driver.Charge, nc)
 						for i := range charges {
-							charges[i] = driver.Charge{Kind: kinds[i], Tenant: tenant,
+							charges[i] = driver.Charge{Kind: kinds[(i+ki)%len(kinds)], Tenant: tenant,
 								Increment: ttls[(i+si)%len(ttls)].Truncate(time.Microsecond) + time.Microsecond, Capacity: ttls[(i+ki+1)%len(ttls)].Truncate(time.Microsecond) + time.Microsecond}
+							if (i+ti+ki)%3 == 0 { // a window charge
+								e := int64(1765000000000000 + ti*1000 + i)
+								charges[i] = driver.Charge{Kind: charges[i].Kind, Tenant: tenant,
+									Window: driver.Window{Max: int64(driver.MaxWindowUnits - i), Cost: int64(1 + si), Edges: [4]int64{e, e + 86400e6, e + 2*86400e6, e + 3*86400e6}}}
+							}
 						}
 						for _, claim := range []*driver.Claim{&cl, nil} {
 							if nc == 0 && claim == nil {

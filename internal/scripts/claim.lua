@@ -19,12 +19,13 @@ local C = {}
 -- 8.0), so C.init, the first line of every script, fills them at the first
 -- call; call, redis.call, at every call. wide is whether Lua's %d writes
 -- an integer below 2^53 in full (a C long of 64 bits).
-local call, byte, sub, char, format, find, floor, max, unpack, select, pcall, type, wide
+local call, byte, sub, char, format, find, match, floor, max, unpack, select, pcall, type, wide
 
 function C.init()
   call = redis.call
   if not byte then
     byte, sub, char, format, find = string.byte, string.sub, string.char, string.format, string.find
+    match = string.match
     floor, max, unpack, select = math.floor, math.max, _G.unpack, _G.select
     pcall, type = _G.pcall, _G.type
     wide = format('%d', 2 ^ 53) == '9007199254740992'
@@ -88,6 +89,47 @@ function C.int(x)
     return format('%d', x)
   end
   return x
+end
+
+-- pair returns "A B", the decimal digits of a and b, integers from 0 to
+-- 2^53: a window's count as stored (C.int's %d where it is wide enough,
+-- else %.0f, exact for such a double).
+function C.pair(a, b)
+  if wide then
+    return format('%d %d', a, b)
+  end
+  return format('%.0f %.0f', a, b)
+end
+
+-- window_end returns the end (µs) of the window holding now among
+-- [e0, e1), [e1, e2), [e2, e3), and raises a script error, before
+-- anything is written, when none does: the node that sent them has a
+-- clock too far from the server's.
+function C.window_end(e0, e1, e2, e3, now)
+  if now < e0 or now >= e3 then
+    error("fleetstore: quota window: the store's clock is outside the windows sent")
+  end
+  if now < e1 then
+    return e1
+  elseif now < e2 then
+    return e2
+  end
+  return e3
+end
+
+-- window_count returns the units counted in the window ending at en, from
+-- v, a window field's value ("END COUNT"): 0 when END is another window's
+-- (a passed one). Anything else is some other program's value under our
+-- prefix: a script error (V4).
+function C.window_count(v, en)
+  local e, k = match(v, '^(%d+) (%d+)$')
+  if not e or #e > 16 or #k > 16 then
+    error('fleetstore: malformed quota count')
+  end
+  if e + 0 == en then
+    return k + 0
+  end
+  return 0
 end
 
 -- C.FAR is how far ahead of now (µs) a record's expiry can be: a claim's

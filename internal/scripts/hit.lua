@@ -11,20 +11,33 @@
 --           absent when the Hit has no claim; the tenant's other shards
 --           PREFIX:{T}:s<i> are named after its tag (same slot)
 -- ARGV[1]   n, the number of charges (0 or more)
--- for charge i = 1..n:
---   ARGV[3i-1]  its kind's TAT field
---   ARGV[3i]    increment, µs (integer ≥ 1)
---   ARGV[3i+1]  capacity, µs (integer ≥ increment, ≤ 366 days)
--- when KEYS[2] is given:
---   ARGV[3n+2]  hook_id
---   ARGV[3n+3]  pending TTL, µs (exact: the claim's own expiry)
+-- then each charge's arguments in order, from ARGV[2]: a GCRA charge's
+--   its kind's TAT field (K:, ending ':')
+--   increment, µs (integer ≥ 1)
+--   capacity, µs (integer ≥ increment, ≤ 366 days)
+-- or a calendar quota's window charge (CONTRACT §3.2)
+--   its kind's window field (K#, ending '#')
+--   cost (integer ≥ 1)
+--   max (integer ≥ cost, ≤ 2^50)
+--   edges E0 < E1 < E2 < E3, µs: the windows [E0, E1), [E1, E2), [E2, E3)
+-- when KEYS[2] is given, after the charges:
+--   hook_id
+--   pending TTL, µs (exact: the claim's own expiry)
 --
--- Returns {code, value, r_1, ..., r_n}: code 1 OK (value 0), 2 Duplicate
--- (value the committer's hook_id), 3 Pending or 4 RateLimited (value the
--- retry-after in ms); r_i is charge i's reset-after, µs (CONTRACT G10): its
--- bucket's TAT lead over now after the decision, the new TAT's when the
--- charges were taken, the stored one's when nothing was. Integers and
--- strings only.
+-- Returns {code, value, r_1, ..., r_n, u_1, ..., u_w}: code 1 OK (value
+-- 0), 2 Duplicate (value the committer's hook_id), 3 Pending or 4
+-- RateLimited (value the retry-after in ms); r_i is charge i's
+-- reset-after, µs (CONTRACT G10): a bucket's TAT lead over now after the
+-- decision, the new TAT's when the charges were taken, the stored one's
+-- when nothing was; a window's time left until its end (≥ 1). u_j is the
+-- count after the decision of the j-th window charge: the Hit's cost
+-- included when the charges were taken. Integers and strings only.
+--
+-- A window charge counts in the window that holds now, the server's
+-- clock (G8); when none does, the script raises an error and writes
+-- nothing. Its count is field K# of shard 0, "END COUNT" (decimal: the
+-- window's end, µs, and the units counted in it). A count whose END is
+-- not the window's is a passed window's: 0 units in this one.
 --
 -- Lua numbers are doubles: integers are exact below 2^53 µs (≈ 285 years
 -- past 1970). Every value here is at most now + 2 × 366 days (≈ 1.9e15 µs
@@ -36,29 +49,44 @@
 -- converted by arithmetic (ARGV[i] + 0), one string-to-number conversion
 -- where tonumber() makes two.
 
--- How many charges, and where the claim's arguments start.
+-- How many charges.
 local n = ARGV[1] + 0
-local c = 3 * n + 2
 
--- out is the reply, {code, value, r_1, ..., r_n}, made at its largest
--- (driver.MaxCharges = 4) and cut to n (the server's reply ends at the
--- first nil): r_i starts as charge i's stored TAT's lead over now (0 for
--- none: a full bucket), what every answer but a charged OK reports (G10),
--- and each return sets the code and value. The charges below are reckoned
--- in leads: max(tat, now) is now + r_i.
-local out = {0, 0, 0, 0, 0, 0}
-for i = n + 3, 6 do
-  out[i] = nil
-end
--- One HMGET of shard 0 reads the charges' TATs, the claim's field D and
--- the tenant's state s (C.read_state: e0, shard 0's expiry, which every
--- write keeps at or past the latest TAT, so no PTTL is needed to know
--- whether to lengthen it). q is the HMGET's fields, made at their largest
--- (4 TATs, D, s) and sent cut.
+-- out is the reply, {code, value, r_1, ..., r_n, u_1, ..., u_w}, made at
+-- its largest (driver.MaxCharges = 4, each of them a window) and cut below
+-- (the server's reply ends at the first nil): r_i starts as charge i's
+-- stored TAT's lead over now (0 for none: a full bucket), what every
+-- answer but a charged OK reports (G10), and each return sets the code
+-- and value. The charges below are reckoned in leads: max(tat, now) is
+-- now + r_i.
+local out = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+-- One HMGET of shard 0 reads the charges' TATs and counts, the claim's
+-- field D and the tenant's state s (C.read_state: e0, shard 0's expiry,
+-- which every write keeps at or past the latest TAT and window end, so no
+-- PTTL is needed to know whether to lengthen it). q is the HMGET's
+-- fields, made at their largest (4 charges, D, s) and sent cut. pos[i]
+-- is where charge i's arguments start; c where the claim's do. win is
+-- nil while no charge is a window's, then win[i] is window charge i's
+-- end (µs, false for a GCRA charge) and used[i] its count before the
+-- decision.
 local s0, short = KEYS[1], KEYS[2]
 local q = {0, 0, 0, 0, 0, 0}
+local pos = {0, 0, 0, 0}
+local win, used
+local c, nw = 2, 0
 for i = 1, n do
-  q[i] = ARGV[3 * i - 1]
+  local f = ARGV[c]
+  q[i] = f
+  pos[i] = c
+  if byte(f, -1) == 35 then -- '#'
+    nw = nw + 1
+    c = c + 7
+  else
+    c = c + 3
+  end
+end
+for i = n + nw + 3, 10 do
+  out[i] = nil
 end
 local d
 local nq = n + 1
@@ -69,9 +97,24 @@ if short then
 end
 q[nq] = 's'
 local m = call('HMGET', s0, unpack(q, 1, nq))
+local j = n + 2
 for i = 1, n do
   local v = m[i]
-  if v then
+  local a = pos[i]
+  if byte(ARGV[a], -1) == 35 then
+    -- A window charge: the window holding now, and its count.
+    local en = C.window_end(ARGV[a + 3] + 0, ARGV[a + 4] + 0, ARGV[a + 5] + 0, ARGV[a + 6] + 0, now)
+    if not win then
+      win, used = {false, false, false, false}, {0, 0, 0, 0}
+    end
+    win[i] = en
+    if v then
+      used[i] = C.window_count(v, en)
+    end
+    out[i + 2] = en - now
+    j = j + 1
+    out[j] = used[i]
+  elseif v then
     -- Anything but the decimal digits this script writes is some other
     -- program's value under our prefix: refuse rather than guess (V4).
     if not find(v, '^%d+$') then
@@ -101,11 +144,21 @@ end
 -- The charges, checked before the claim (a denial says RateLimited even
 -- for a duplicate). gcra.Charge: t = max(tat, now); new_tat = t + I;
 -- allow = new_tat - C, conforming when allow <= now: as leads over now,
--- allow - now = r_i + I - C. wait is the longest wait of the charges that
--- do not conform.
+-- allow - now = r_i + I - C. A window charge conforms when its count
+-- and cost are at most max; its wait is the time left in the window. wait
+-- is the longest wait of the charges that do not conform.
 local wait = 0
 for i = 1, n do
-  local over = out[i + 2] + ARGV[3 * i] - ARGV[3 * i + 1]
+  local a = pos[i]
+  local over
+  if win and win[i] then
+    over = used[i] + ARGV[a + 1] - ARGV[a + 2]
+    if over > 0 then
+      over = win[i] - now
+    end
+  else
+    over = out[i + 2] + ARGV[a + 1] - ARGV[a + 2]
+  end
   if over > wait then
     wait = over
   end
@@ -141,23 +194,36 @@ end
 
 -- Every charge conforms and the claim is free: write. Each kind's new
 -- TAT goes to its field of shard 0; r_i becomes the new TAT's lead (≥ I),
--- the reset-after of a charge taken. w is the fields and values, made at
--- their largest and sent cut to n; tat is the latest new TAT's ms,
--- rounded up, which shard 0's expiry must reach (a passed TAT is a full
--- bucket, G7: shard 0 may expire once its latest TAT has passed, and with
--- it the TATs).
+-- the reset-after of a charge taken. Each window's count, with the cost
+-- added, goes to its field; u_j becomes it. w is the fields and values,
+-- made at their largest and sent cut to n; tat is the ms, rounded up, of
+-- the latest new TAT and window end, which shard 0's expiry must reach (a
+-- passed TAT is a full bucket, G7, and a passed window's count is 0:
+-- shard 0 may expire once both have passed).
 local w = {0, 0, 0, 0, 0, 0, 0, 0}
-local last = 0
+local last, top = 0, 0
+j = n + 2
 for i = 1, n do
-  local lead = out[i + 2] + ARGV[3 * i]
-  out[i + 2] = lead
-  if lead > last then
-    last = lead
+  local a = pos[i]
+  w[2 * i - 1] = ARGV[a]
+  if win and win[i] then
+    local k = used[i] + ARGV[a + 1]
+    j = j + 1
+    out[j] = k
+    w[2 * i] = C.pair(win[i], k)
+    if win[i] > top then
+      top = win[i]
+    end
+  else
+    local lead = out[i + 2] + ARGV[a + 1]
+    out[i + 2] = lead
+    if lead > last then
+      last = lead
+    end
+    w[2 * i] = C.int(now + lead)
   end
-  w[2 * i - 1] = ARGV[3 * i - 1]
-  w[2 * i] = C.int(now + lead)
 end
-local tat = floor((now + last + 999) / 1000)
+local tat = floor((max(now + last, top) + 999) / 1000)
 if short then
   -- The claim becomes pending for this hook, for the pending TTL (C1):
   -- its record and the TATs in one HSET when it goes to shard 0.

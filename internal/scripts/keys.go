@@ -66,7 +66,18 @@ func TATField(kind driver.Kind) string {
 	return string(kind) + ":"
 }
 
-// tatFieldLen is len(TATField(kind)).
+// WindowField is the field of shard 0 that holds the count of kind's
+// calendar quota (CONTRACT §3.2): the kind and '#', or "##" after a kind
+// of 15 bytes, for the reasons of TATField. Its value is "END COUNT", the
+// window's end (µs) and the units counted in it, in decimal (hit.lua).
+func WindowField(kind driver.Kind) string {
+	if len(kind) == DigestSize-1 {
+		return string(kind) + "##"
+	}
+	return string(kind) + "#"
+}
+
+// tatFieldLen is len(TATField(kind)), and len(WindowField(kind)).
 func tatFieldLen(kind driver.Kind) int {
 	if len(kind) == DigestSize-1 {
 		return len(kind) + 2
@@ -141,12 +152,13 @@ func IsShardKey(key string) bool {
 // ShardRecords returns the live records of shard key, whose fields and
 // values are kv (HGETALL's reply), each with its own time to live from
 // nowMicros (the server's clock, µs): a claim record until its expiry, a
-// TAT (a field of shard 0) until the TAT. A shard's own expiry is its
+// TAT (a field of shard 0) until the TAT, a window count until its
+// window's end. A shard's own expiry is its
 // latest record's (and at most a second more), so the records are what a
 // claim's TTL bounds (C9) and what a bucket's TAT bounds (G7); a record
 // that has passed is absent to every script. The state s is not a record.
 // The Key of a claim record is the shard's and its field in hex, a TAT's
-// the shard's and its field. A value that is not a record or a TAT (or
+// or a count's the shard's and its field. A value that is not a record or a TAT (or
 // one further ahead than any TTL or capacity allows) is reported with TTL
 // -1 (no expiry), for a test to fail on.
 func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
@@ -162,6 +174,9 @@ func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 		case len(f) == DigestSize:
 			k = key + "#" + hex.EncodeToString([]byte(f))
 			_, _, us, ok = DecodeRecord(v)
+		case f[len(f)-1] == '#':
+			k = key + "#" + f
+			us, ok = decodeWindow(v)
 		default:
 			k = key + "#" + f
 			us, ok = decodeTAT(v)
@@ -175,6 +190,16 @@ func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 		}
 	}
 	return out
+}
+
+// decodeWindow decodes a window count as hit.lua writes it, "END COUNT":
+// its window's end, µs.
+func decodeWindow(v string) (int64, bool) {
+	end, count, ok := strings.Cut(v, " ")
+	if _, okc := decodeTAT(count); !ok || !okc {
+		return 0, false
+	}
+	return decodeTAT(end)
 }
 
 // decodeTAT decodes a TAT as hit.lua writes it: decimal digits, µs.

@@ -107,7 +107,7 @@ func TestDecodeHit(t *testing.T) {
 		{[]any{int64(4), int64(1), int64(31622400000000)}, 1, withResets(driver.Result{Outcome: driver.RateLimited, RetryAfter: time.Millisecond}, 31622400000000)},
 	}
 	for _, tt := range good {
-		got, err := DecodeHit(tt.give, tt.n)
+		got, err := DecodeHit(tt.give, tt.n, 0)
 		if err != nil || got != tt.want {
 			t.Errorf("DecodeHit(%v, %d) = %+v, %v; want %+v", tt.give, tt.n, got, err, tt.want)
 		}
@@ -127,8 +127,33 @@ func TestDecodeHit(t *testing.T) {
 		{make([]any, 2+driver.MaxCharges+1), driver.MaxCharges + 1},
 	}
 	for _, tt := range bad {
-		if _, err := DecodeHit(tt.give, tt.n); !errors.Is(err, ErrMalformed) {
+		if _, err := DecodeHit(tt.give, tt.n, 0); !errors.Is(err, ErrMalformed) {
 			t.Errorf("DecodeHit(%#v, %d): got %v, want ErrMalformed", tt.give, tt.n, err)
+		}
+	}
+	// Window charges (bits of windows): a reset-after of at least 1µs,
+	// then each one's count after the r_i, in order.
+	got, err := DecodeHit([]any{int64(1), int64(0), int64(5), int64(700), int64(9), int64(3), int64(12)}, 3, 0b101)
+	want := withResets(driver.Result{Outcome: driver.OK}, 5, 700, 9)
+	want.Buckets[0].Used, want.Buckets[2].Used = 3, 12
+	if err != nil || got != want {
+		t.Errorf("DecodeHit with windows = %+v, %v; want %+v", got, err, want)
+	}
+	for _, tt := range []struct {
+		give    any
+		n       int
+		windows uint8
+	}{
+		{[]any{int64(1), int64(0), int64(5)}, 1, 1},                             // no count
+		{[]any{int64(1), int64(0), int64(5), int64(1), int64(2)}, 1, 1},         // one too many
+		{[]any{int64(1), int64(0), int64(0), int64(1)}, 1, 1},                   // a window with no time left
+		{[]any{int64(1), int64(0), int64(5), int64(-1)}, 1, 1},                  // a negative count
+		{[]any{int64(1), int64(0), int64(5), "1"}, 1, 1},                        // a string count
+		{[]any{int64(1), int64(0), int64(5), int64(1 << 51)}, 1, 1},             // past MaxWindowUnits
+		{[]any{int64(4), int64(3), int64(5), int64(7), int64(1)}, 2, 0b11 << 1}, // a window past n
+	} {
+		if _, err := DecodeHit(tt.give, tt.n, tt.windows); !errors.Is(err, ErrMalformed) {
+			t.Errorf("DecodeHit(%#v, %d, %b): got %v, want ErrMalformed", tt.give, tt.n, tt.windows, err)
 		}
 	}
 }
@@ -233,11 +258,20 @@ func TestPeekCall(t *testing.T) {
 
 func TestDecodePeek(t *testing.T) {
 	t.Parallel()
-	got, err := DecodePeek([]any{int64(0), int64(31622400000000)}, 2)
+	got, err := DecodePeek([]any{int64(0), int64(31622400000000)}, 2, 0)
 	want := driver.Result{NBuckets: 2}
 	want.Buckets[1].ResetAfter = 31622400000000 * time.Microsecond
 	if err != nil || got != want {
 		t.Errorf("DecodePeek = %+v, %v; want %+v", got, err, want)
+	}
+	got, err = DecodePeek([]any{int64(0), int64(40), int64(6)}, 2, 0b10)
+	want = driver.Result{NBuckets: 2}
+	want.Buckets[1].ResetAfter, want.Buckets[1].Used = 40*time.Microsecond, 6
+	if err != nil || got != want {
+		t.Errorf("DecodePeek with a window = %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := DecodePeek([]any{int64(0), int64(40)}, 2, 0b10); !errors.Is(err, ErrMalformed) {
+		t.Errorf("DecodePeek without the window's count: %v, want ErrMalformed", err)
 	}
 	for _, tt := range []struct {
 		give any
@@ -247,7 +281,7 @@ func TestDecodePeek(t *testing.T) {
 		{[]any{int64(1), int64(1)}, 1}, {[]any{"5"}, 1}, {[]any{nil}, 1}, {[]any{int64(-1)}, 1},
 		{[]any{int64(maxMicros + 1)}, 1}, {make([]any, driver.MaxCharges+1), driver.MaxCharges + 1},
 	} {
-		if _, err := DecodePeek(tt.give, tt.n); !errors.Is(err, ErrMalformed) {
+		if _, err := DecodePeek(tt.give, tt.n, 0); !errors.Is(err, ErrMalformed) {
 			t.Errorf("DecodePeek(%#v, %d): got %v, want ErrMalformed", tt.give, tt.n, err)
 		}
 	}
