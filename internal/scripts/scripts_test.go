@@ -217,10 +217,12 @@ func TestShardKeys(t *testing.T) {
 	// passed record or TAT is absent.
 	a, b, c := strings.Repeat("a", 16), strings.Repeat("b", 16), strings.Repeat("c", 16)
 	recs := ShardRecords("k", []string{"s", "1 0 0 0 0", a, "D\x00\x00\x00\x00\x00\x03\xe8h",
-		"hooks:", "900", b, "P\x00\x00\x00\x00\x00\x01\xf4h", "bytes:", "500", "kind:", "x1", c, "junk"}, 600)
+		"hooks:", "900", b, "P\x00\x00\x00\x00\x00\x01\xf4h", "bytes:", "500", "kind:", "x1", c, "junk",
+		"month#", "700 12", "day#", "500 3", "week#", "700", "year#", "x 1"}, 600)
 	want := []driver.Record{{Key: "k#" + strings.Repeat("61", 16), TTL: 400 * time.Microsecond},
 		{Key: "k#hooks:", TTL: 300 * time.Microsecond}, {Key: "k#kind:", TTL: -1},
-		{Key: "k#" + strings.Repeat("63", 16), TTL: -1}}
+		{Key: "k#" + strings.Repeat("63", 16), TTL: -1}, {Key: "k#month#", TTL: 100 * time.Microsecond},
+		{Key: "k#week#", TTL: -1}, {Key: "k#year#", TTL: -1}}
 	if !slices.Equal(recs, want) {
 		t.Errorf("ShardRecords = %v, want %v", recs, want)
 	}
@@ -364,22 +366,23 @@ func TestRoundCall(t *testing.T) {
 	}
 }
 
-// TestTATField: a TAT field is never 16 bytes long (a claim record's
-// field) nor the state field s, whatever the kind's length, and two kinds
-// never share one.
+// TestTATField: a TAT or window field is never 16 bytes long (a claim
+// record's field) nor the state field s, whatever the kind's length, and
+// no two kinds, nor a kind's TAT and count, share one.
 func TestTATField(t *testing.T) {
 	t.Parallel()
 	seen := map[string]driver.Kind{}
 	for n := 1; n <= 32; n++ {
 		for _, k := range []driver.Kind{driver.Kind(strings.Repeat("k", n)), driver.Kind("a" + strings.Repeat("_", n-1))} {
-			f := TATField(k)
-			if len(f) == DigestSize || f == "s" || !strings.HasPrefix(f, string(k)+":") {
-				t.Errorf("TATField(%q) = %q", k, f)
+			for _, f := range []string{TATField(k), WindowField(k)} {
+				if len(f) == DigestSize || f == "s" || !strings.HasPrefix(f, string(k)) {
+					t.Errorf("field %q of kind %q", f, k)
+				}
+				if other, ok := seen[f]; ok {
+					t.Errorf("kinds %q and %q share field %q", k, other, f)
+				}
+				seen[f] = k
 			}
-			if other, ok := seen[f]; ok {
-				t.Errorf("TATField(%q) = TATField(%q) = %q", k, other, f)
-			}
-			seen[f] = k
 		}
 	}
 }
