@@ -64,20 +64,19 @@ local out = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 -- field D and the tenant's state s (C.read_state: e0, shard 0's expiry,
 -- which every write keeps at or past the latest TAT and window end, so no
 -- PTTL is needed to know whether to lengthen it). q is the HMGET's
--- fields, made at their largest (4 charges, D, s) and sent cut. pos[i]
--- is where charge i's arguments start; c where the claim's do. win is
--- nil while no charge is a window's, then win[i] is window charge i's
--- end (µs, false for a GCRA charge) and used[i] its count before the
--- decision.
+-- fields, made at their largest (4 charges, D, s) and sent cut. For
+-- charge i, at[i] is where its arguments start, at[4 + i] a window
+-- charge's end (µs; false for a GCRA charge) and at[8 + i] its count
+-- before the decision: one table, made at its size. c is where the
+-- claim's arguments start.
 local s0, short = KEYS[1], KEYS[2]
 local q = {0, 0, 0, 0, 0, 0}
-local pos = {0, 0, 0, 0}
-local win, used
+local at = {0, 0, 0, 0, false, false, false, false, 0, 0, 0, 0}
 local c, nw = 2, 0
 for i = 1, n do
   local f = ARGV[c]
   q[i] = f
-  pos[i] = c
+  at[i] = c
   if byte(f, -1) == 35 then -- '#'
     nw = nw + 1
     c = c + 7
@@ -100,20 +99,17 @@ local m = call('HMGET', s0, unpack(q, 1, nq))
 local j = n + 2
 for i = 1, n do
   local v = m[i]
-  local a = pos[i]
+  local a = at[i]
   if byte(ARGV[a], -1) == 35 then
     -- A window charge: the window holding now, and its count.
     local en = C.window_end(ARGV[a + 3] + 0, ARGV[a + 4] + 0, ARGV[a + 5] + 0, ARGV[a + 6] + 0, now)
-    if not win then
-      win, used = {false, false, false, false}, {0, 0, 0, 0}
-    end
-    win[i] = en
+    at[4 + i] = en
     if v then
-      used[i] = C.window_count(v, en)
+      at[8 + i] = C.window_count(v, en)
     end
     out[i + 2] = en - now
     j = j + 1
-    out[j] = used[i]
+    out[j] = at[8 + i]
   elseif v then
     -- Anything but the decimal digits this script writes is some other
     -- program's value under our prefix: refuse rather than guess (V4).
@@ -149,12 +145,13 @@ end
 -- is the longest wait of the charges that do not conform.
 local wait = 0
 for i = 1, n do
-  local a = pos[i]
+  local a = at[i]
   local over
-  if win and win[i] then
-    over = used[i] + ARGV[a + 1] - ARGV[a + 2]
+  local en = at[4 + i]
+  if en then
+    over = at[8 + i] + ARGV[a + 1] - ARGV[a + 2]
     if over > 0 then
-      over = win[i] - now
+      over = en - now
     end
   else
     over = out[i + 2] + ARGV[a + 1] - ARGV[a + 2]
@@ -204,15 +201,16 @@ local w = {0, 0, 0, 0, 0, 0, 0, 0}
 local last, top = 0, 0
 j = n + 2
 for i = 1, n do
-  local a = pos[i]
+  local a = at[i]
+  local en = at[4 + i]
   w[2 * i - 1] = ARGV[a]
-  if win and win[i] then
-    local k = used[i] + ARGV[a + 1]
+  if en then
+    local k = at[8 + i] + ARGV[a + 1]
     j = j + 1
     out[j] = k
-    w[2 * i] = C.pair(win[i], k)
-    if win[i] > top then
-      top = win[i]
+    w[2 * i] = C.pair(en, k)
+    if en > top then
+      top = en
     end
   else
     local lead = out[i + 2] + ARGV[a + 1]

@@ -30,6 +30,10 @@
 // of fields "hooks" and "bytes", its first key), so that a version of
 // either layout can be measured against this one.
 //
+// With -quota-b, version B's Hits charge a monthly quota beside the two
+// buckets (a window charge, CONTRACT §3.2): run this checkout's library
+// on both sides to measure what a quota adds to a Hit.
+//
 // scriptab -dump-library prints this checkout's library (the drivers'
 // FUNCTION LOAD source). It sets slowlog-log-slower-than to 5 (µs: the
 // script calls, not most commands they call) and resets the SLOWLOG:
@@ -48,6 +52,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -68,6 +73,7 @@ func main() {
 	k := flag.Int("k", 8, "round: Hits (and Commits) per call")
 	layoutA := flag.String("layout-a", "s0", "version A's layout: s0 or b")
 	layoutB := flag.String("layout-b", "s0", "version B's layout: s0 or b")
+	quotaB := flag.Bool("quota-b", false, "version B's Hits charge a monthly quota too (a window charge, layout s0)")
 	flag.Parse()
 	if *dump {
 		fmt.Print(scripts.Library.Source)
@@ -85,6 +91,7 @@ func main() {
 			os.Exit(2)
 		}
 	}
+	layouts[1].quota = *quotaB
 	if err := run(*addr, [2]string{*a, *b}, layouts, *n, *rounds, *tenants, *commit, *k); err != nil {
 		fmt.Fprintln(os.Stderr, "scriptab:", err)
 		os.Exit(1)
@@ -92,8 +99,12 @@ func main() {
 }
 
 // layout is where a version keeps the TATs: its first key's suffix after
-// the tenant's tag and the two kinds' fields.
-type layout struct{ key, hooks, bytes string }
+// the tenant's tag and the two kinds' fields; quota: its Hits charge a
+// monthly quota too.
+type layout struct {
+	key, hooks, bytes string
+	quota             bool
+}
 
 // version is one side of the comparison: how it is called and the name
 // the SLOWLOG shows as the command's second argument.
@@ -186,6 +197,13 @@ func run(addr string, specs [2]string, layouts [2]layout, n, rounds, tenants int
 			hook := fmt.Sprintf("01J%023d", seq)
 			lay := layouts[which]
 			hitArgs := []any{"2", lay.hooks, "1", "60000000", lay.bytes, "1", "60000000", hook, "60000000"}
+			if lay.quota {
+				// 30-day windows around now, 10^12 hooks each.
+				const month = 30 * 24 * 3600 * 1000000
+				e := time.Now().UnixMicro() / month * month
+				hitArgs = append([]any{"3", lay.hooks, "1", "60000000", lay.bytes, "1", "60000000",
+					"monthly#", "1", "1000000000000", e - month, e, e + month, e + 2*month}, hook, "60000000")
+			}
 			if v.round {
 				args = append(args, "h", "2", strconv.Itoa(len(hitArgs)))
 			}
