@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fleetstore/fleetstore/calendar"
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/gcra"
 	"github.com/fleetstore/fleetstore/internal/fault"
@@ -18,8 +19,10 @@ import (
 // Charge of a cost for a tenant (Charge) and turns a bucket's state after
 // a Hit back into units (Remaining), so that no request computes a rate or
 // drops an error. Package gcra is the arithmetic underneath (gcra.Rate,
-// gcra.ByteRate). A Limit is a small comparable value, safe to share; the
-// zero Limit is invalid (its charges are ErrInvalid at Hit).
+// gcra.ByteRate). A calendar quota, "10 000 hooks a month"
+// (NewQuota, NewByteQuota), is a Limit too, charged in the same Hit. A
+// Limit is a small comparable value, safe to share; the zero Limit is
+// invalid (its charges are ErrInvalid at Hit).
 type Limit struct {
 	kind     Kind
 	n        int64         // units per period
@@ -29,6 +32,11 @@ type Limit struct {
 	bytes    bool          // a byte limit: increments rounded up per charge, not per unit
 	capacity time.Duration // the burst capacity (whole µs)
 	shadow   bool          // charged, reported, never denying (Shadow)
+
+	// A calendar quota (NewQuota) has n, burst = n, bytes and these two,
+	// and no period, unit or capacity.
+	calendar calendar.Period // 0 for a rate limit
+	loc      *time.Location  // the quota's zone
 }
 
 // NewLimit returns the limit of n units per period with a burst of burst
@@ -122,6 +130,11 @@ func checkLimit(kind Kind, n int64, period time.Duration, burst int64) error {
 	return nil
 }
 
+// valid reports whether l was built by a constructor: the zero Limit is
+// not (every rate limit has a capacity of at least 1µs, every quota a
+// period; Shadow keeps both).
+func (l Limit) valid() bool { return l.capacity > 0 || l.calendar != 0 }
+
 func limitErr(field, why string) error {
 	return fault.New("limit", driver.Invalid(field, why))
 }
@@ -136,6 +149,8 @@ func limitErr(field, why string) error {
 // and reports Denied until the debt is paid, a little longer than the
 // limit enforced would refuse. It charges the buckets of its own kind, so
 // give it a kind no other limit of the Hit has (e.g. "hooks_next").
+// A shadow quota counts every charge of its Hits, even those over n, and
+// its bucket reports Denied once its count is over n.
 func (l Limit) Shadow() Limit {
 	l.shadow = true
 	return l
@@ -148,15 +163,16 @@ func (l Limit) IsShadow() bool { return l.shadow }
 func (l Limit) Kind() Kind { return l.kind }
 
 // Burst is the limit's burst in its units: hooks, or bytes for a byte
-// limit. It is the q of the limit's RateLimit-Policy.
+// limit; a quota's n. It is the q of the limit's RateLimit-Policy.
 func (l Limit) Burst() int64 { return l.burst }
 
 // Capacity is the limit's burst capacity (whole µs): how long an empty
-// bucket takes to fill again. It is a Charge's Capacity.
+// bucket takes to fill again. It is a Charge's Capacity; 0 for a quota.
 func (l Limit) Capacity() time.Duration { return l.capacity }
 
-// InBytes reports whether l is a byte limit (NewByteLimit): its units are
-// content bytes, and a delivery's cost is its body's length.
+// InBytes reports whether l is a byte limit (NewByteLimit) or a byte
+// quota (NewByteQuota): its units are content bytes, and a delivery's
+// cost is its body's length.
 func (l Limit) InBytes() bool { return l.bytes }
 
 // Charge returns the charge of cost units (hooks, or bytes for a byte
@@ -164,7 +180,25 @@ func (l Limit) InBytes() bool { return l.bytes }
 // as 1 (every charge takes at least 1µs); one so large that its increment
 // overflows is charged the largest increment, which never conforms
 // (ErrOverCapacity at Hit, G6), as any cost over the burst.
+//
+// A quota's charge is a window charge (Charge.Window, CONTRACT §3.2):
+// cost units against its n, with the edges of the calendar windows
+// around time.Now (ChargeAt).
 func (l Limit) Charge(tenant string, cost int64) Charge {
+	if l.calendar != 0 {
+		return l.quotaCharge(tenant, cost, time.Now())
+	}
+	return l.ChargeAt(tenant, cost, time.Time{})
+}
+
+// ChargeAt is Charge with this node's clock reading now: a quota's
+// windows are those around now (the store counts in the one holding its
+// own clock, which may differ by up to a window). A rate limit's charge
+// does not depend on now.
+func (l Limit) ChargeAt(tenant string, cost int64, now time.Time) Charge {
+	if l.calendar != 0 {
+		return l.quotaCharge(tenant, cost, now)
+	}
 	c := Charge{Kind: l.kind, Tenant: tenant, Capacity: l.capacity, Shadow: l.shadow}
 	cost = max(cost, 1)
 	if l.bytes {
@@ -187,7 +221,12 @@ func (l Limit) Charge(tenant string, cost int64) Charge {
 // does not. (A byte limit's capacity is rounded up to the µs, so a full
 // bucket's headroom holds a little more than the burst; a charge over the
 // burst never conforms, G6, so the burst is what is left.)
+//
+// For a quota it is n minus the window's count, b.Used, at least 0.
 func (l Limit) Remaining(b Bucket) int64 {
+	if l.calendar != 0 {
+		return max(l.n-b.Used, 0)
+	}
 	h := uint64(max(b.Headroom, 0) / time.Microsecond)
 	if !l.bytes {
 		if l.unit <= 0 {
@@ -207,8 +246,12 @@ func (l Limit) Remaining(b Bucket) int64 {
 }
 
 // String describes the limit: "hooks: 100 per 1s, burst 200", "bytes:
-// 1048576 bytes per 1s, burst 8388608".
+// 1048576 bytes per 1s, burst 8388608", "hooks_month: 10000 per month
+// (UTC)".
 func (l Limit) String() string {
+	if l.calendar != 0 {
+		return l.quotaString()
+	}
 	shadow := ""
 	if l.shadow {
 		shadow = " (shadow)"

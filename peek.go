@@ -21,7 +21,10 @@ import (
 // now (G10, whole µs): its ResetAfter, its Headroom, which
 // limits[i].Remaining turns into units, and Denied when one unit of it
 // would not conform now (Shadow set for a shadow limit, which denies
-// nothing). A bucket never charged is full. res.Outcome is what a Hit of
+// nothing). A bucket never charged is full. A quota's is its window's
+// count, Used, and the time to the window's end, ResetAfter, in the
+// window holding the store's clock (0 used when nothing was counted in
+// it: CONTRACT Q6); Denied when one unit more would exceed it. res.Outcome is what a Hit of
 // one unit of every limit, without a claim, would answer, nothing being
 // taken: OK, or RateLimited with that Hit's RetryAfter (whole ms ≥ 1ms,
 // rounded up).
@@ -64,7 +67,7 @@ func (s *Store) peek(ctx context.Context, tenant string, limits []Limit) (res Re
 		return Result{}, fault.New("peek", ErrClosed)
 	}
 	var buf [MaxCharges]Charge
-	charges, err := peekCharges(buf[:0], tenant, limits)
+	charges, err := peekCharges(buf[:0], tenant, limits, s.now())
 	if err != nil {
 		return Result{}, fault.New("peek", err)
 	}
@@ -90,8 +93,9 @@ func (s *Store) peek(ctx context.Context, tenant string, limits []Limit) (res Re
 }
 
 // peekCharges checks a Peek's arguments (CONTRACT §6) and appends to buf
-// the charge of one unit of every limit to tenant's bucket.
-func peekCharges(buf []Charge, tenant string, limits []Limit) ([]Charge, error) {
+// the charge of one unit of every limit to tenant's bucket, a quota's
+// windows those around now.
+func peekCharges(buf []Charge, tenant string, limits []Limit, now time.Time) ([]Charge, error) {
 	if err := checkPart("tenant", tenant, maxPartLen); err != nil {
 		return nil, err
 	}
@@ -103,9 +107,9 @@ func peekCharges(buf []Charge, tenant string, limits []Limit) ([]Charge, error) 
 	// nothing here.
 	field := func(i int) string { return "limits[" + strconv.Itoa(i) + "]" }
 	for i, l := range limits {
-		if l.capacity <= 0 { // every constructor sets one of at least 1µs
+		if !l.valid() {
 			return nil, driver.Invalid(field(i),
-				"the zero Limit: make limits with NewLimit, PerSecond or NewByteLimit")
+				"the zero Limit: make limits with NewLimit, PerSecond, NewByteLimit or NewQuota")
 		}
 		for j := range i {
 			if limits[j].kind == l.kind {
@@ -113,7 +117,15 @@ func peekCharges(buf []Charge, tenant string, limits []Limit) ([]Charge, error) 
 					fmt.Sprintf("kind %q peeked twice in one Peek", string(l.kind)))
 			}
 		}
-		buf = append(buf, l.Charge(tenant, 1))
+		c := l.ChargeAt(tenant, 1, now)
+		if c.IsWindow() {
+			// A quota's windows around this node's clock: invalid only
+			// for a clock out of range (before 1970).
+			if err := checkWindow("limits", i, &c); err != nil {
+				return nil, err
+			}
+		}
+		buf = append(buf, c)
 	}
 	return buf, nil
 }

@@ -11,8 +11,10 @@ import (
 // Plan is the limits a tenant's hooks are charged, in order, all or
 // nothing: a tier such as "free" or "pro", built once at start-up and
 // shared by every tenant on it (package webhook takes one per tenant,
-// Config.Plan). A byte limit (Limit.InBytes) is charged a hook's body
-// length in bytes, any other limit one unit.
+// Config.Plan). A byte limit or quota (Limit.InBytes) is charged a hook's
+// body length in bytes, any other limit one unit. A plan may hold
+// calendar quotas (NewQuota) beside its rate limits: "10 a second, 10 000
+// a month" is charged in one Hit, all or nothing (CONTRACT §3.2).
 //
 // Moving a tenant to another plan needs no Reset: its buckets hold a TAT,
 // a time, which the new plan's limits read at their own emission interval
@@ -22,8 +24,8 @@ import (
 // forgives that debt: the next hook meets full buckets of the new plan.
 type Plan []Limit
 
-// Check reports whether p can be charged: at most MaxCharges limits, no
-// zero Limit, no kind twice. Its errors match ErrInvalid and name the limit
+// Check reports whether p can be charged: at most MaxCharges limits, rate
+// limits and quotas alike, no zero Limit, no kind twice. Its errors match ErrInvalid and name the limit
 // (plan[2]).
 func (p Plan) Check() error {
 	if len(p) > MaxCharges {
@@ -31,8 +33,8 @@ func (p Plan) Check() error {
 	}
 	for i, l := range p {
 		field := "plan[" + strconv.Itoa(i) + "]"
-		if l.capacity <= 0 { // every constructor sets one of at least 1µs; Shadow keeps it
-			return planErr(field, "the zero Limit: build it with NewLimit or NewByteLimit")
+		if !l.valid() {
+			return planErr(field, "the zero Limit: build it with NewLimit, NewByteLimit or NewQuota")
 		}
 		for _, m := range p[:i] {
 			if m.kind == l.kind {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/calendar"
 	"github.com/fleetstore/fleetstore/headers"
 	"github.com/fleetstore/fleetstore/observe"
 )
@@ -90,8 +91,8 @@ func TestShadow(t *testing.T) {
 	}
 }
 
-// TestHitAllocs: a Hit of charges on memory:// allocates nothing; a shadow
-// charge costs the copy the driver gets.
+// TestHitAllocs: a Hit of charges on memory:// allocates nothing, a
+// quota's included; a shadow charge costs the copy the driver gets.
 func TestHitAllocs(t *testing.T) {
 	st, err := fleetstore.Open("memory://")
 	if err != nil {
@@ -100,11 +101,13 @@ func TestHitAllocs(t *testing.T) {
 	defer st.Close()
 	hooks := fleetstore.MustLimit(fleetstore.PerSecond(fleetstore.Hooks, 1e6, 1e6))
 	body := fleetstore.MustLimit(fleetstore.NewByteLimit(fleetstore.Bytes, 1e9, 1e9))
+	month := fleetstore.MustLimit(fleetstore.NewQuota("hooks_month", 1e9, calendar.Month, nil))
 	ctx := context.Background()
 	for _, c := range []struct {
 		plan fleetstore.Plan
 		want float64
-	}{{fleetstore.Plan{hooks, body}, 0}, {fleetstore.Plan{hooks, body.Shadow()}, 1}} {
+	}{{fleetstore.Plan{hooks, body}, 0}, {fleetstore.Plan{hooks, body.Shadow()}, 1},
+		{fleetstore.Plan{hooks, body, month}, 0}} {
 		var buf [fleetstore.MaxCharges]fleetstore.Charge
 		charges := c.plan.Charges(buf[:0], "allocs", 100)
 		st.Hit(ctx, charges, nil) // the bucket exists

@@ -140,6 +140,11 @@ func (s *Store) Driver() driver.Driver { return s.drv }
 // units with Limit.Remaining, into response fields with headers.Write
 // (package headers).
 //
+// A quota's charge (Limit.Charge of NewQuota, Charge.Window) counts
+// units in the calendar window holding the store's clock, decided with
+// the bucket charges, all or nothing (CONTRACT §3.2, Q1–Q6); its state
+// reports the units used and the time to the window's end.
+//
 // Every charge and the claim share one tenant; a Hit takes at most
 // MaxCharges charges. A Hit with no charges and no claim returns OK without
 // a round trip (the context's error when it is already done, T1).
@@ -153,7 +158,8 @@ func (s *Store) Driver() driver.Driver { return s.drv }
 // deadline are returned as without one.
 //
 // Errors: ErrInvalid (naming the field), ErrOverCapacity, ErrTimeout,
-// ErrUnavailable, ErrClosed.
+// ErrUnavailable (also a quota's windows that do not hold the store's
+// clock: this node's clock is off by more than a window), ErrClosed.
 func (s *Store) Hit(ctx context.Context, charges []Charge, claim *Claim) (Result, error) {
 	if s.obs == nil {
 		return s.hit(ctx, charges, claim)

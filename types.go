@@ -9,7 +9,8 @@ type (
 	// Kind names a bucket of a tenant: [a-z][a-z0-9_]{0,31}.
 	Kind = driver.Kind
 	// Charge is one GCRA bucket to charge: Increment and Capacity in whole
-	// microseconds (CONTRACT §3).
+	// microseconds (CONTRACT §3); or, with Window set, units of a calendar
+	// quota (§3.2).
 	Charge = driver.Charge
 	// Claim is a two-phase dedupe claim on a provider event key (CONTRACT
 	// §4): Tenant, SourceID, Key, HookID, Node, and TTL and PendingTTL
@@ -23,7 +24,8 @@ type (
 	// (Result.Quota, G10).
 	Result = driver.Result
 	// Bucket is the state of one charged bucket after a Hit (G10):
-	// ResetAfter and Headroom in whole µs, and whether it denied the Hit.
+	// ResetAfter and Headroom in whole µs, and whether it denied the Hit;
+	// for a quota, Used, the units counted in its window (§3.2).
 	Bucket = driver.Bucket
 	// ClaimLostError is the error of a settle on a claim held by another
 	// hook (C8): Holder names it. It matches ErrClaimLost.

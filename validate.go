@@ -86,6 +86,12 @@ func checkCharges(charges []driver.Charge) (tenant string, fractional bool, err 
 					fmt.Sprintf("kind %q charged twice in one Hit", string(c.Kind)))
 			}
 		}
+		if c.IsWindow() {
+			if err := checkWindow("charges", i, c); err != nil {
+				return "", false, err
+			}
+			continue
+		}
 		inc := c.Increment.Truncate(time.Microsecond)
 		capacity := c.Capacity.Truncate(time.Microsecond)
 		fractional = fractional || inc != c.Increment || capacity != c.Capacity
@@ -107,6 +113,52 @@ func checkCharges(charges []driver.Charge) (tenant string, fractional bool, err 
 		}
 	}
 	return tenant, fractional, nil
+}
+
+// maxWindow is the longest window a quota's charge may send: a record
+// expires at its window's end, and no record lives longer than 366 days
+// (G7, C9).
+const maxWindow = int64(gcra.MaxCapacity / time.Microsecond)
+
+// maxEdge bounds a window's edges: µs since the epoch that a Lua number,
+// a double, holds exactly (past the year 2255).
+const maxEdge = 1 << 53
+
+// checkWindow validates c, a quota's window charge, list[i] (CONTRACT
+// §3.2): Max in [1, MaxWindowUnits], Cost ≥ 1, Edges strictly ascending
+// in [0, 2^53] with no window over 366 days, Increment and Capacity
+// zero. A Cost over Max is ErrOverCapacity (G6), but for a shadow
+// charge, which never denies.
+func checkWindow(list string, i int, c *driver.Charge) error {
+	// Names are built only on failure: a valid Hit allocates nothing here.
+	name := func(field string) string { return list + "[" + strconv.Itoa(i) + "]." + field }
+	w := &c.Window
+	if w.Max < 1 || w.Max > driver.MaxWindowUnits {
+		return driver.Invalid(name("window.max"),
+			fmt.Sprintf("must be 1 to %d, got %d", int64(driver.MaxWindowUnits), w.Max))
+	}
+	if w.Cost < 1 {
+		return driver.Invalid(name("window.cost"),
+			"must be at least 1, got "+strconv.FormatInt(w.Cost, 10))
+	}
+	e := &w.Edges
+	bad := e[0] < 0 || e[3] > maxEdge
+	for j := 1; j < len(e) && !bad; j++ {
+		bad = e[j] <= e[j-1] || e[j]-e[j-1] > maxWindow
+	}
+	if bad {
+		return driver.Invalid(name("window.edges"), fmt.Sprintf("must ascend strictly "+
+			"from 0 to 2^53 µs, each window at most 366 days, got %v", *e))
+	}
+	if c.Increment != 0 || c.Capacity != 0 {
+		return driver.Invalid(name("increment"),
+			"a window charge has no increment or capacity: both must be 0")
+	}
+	if w.Cost > w.Max && !c.Shadow {
+		return fmt.Errorf("%s[%d]: window cost %d > max %d: %w", list, i, w.Cost, w.Max,
+			driver.ErrOverCapacity)
+	}
+	return nil
 }
 
 // truncated returns a copy of charges with Increment and Capacity truncated

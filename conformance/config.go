@@ -35,13 +35,13 @@ type Config struct {
 	StallURL string
 
 	// Records, when set, lists the records the store keeps for tenant under
-	// keyPrefix with their remaining time to live (negative: no expiry). G7
-	// and C9 use it to prove that no state outlives its expiry; nil: those
-	// checks rely on behaviour alone.
+	// keyPrefix with their remaining time to live (negative: no expiry). G7,
+	// C9 and Q5 use it to prove that no state outlives its expiry; nil: G7
+	// and C9 rely on behaviour alone, and Q5 is skipped.
 	Records func(ctx context.Context, keyPrefix, tenant string) ([]Record, error)
 
 	// Granularity overrides the store's expiry granularity: how long past
-	// its expiry a record may linger (G7, C9). Zero: what the driver
+	// its expiry a record may linger (G7, C9, Q5). Zero: what the driver
 	// declares (driver.ExpiryGranularity, e.g. memcached's 2s), else 1ms.
 	Granularity time.Duration
 

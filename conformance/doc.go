@@ -1,7 +1,7 @@
 // Package conformance is the public conformance suite of fleetstore: every
-// numbered clause of the contract (G1–G11, C1–C10, T1–T6, V1–V4), the file
-// CONTRACT.md at the root of the module's repository, as a subtest of Run
-// named by its id. A driver author proves a driver with one short test,
+// numbered clause of the contract (G1–G11, Q1–Q6, C1–C10, T1–T6, V1–V4),
+// the file CONTRACT.md at the root of the module's repository, as a
+// subtest of Run named by its id. A driver author proves a driver with one short test,
 // registering nothing:
 //
 //	import (
@@ -16,7 +16,7 @@
 //		conformance.Run(t, conformance.Config{
 //			Driver:  mystore.Driver{},
 //			URL:     "mystore://" + srv.Addr,
-//			Records: srv.Records, // optional: lets G7 and C9 see each record's expiry
+//			Records: srv.Records, // optional: lets G7, C9 and Q5 see each record's expiry
 //		})
 //	}
 //

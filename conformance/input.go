@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/nettest"
 )
 
@@ -36,6 +37,13 @@ func testV1(t *clauseT) {
 	with := func(f func(c *fleetstore.Charge)) []fleetstore.Charge {
 		c := good
 		f(&c)
+		return []fleetstore.Charge{c}
+	}
+	// withWindow returns a window charge of one unit of one (CONTRACT
+	// §3.2), changed by f: any write shows.
+	withWindow := func(f func(w *driver.Window)) []fleetstore.Charge {
+		c := window("quota", tenant, 1, 1, windowsFrom(t.now().Add(-time.Minute), 2*time.Minute))
+		f(&c.Window)
 		return []fleetstore.Charge{c}
 	}
 	// kinds returns n charges of distinct kinds, one unit each.
@@ -66,6 +74,16 @@ func testV1(t *clauseT) {
 		{"charges[1].tenant", []fleetstore.Charge{good,
 			charge(fleetstore.Bytes, "other", time.Second, time.Second)}, nil},
 		{"charges[1].kind", []fleetstore.Charge{good, good}, nil},
+		{"charges[0].window.max", withWindow(func(w *driver.Window) { w.Max = -1 }), nil},
+		{"charges[0].window.max", withWindow(func(w *driver.Window) { w.Max = driver.MaxWindowUnits + 1 }), nil},
+		{"charges[0].window.cost", withWindow(func(w *driver.Window) { w.Cost = 0 }), nil},
+		{"charges[0].window.edges", withWindow(func(w *driver.Window) { w.Edges[2] = w.Edges[1] }), nil},
+		{"charges[0].window.edges", withWindow(func(w *driver.Window) { w.Edges = [4]int64{} }), nil},
+		{"charges[0].increment", func() []fleetstore.Charge {
+			c := withWindow(func(*driver.Window) {})
+			c[0].Increment = time.Second
+			return c
+		}(), nil},
 		{"claim.tenant", nil, func(c *fleetstore.Claim) { c.Tenant = "" }},
 		{"claim.tenant", nil, func(c *fleetstore.Claim) { c.Tenant = long }},
 		{"claim.tenant", []fleetstore.Charge{good}, func(c *fleetstore.Claim) { c.Tenant = "other" }},
@@ -126,6 +144,8 @@ func testV1(t *clauseT) {
 	// and the claim is free (the batch commit did not commit its good one).
 	t.want("claim after the rejected calls",
 		t.hit(st, []fleetstore.Charge{good}, other(claim, "hook-b")), fleetstore.OK)
+	t.want("a window of one unit after the rejected calls",
+		t.hit(st, withWindow(func(*driver.Window) {}), nil), fleetstore.OK)
 
 	// The limits themselves are valid.
 	edge := fleetstore.Claim{

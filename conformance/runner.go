@@ -45,7 +45,7 @@ type clause struct {
 	alone bool
 }
 
-// clauses lists every clause of CONTRACT §3–§6 in document order.
+// clauses lists every clause of CONTRACT §3–§6 (§3.2 included) in document order.
 var clauses []clause
 
 // register adds a clause that may run beside the others: it works on
@@ -61,8 +61,8 @@ func registerAlone(id, title string, run func(t *clauseT)) {
 
 func add(c clause) {
 	clauses = append(clauses, c)
-	// Document order: G, C, T, V, then by number.
-	rank := func(id string) int { return strings.IndexByte("GCTV", id[0])*100 + atoi(id[1:]) }
+	// Document order: G, Q (§3.2), C, T, V, then by number.
+	rank := func(id string) int { return strings.IndexByte("GQCTV", id[0])*100 + atoi(id[1:]) }
 	slices.SortFunc(clauses, func(a, b clause) int { return rank(a.id) - rank(b.id) })
 }
 

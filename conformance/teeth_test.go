@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetstore/fleetstore/calendar"
 	"github.com/fleetstore/fleetstore/conformance"
 	"github.com/fleetstore/fleetstore/driver"
 	"github.com/fleetstore/fleetstore/drivers/memory"
+	"github.com/fleetstore/fleetstore/gcra"
 )
 
 // The suite proves its own teeth: each broken variant of the memory driver
@@ -499,6 +501,127 @@ var variants = []struct {
 		// A tenant's key folded to lower case: two tenants meet.
 		b.peek = peekOf(strings.ToLower)
 	}},
+	{"quota-admits-max-plus-one", "Q1", func(b *broken) {
+		b.hit = onWindows(func(ch *driver.Charge) { ch.Window.Max++ })
+	}},
+	{"quota-never-starts-over", "Q2", func(b *broken) {
+		b.hit = countedHere(b, func(ch *driver.Charge) string { return ch.Tenant + "\x00" + string(ch.Kind) })
+	}},
+	{"quota-counts-in-the-nodes-window", "Q2", func(b *broken) {
+		b.hit = countedHere(b, func(ch *driver.Charge) string {
+			return fmt.Sprint(ch.Tenant, "\x00", ch.Kind, "\x00", ch.Window.Edges[1])
+		})
+	}},
+	{"quota-denial-takes-buckets", "Q3", func(b *broken) {
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			res, err := c.Hit(ctx, charges, claim)
+			if err == nil && res.Outcome == driver.RateLimited {
+				for _, ch := range charges {
+					if !ch.IsWindow() {
+						_, _ = c.Hit(ctx, []driver.Charge{ch}, nil)
+					}
+				}
+			}
+			return res, err
+		}
+	}},
+	{"bucket-denial-counts-quota", "Q3", func(b *broken) {
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			res, err := c.Hit(ctx, charges, claim)
+			if err == nil && res.Outcome == driver.RateLimited {
+				for _, ch := range charges {
+					if ch.IsWindow() {
+						_, _ = c.Hit(ctx, []driver.Charge{ch}, nil)
+					}
+				}
+			}
+			return res, err
+		}
+	}},
+	{"quota-check-then-count", "Q4", func(b *broken) {
+		// Reads the count, then counts in a second call: two Hits at
+		// once both see room for one.
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			peeked, err := c.(driver.Peeker).Peek(ctx, charges)
+			if err != nil {
+				return peeked, err
+			}
+			time.Sleep(time.Millisecond)
+			raised := slices.Clone(charges)
+			for i := range raised {
+				w := &raised[i].Window
+				if raised[i].IsWindow() && peeked.Buckets[i].Used+w.Cost <= w.Max {
+					w.Max = driver.MaxWindowUnits
+				}
+			}
+			return c.Hit(ctx, raised, claim)
+		}
+	}},
+	{"quota-outlives-its-window", "Q5", func(b *broken) {
+		// The window's record expires 10s after its end; the reset-after
+		// reported is still the end's.
+		const extra = 10 * time.Second
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			now := b.now().UnixMicro()
+			longer := slices.Clone(charges)
+			for i := range longer {
+				if k := calendar.Holding(longer[i].Window.Edges, now); longer[i].IsWindow() && k >= 0 {
+					for j := k + 1; j < 4; j++ {
+						longer[i].Window.Edges[j] += extra.Microseconds()
+					}
+				}
+			}
+			res, err := c.Hit(ctx, longer, claim)
+			for i := range charges {
+				if charges[i].IsWindow() && res.Buckets[i].ResetAfter > extra {
+					res.Buckets[i].ResetAfter -= extra
+				}
+			}
+			if res.Outcome == driver.RateLimited && res.RetryAfter > extra {
+				res.RetryAfter -= extra
+			}
+			return res, err
+		}
+	}},
+	{"reset-keeps-quota-windows", "Q5", func(b *broken) {
+		// Reset puts back each window's count as the last Hit left it.
+		var mu sync.Mutex
+		seen := map[string]map[driver.Kind]driver.Charge{}
+		b.hit = func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+			res, err := c.Hit(ctx, charges, claim)
+			mu.Lock()
+			defer mu.Unlock()
+			for i, ch := range charges {
+				if err == nil && ch.IsWindow() && res.Buckets[i].Used > 0 {
+					if seen[ch.Tenant] == nil {
+						seen[ch.Tenant] = map[driver.Kind]driver.Charge{}
+					}
+					ch.Window.Cost, ch.Window.Max = res.Buckets[i].Used, driver.MaxWindowUnits
+					seen[ch.Tenant][ch.Kind] = ch
+				}
+			}
+			return res, err
+		}
+		b.reset = func(c driver.Conn, ctx context.Context, tenant string) error {
+			err := c.Reset(ctx, tenant)
+			mu.Lock()
+			kept := seen[tenant]
+			mu.Unlock()
+			for _, ch := range kept {
+				_, _ = c.Hit(ctx, []driver.Charge{ch}, nil)
+			}
+			return err
+		}
+	}},
+	{"quota-peek-reads-nothing-used", "Q6", func(b *broken) {
+		b.peek = func(c driver.Conn, ctx context.Context, charges []driver.Charge) (driver.Result, error) {
+			res, err := c.(driver.Peeker).Peek(ctx, charges)
+			for i := range charges {
+				res.Buckets[i].Used = 0
+			}
+			return res, err
+		}
+	}},
 	{"reset-drops-claims", "G5", func(b *broken) {
 		var mu sync.Mutex
 		seen := map[string][]driver.Claim{}
@@ -518,6 +641,63 @@ var variants = []struct {
 			return c.Reset(ctx, tenant)
 		}
 	}},
+}
+
+// onWindows is a broken Hit: the memory conn's, with every window charge
+// changed by f first.
+func onWindows(f func(*driver.Charge)) func(driver.Conn, context.Context, []driver.Charge, *driver.Claim) (driver.Result, error) {
+	return func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+		changed := slices.Clone(charges)
+		for i := range changed {
+			if changed[i].IsWindow() {
+				f(&changed[i])
+			}
+		}
+		return c.Hit(ctx, changed, claim)
+	}
+}
+
+// countedHere is a broken Hit that counts a Hit of window charges alone
+// in counts of its own, one per id(charge), whatever window holds the
+// store's clock (by tenant and kind alone: the count never starts over;
+// by the node's window: nodes of different clocks count apart). The
+// reset-after it reports is still the end of the window holding the
+// store's clock. Any other Hit is the memory conn's.
+func countedHere(b *broken, id func(*driver.Charge) string) func(driver.Conn, context.Context, []driver.Charge, *driver.Claim) (driver.Result, error) {
+	var mu sync.Mutex
+	counts := map[string]int64{}
+	return func(c driver.Conn, ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
+		if claim != nil || slices.ContainsFunc(charges, func(ch driver.Charge) bool { return !ch.IsWindow() }) {
+			return c.Hit(ctx, charges, claim)
+		}
+		now := b.now().UnixMicro()
+		mu.Lock()
+		defer mu.Unlock()
+		res := driver.Result{Outcome: driver.OK, NBuckets: len(charges)}
+		var wait int64
+		for i := range charges {
+			ch := &charges[i]
+			k := calendar.Holding(ch.Window.Edges, now)
+			if k < 0 {
+				return driver.Result{}, driver.ErrorReply(errors.New("outside the windows"))
+			}
+			end := ch.Window.Edges[k+1]
+			used := counts[id(ch)]
+			res.Buckets[i] = driver.Bucket{Used: used, ResetAfter: time.Duration(end-now) * time.Microsecond}
+			if used+ch.Window.Cost > ch.Window.Max {
+				wait = max(wait, end-now)
+			}
+		}
+		if wait > 0 {
+			res.Outcome, res.RetryAfter = driver.RateLimited, gcra.RetryAfter(wait)
+			return res, nil
+		}
+		for i := range charges {
+			counts[id(&charges[i])] += charges[i].Window.Cost
+			res.Buckets[i].Used = counts[id(&charges[i])]
+		}
+		return res, nil
+	}
 }
 
 // one is the result of a settle of one claim.

@@ -19,8 +19,8 @@ import (
 
 const checkUsage = `usage: fleetstore check [flags] [URL]
 
-Runs every clause of the contract (G1–G11, C1–C10, T1–T6, V1–V4) against the
-store and prints PASS, FAIL or SKIP for each, with the reason.
+Runs every clause of the contract (G1–G11, Q1–Q6, C1–C10, T1–T6, V1–V4)
+against the store and prints PASS, FAIL or SKIP for each, with the reason.
 
 It first pings the store (Store.Ping, up to 3 tries within the store's
 timeout each; no Hit, nothing written): a store that does not answer is

@@ -11,13 +11,14 @@
 // It accepts only the common parameters (timeout, key_prefix, fallback_*;
 // no TLS: there is no connection). State is
 // sharded by tenant, each shard under its own lock, so one Hit takes one
-// lock. Expired buckets and claims are swept from a shard as it is written,
-// so memory stays bounded under a stream of new tenants and keys. Each
+// lock. Expired buckets, claims and ended quota windows are swept from a
+// shard as it is written, so memory stays bounded under a stream of new
+// tenants and keys. Each
 // Commit or Release settles its own claims under their shards' locks: with
 // no round trip to share, calls are not grouped as on Redis and Valkey.
 //
 // Time is a monotonic clock in µs (CONTRACT G8), injectable with New for
-// tests.
+// tests. A quota's charge counts in the window holding it (CONTRACT §3.2).
 package memory
 
 import (
@@ -59,12 +60,12 @@ func (d *Driver) Open(cfg driver.Config) (driver.Conn, error) {
 	return d.d.Open(cfg)
 }
 
-// Records returns the live records of tenant, "bucket" and
-// "claim/SOURCE/KEY" with their remaining time to live, in every named
-// store (memory://NAME) open with keyPrefix. It is
-// conformance.Config.Records for this driver, whose random key_prefix
-// names one store (G7, C9). Records of private stores (memory://) are not
-// reachable. It never fails.
+// Records returns the live records of tenant, "bucket",
+// "window/KIND/START" (a quota's count) and "claim/SOURCE/KEY" with their
+// remaining time to live, in every named store (memory://NAME) open with
+// keyPrefix. It is conformance.Config.Records for this driver, whose
+// random key_prefix names one store (G7, C9, Q5). Records of private
+// stores (memory://) are not reachable. It never fails.
 func (d *Driver) Records(ctx context.Context, keyPrefix, tenant string) ([]driver.Record, error) {
 	if d == nil || d.d == nil {
 		return nil, nil // no store was ever opened

@@ -154,11 +154,16 @@ const maxLead = 2 * gcra.MaxCapacity
 // G10): the driver gives each charge's ResetAfter; the Store sets Kind,
 // Headroom (capacity − reset-after, at least 0) and Denied (a charge of a
 // RateLimited Hit whose increment exceeds its headroom), so that they
-// always agree. A report that cannot be true is an error, for the Store
-// to return as ErrUnavailable, never as a decision: a count that is not
-// the charges', a reset-after that is negative, not whole µs or beyond any
-// TAT, a RateLimited Result that no reported state denies, or whose
-// retry-after is not the longest wait those states imply (G3).
+// always agree. A window charge's report (CONTRACT §3.2) is its Used and
+// ResetAfter; its Headroom is 0, it is Denied when its count and cost
+// exceed its max, and its wait is the time to the window's end. A report
+// that cannot be true is an error, for the Store to return as
+// ErrUnavailable, never as a decision: a count that is not the charges',
+// a reset-after that is negative, not whole µs or beyond any TAT, a
+// window's count or reset-after out of range (fillWindow), a count
+// reported for a GCRA charge, a RateLimited Result that no reported state
+// denies, or whose retry-after is not the longest wait those states imply
+// (G3).
 func FillQuota(r *driver.Result, charges []driver.Charge) error {
 	wait, err := fillBuckets(r, charges, r.Outcome)
 	if err != nil || r.Outcome != driver.RateLimited {
@@ -187,6 +192,18 @@ func fillBuckets(r *driver.Result, charges []driver.Charge, o driver.Outcome) (
 	}
 	for i := range charges {
 		c, b := &charges[i], &r.Buckets[i]
+		if c.IsWindow() {
+			w, err := fillWindow(i, c, b, o)
+			if err != nil {
+				return 0, err
+			}
+			wait = max(wait, w)
+			continue
+		}
+		if b.Used != 0 {
+			return 0, fmt.Errorf("driver reported %d used for charges[%d], a GCRA charge "+
+				"(want 0)", b.Used, i)
+		}
 		if b.ResetAfter < 0 || b.ResetAfter > maxLead || b.ResetAfter%time.Microsecond != 0 {
 			return 0, fmt.Errorf("driver reported reset-after %v for charges[%d] "+
 				"(want whole µs, 0 to %v)", b.ResetAfter, i, maxLead)
@@ -210,6 +227,45 @@ func fillBuckets(r *driver.Result, charges []driver.Charge, o driver.Outcome) (
 	}
 	clear(r.Buckets[len(charges):])
 	return wait, nil
+}
+
+// fillWindow checks the driver's report of charges[i], a window charge
+// (CONTRACT §3.2), and sets b's Kind, Headroom (0), Shadow and Denied as
+// a Hit of outcome o has them: Used is the window's count, 0 to
+// MaxWindowUnits, ResetAfter the time to the window's end, whole µs, at
+// least 1µs and at most the longest of the charge's windows. wait is the
+// time to that end when the charge does not conform now (count + cost
+// over max), 0 when it does or is shadow.
+func fillWindow(i int, c *driver.Charge, b *driver.Bucket, o driver.Outcome) (
+	wait time.Duration, err error) {
+	win := &c.Window
+	if b.Used < 0 || b.Used > driver.MaxWindowUnits {
+		return 0, fmt.Errorf("driver reported %d used for charges[%d] (want 0 to %d)", b.Used, i,
+			int64(driver.MaxWindowUnits))
+	}
+	var longest int64
+	for j := 1; j < len(win.Edges); j++ {
+		longest = max(longest, win.Edges[j]-win.Edges[j-1])
+	}
+	if b.ResetAfter < time.Microsecond || b.ResetAfter%time.Microsecond != 0 ||
+		b.ResetAfter.Microseconds() > longest {
+		return 0, fmt.Errorf("driver reported reset-after %v for charges[%d], a window charge "+
+			"(want whole µs, 1µs to the longest window, %v)", b.ResetAfter, i,
+			time.Duration(longest)*time.Microsecond)
+	}
+	b.Kind, b.Shadow, b.Headroom = c.Kind, c.Shadow, 0
+	over := b.Used > win.Max-win.Cost // the count as it stands and the cost exceed max
+	if c.Shadow {
+		// Sent with the largest max, it denied nothing; read against
+		// its own (CONTRACT §1.2): counted on OK, as it stands otherwise.
+		b.Denied = o == driver.OK && b.Used > win.Max || o == driver.RateLimited && over
+		return 0, nil
+	}
+	b.Denied = o == driver.RateLimited && over
+	if over {
+		return b.ResetAfter, nil
+	}
+	return 0, nil
 }
 
 // PeekQuota turns a driver's Peek into the Store's answer (CONTRACT G11):
@@ -286,7 +342,11 @@ func shadowOnly(res *driver.Result, charges []driver.Charge) bool {
 	}
 	for i := range charges {
 		c, b := &charges[i], &res.Buckets[i]
-		if !c.Shadow && b.ResetAfter+c.Increment > c.Capacity {
+		if c.Shadow {
+			continue
+		}
+		if c.IsWindow() && b.Used > c.Window.Max-c.Window.Cost ||
+			!c.IsWindow() && b.ResetAfter+c.Increment > c.Capacity {
 			return false
 		}
 	}
@@ -294,15 +354,19 @@ func shadowOnly(res *driver.Result, charges []driver.Charge) bool {
 }
 
 // ForDriver returns charges as a driver is to see them: a shadow charge
-// with Shadow unset and the largest capacity, so that it never denies
-// (CONTRACT §1.2), in a copy; charges itself, allocating nothing, when
+// with Shadow unset and the largest capacity, or a shadow window charge
+// with the largest max, so that it never denies (CONTRACT §1.2), in a copy; charges itself, allocating nothing, when
 // none is shadow.
 func ForDriver(charges []driver.Charge) []driver.Charge {
 	for i := range charges {
 		if charges[i].Shadow {
 			out := slices.Clone(charges)
 			for j := range out {
-				if out[j].Shadow {
+				if out[j].Shadow && out[j].IsWindow() {
+					w := &out[j].Window
+					out[j].Shadow = false
+					w.Max, w.Cost = driver.MaxWindowUnits, min(w.Cost, driver.MaxWindowUnits)
+				} else if out[j].Shadow {
 					out[j].Shadow = false
 					out[j].Capacity = gcra.MaxCapacity
 					out[j].Increment = min(out[j].Increment, gcra.MaxCapacity)

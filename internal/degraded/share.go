@@ -46,7 +46,13 @@ func OfFraction(f float64) (s Share, ok bool) {
 // so that the burst B = C/I becomes B·s = C/I' charges, at least one. I'
 // is capped at 366 days (the largest capacity, G6): a bucket that slow
 // admits one charge a year either way.
+//
+// A quota's window charge (CONTRACT §3.2) is returned as it is: the local
+// store counts it against the fleet's whole max.
 func (s Share) Charge(c driver.Charge) driver.Charge {
+	if c.IsWindow() {
+		return c
+	}
 	const maxUS = uint64(gcra.MaxCapacity / time.Microsecond)
 	us := uint64(c.Increment / time.Microsecond)
 	hi, lo := bits.Mul64(us, s.den)

@@ -26,7 +26,8 @@ func (*conn) NonBlocking() {}
 // then the charges (a denial writes nothing), then the claim, then every
 // write. Every outcome reports each charged bucket's reset-after (G10):
 // the new TAT's lead when the charges were taken, the stored one's when
-// nothing was.
+// nothing was. A window charge (§3.2) counts in its window holding the
+// store's now, and reports the count and the time to the window's end.
 func (c *conn) Hit(_ context.Context, charges []driver.Charge,
 	cl *driver.Claim) (res driver.Result, err error) {
 	tenant := ""
@@ -40,12 +41,26 @@ func (c *conn) Hit(_ context.Context, charges []driver.Charge,
 	defer sh.mu.Unlock()
 	now := c.st.now()
 
-	// The buckets as they stand: what every outcome but a charged OK
-	// reports.
+	// The buckets and windows as they stand: what every outcome but a
+	// charged OK reports. A window charge counts in the window holding
+	// now; one whose windows do not hold it decides nothing.
 	b := sh.buckets[tenant]
-	var held [driver.MaxCharges]int64 // the stored TATs (0: absent)
+	w := sh.windows[tenant]
+	var held [driver.MaxCharges]int64         // the stored TATs (0: absent), or counts
+	var starts, ends [driver.MaxCharges]int64 // the windows holding now
+	gcraCharges := 0
 	res.NBuckets = len(charges)
-	for i, ch := range charges {
+	for i := range charges {
+		ch := &charges[i]
+		if ch.IsWindow() {
+			if starts[i], ends[i], err = window(ch, now); err != nil {
+				return driver.Result{}, err
+			}
+			held[i] = w.used(string(ch.Kind), starts[i], now)
+			res.Buckets[i].Used, res.Buckets[i].ResetAfter = held[i], micros(ends[i]-now)
+			continue
+		}
+		gcraCharges++
 		held[i] = b.tat(string(ch.Kind), now)
 		res.Buckets[i].ResetAfter = micros(gcra.ResetAfter(now, held[i]))
 	}
@@ -64,6 +79,12 @@ func (c *conn) Hit(_ context.Context, charges []driver.Charge,
 	var tats [driver.MaxCharges]int64
 	var wait int64
 	for i, ch := range charges {
+		if ch.IsWindow() {
+			if held[i] > ch.Window.Max-ch.Window.Cost {
+				wait = max(wait, ends[i]-now)
+			}
+			continue
+		}
 		g := gcra.Charge(now, held[i], ch.Increment.Microseconds(), ch.Capacity.Microseconds())
 		if !g.Conform {
 			wait = max(wait, g.Wait)
@@ -79,7 +100,7 @@ func (c *conn) Hit(_ context.Context, charges []driver.Charge,
 		return res, nil
 	}
 
-	if len(charges) > 0 {
+	if gcraCharges > 0 {
 		if b == nil || b.expires <= now {
 			if b == nil {
 				b = &tenantBuckets{}
@@ -87,10 +108,21 @@ func (c *conn) Hit(_ context.Context, charges []driver.Charge,
 			}
 			b.tats, b.expires = b.tats[:0], 0
 		}
-		for i, ch := range charges {
-			b.set(string(ch.Kind), tats[i])
-			res.Buckets[i].ResetAfter = micros(gcra.ResetAfter(now, tats[i]))
+	}
+	if gcraCharges < len(charges) && w == nil {
+		w = &tenantWindows{}
+		sh.windows[tenant] = w
+	}
+	for i := range charges {
+		ch := &charges[i]
+		if ch.IsWindow() {
+			used := held[i] + ch.Window.Cost
+			w.set(string(ch.Kind), starts[i], ends[i], used, now)
+			res.Buckets[i].Used = used
+			continue
 		}
+		b.set(string(ch.Kind), tats[i])
+		res.Buckets[i].ResetAfter = micros(gcra.ResetAfter(now, tats[i]))
 	}
 	if cl != nil {
 		sh.claims[id] = claim.State{Phase: claim.Pending, HookID: cl.HookID, Node: cl.Node,
@@ -102,9 +134,12 @@ func (c *conn) Hit(_ context.Context, charges []driver.Charge,
 }
 
 // Peek implements driver.Peeker (G11): the reset-after of charges'
-// buckets as they stand, under the shard lock, writing nothing.
+// buckets as they stand, and the counts of their windows, under the shard
+// lock, writing nothing.
 func (c *conn) Peek(_ context.Context, charges []driver.Charge) (res driver.Result, err error) {
-	c.st.quota(charges, &res)
+	if err := c.st.quota(charges, &res); err != nil {
+		return driver.Result{}, err
+	}
 	return res, nil
 }
 
@@ -145,11 +180,13 @@ func (c *conn) settle(cl *driver.Claim, op claim.Op) error {
 	return s.Err
 }
 
-// Reset implements G5: one delete of the tenant's bucket record.
+// Reset implements G5: one delete of the tenant's bucket record, one of
+// its window counts.
 func (c *conn) Reset(_ context.Context, tenant string) error {
 	sh := c.st.shard(tenant)
 	sh.mu.Lock()
 	delete(sh.buckets, tenant)
+	delete(sh.windows, tenant)
 	sh.mu.Unlock()
 	return nil
 }

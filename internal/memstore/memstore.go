@@ -1,15 +1,16 @@
 // Package memstore is the in-process store behind the memory driver: the
 // reference implementation of CONTRACT.md, sharded by tenant, each shard
-// under its own lock, with expired buckets and claims swept from a shard
-// as it is written. Package drivers/memory is its public face (Driver,
-// New, Clock, Monotonic, Default). This package adds what only this
-// repository uses: the Store's fallback keeps its node-local store in a
+// under its own lock, with expired buckets, claims and quota windows
+// swept from a shard as it is written. Package drivers/memory is its
+// public face (Driver, New, Clock, Monotonic, Default). This package adds
+// what only this repository uses: the Store's fallback keeps its node-local store in a
 // Driver and reads and trims it with Peek, Quota, Forget and Size, which
 // no Store call can do.
 package memstore
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -116,12 +117,12 @@ func (d *Driver) lookup(name, keyPrefix string) (*state, bool) {
 	return n.st, true
 }
 
-// Records returns the live records of tenant, "bucket" and
-// "claim/SOURCE/KEY" with their remaining time to live, in every named
-// store (memory://NAME) open with keyPrefix. It is
-// conformance.Config.Records for this driver, whose random key_prefix
-// names one store (G7, C9). Records of private stores (memory://) are not
-// reachable. It never fails.
+// Records returns the live records of tenant, "bucket",
+// "window/KIND/START" (a quota's count) and "claim/SOURCE/KEY" with their
+// remaining time to live, in every named store (memory://NAME) open with
+// keyPrefix. It is conformance.Config.Records for this driver, whose
+// random key_prefix names one store (G7, C9, Q5). Records of private
+// stores (memory://) are not reachable. It never fails.
 func (d *Driver) Records(_ context.Context, keyPrefix, tenant string) ([]driver.Record, error) {
 	var out []driver.Record
 	for _, st := range d.withPrefix(keyPrefix) {
@@ -143,8 +144,9 @@ func (d *Driver) withPrefix(keyPrefix string) []*state {
 	return out
 }
 
-// Size returns how many buckets and claims the named store holds, live or
-// not yet swept: the memory it keeps.
+// Size returns how many bucket records (a tenant's buckets, or its quota
+// windows) and claims the named store holds, live or not yet swept: the
+// memory it keeps.
 func (d *Driver) Size(name, keyPrefix string) (buckets, claims int) {
 	st, ok := d.lookup(name, keyPrefix)
 	if !ok {
@@ -153,7 +155,7 @@ func (d *Driver) Size(name, keyPrefix string) (buckets, claims int) {
 	for i := range st.shards {
 		sh := &st.shards[i]
 		sh.mu.Lock()
-		buckets += len(sh.buckets)
+		buckets += len(sh.buckets) + len(sh.windows)
 		claims += len(sh.claims)
 		sh.mu.Unlock()
 	}
@@ -168,6 +170,14 @@ func (st *state) records(tenant string) []driver.Record {
 	var out []driver.Record
 	if b, ok := sh.buckets[tenant]; ok && b.expires > now {
 		out = append(out, driver.Record{Key: "bucket", TTL: micros(b.expires - now)})
+	}
+	if w, ok := sh.windows[tenant]; ok {
+		for _, c := range w.counts {
+			if c.end > now {
+				key := "window/" + c.kind + "/" + strconv.FormatInt(c.start, 10)
+				out = append(out, driver.Record{Key: key, TTL: micros(c.end - now)})
+			}
+		}
 	}
 	for id, c := range sh.claims {
 		if id.tenant == tenant && c.Live(now) {
@@ -203,9 +213,11 @@ func (d *Driver) Peek(name, keyPrefix string, cl driver.Claim) (holder string, l
 
 // Quota sets r's bucket states to those of charges' buckets in the named
 // store opened with keyPrefix, as they stand (CONTRACT G10: each
-// reset-after, and NBuckets), writing nothing: what a Hit that charged
-// nothing reports. A store not open reports full buckets. At most
-// driver.MaxCharges charges.
+// reset-after, a window's count, and NBuckets), writing nothing: what a
+// Hit that charged nothing reports. A store not open reports full
+// buckets and empty windows; a window charge whose windows do not hold
+// the store's clock leaves every state zero. At most driver.MaxCharges
+// charges.
 func (d *Driver) Quota(name, keyPrefix string, charges []driver.Charge, r *driver.Result) {
 	st, ok := d.lookup(name, keyPrefix)
 	if !ok {
@@ -213,25 +225,39 @@ func (d *Driver) Quota(name, keyPrefix string, charges []driver.Charge, r *drive
 		clear(r.Buckets[:])
 		return
 	}
-	st.quota(charges, r)
+	_ = st.quota(charges, r)
 }
 
 // quota sets r's bucket states to those of charges' buckets as they
 // stand, writing nothing (no sweep either): conn.Peek and Driver.Quota.
-func (st *state) quota(charges []driver.Charge, r *driver.Result) {
+// A window charge whose windows do not hold now is errOutside, every
+// state left zero.
+func (st *state) quota(charges []driver.Charge, r *driver.Result) error {
 	r.NBuckets = len(charges)
 	clear(r.Buckets[:])
 	if len(charges) == 0 {
-		return
+		return nil
 	}
-	sh := st.shard(charges[0].Tenant)
+	tenant := charges[0].Tenant
+	sh := st.shard(tenant)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := st.now()
-	b := sh.buckets[charges[0].Tenant]
-	for i, ch := range charges {
-		r.Buckets[i].ResetAfter = micros(gcra.ResetAfter(now, b.tat(string(ch.Kind), now)))
+	b, w := sh.buckets[tenant], sh.windows[tenant]
+	for i := range charges {
+		ch := &charges[i]
+		if !ch.IsWindow() {
+			r.Buckets[i].ResetAfter = micros(gcra.ResetAfter(now, b.tat(string(ch.Kind), now)))
+			continue
+		}
+		start, end, err := window(ch, now)
+		if err != nil {
+			clear(r.Buckets[:])
+			return err
+		}
+		r.Buckets[i].Used, r.Buckets[i].ResetAfter = w.used(string(ch.Kind), start, now), micros(end-now)
 	}
+	return nil
 }
 
 // Forget deletes the claims of the named store opened with key_prefix

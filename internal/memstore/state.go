@@ -20,6 +20,7 @@ type state struct {
 type shard struct {
 	mu      sync.Mutex
 	buckets map[string]*tenantBuckets
+	windows map[string]*tenantWindows // by tenant
 	claims  map[claimID]claim.State
 	writes  int // since the last sweep
 	kept    int // records left by the last sweep
@@ -44,6 +45,7 @@ func newState(now Clock) *state {
 	st := &state{now: now, seed: maphash.MakeSeed()}
 	for i := range st.shards {
 		st.shards[i].buckets = make(map[string]*tenantBuckets)
+		st.shards[i].windows = make(map[string]*tenantWindows)
 		st.shards[i].claims = make(map[claimID]claim.State)
 	}
 	return st
@@ -89,10 +91,15 @@ func (sh *shard) wrote(now int64) {
 		return
 	}
 	sh.writes = 0
-	defer func() { sh.kept = len(sh.buckets) + len(sh.claims) }()
+	defer func() { sh.kept = len(sh.buckets) + len(sh.windows) + len(sh.claims) }()
 	for t, b := range sh.buckets {
 		if b.expires <= now {
 			delete(sh.buckets, t)
+		}
+	}
+	for t, w := range sh.windows {
+		if w.expires <= now {
+			delete(sh.windows, t)
 		}
 	}
 	for id, c := range sh.claims {
