@@ -19,13 +19,12 @@ local C = {}
 -- 8.0), so C.init, the first line of every script, fills them at the first
 -- call; call, redis.call, at every call. wide is whether Lua's %d writes
 -- an integer below 2^53 in full (a C long of 64 bits).
-local call, byte, sub, char, format, find, match, floor, max, unpack, select, pcall, type, wide
+local call, byte, sub, char, format, find, floor, max, unpack, select, pcall, type, wide
 
 function C.init()
   call = redis.call
   if not byte then
     byte, sub, char, format, find = string.byte, string.sub, string.char, string.format, string.find
-    match = string.match
     floor, max, unpack, select = math.floor, math.max, _G.unpack, _G.select
     pcall, type = _G.pcall, _G.type
     wide = format('%d', 2 ^ 53) == '9007199254740992'
@@ -91,43 +90,52 @@ function C.int(x)
   return x
 end
 
--- pair returns "A B", the decimal digits of a and b, integers from 0 to
--- 2^53: a window's count as stored (C.int's %d where it is wide enough,
--- else %.0f, exact for such a double).
-function C.pair(a, b)
+-- count returns a window count's value, "END COUNT": es, the window's
+-- end as the caller sent it (decimal digits), and k, an integer from 0 to
+-- 2^53 (%d where it is wide enough, else %.0f, exact for such a double).
+function C.count(es, k)
   if wide then
-    return format('%d %d', a, b)
+    return format('%s %d', es, k)
   end
-  return format('%.0f %.0f', a, b)
+  return format('%s %.0f', es, k)
 end
 
--- window_end returns the end (µs) of the window holding now among
--- [e0, e1), [e1, e2), [e2, e3), and raises a script error, before
--- anything is written, when none does: the node that sent them has a
--- clock too far from the server's.
-function C.window_end(e0, e1, e2, e3, now)
-  if now < e0 or now >= e3 then
-    error("fleetstore: quota window: the store's clock is outside the windows sent")
+-- window returns the end of the window holding now among the edges
+-- ARGV[a + 3] to ARGV[a + 6] (a window charge's, hit.lua): as a number
+-- (µs) and as the argument's own decimal digits. It raises a script
+-- error, before anything is written, when no window holds now: the node
+-- that sent them has a clock too far from the server's.
+function C.window(ARGV, a, now)
+  -- The edges are converted as the comparisons need them: two in the
+  -- common case, now in the middle window.
+  local e1 = ARGV[a + 4] + 0
+  if now >= e1 then
+    local e2 = ARGV[a + 5] + 0
+    if now < e2 then
+      return e2, ARGV[a + 5]
+    end
+    local e3 = ARGV[a + 6] + 0
+    if now < e3 then
+      return e3, ARGV[a + 6]
+    end
+  elseif now >= ARGV[a + 3] + 0 then
+    return e1, ARGV[a + 4]
   end
-  if now < e1 then
-    return e1
-  elseif now < e2 then
-    return e2
-  end
-  return e3
+  error("fleetstore: quota window: the store's clock is outside the windows sent")
 end
 
--- window_count returns the units counted in the window ending at en, from
--- v, a window field's value ("END COUNT"): 0 when END is another window's
--- (a passed one). Anything else is some other program's value under our
--- prefix: a script error (V4).
-function C.window_count(v, en)
-  local e, k = match(v, '^(%d+) (%d+)$')
-  if not e or #e > 16 or #k > 16 then
+-- window_count returns the units counted in the window ending at es
+-- (decimal digits), from v, a window field's value ("END COUNT"): 0 when
+-- END is another window's (a passed one). Anything else is some other
+-- program's value under our prefix: a script error (V4). The common case
+-- compares strings and converts the count alone.
+function C.window_count(v, es)
+  local n = #es
+  if byte(v, n + 1) == 32 and #v <= n + 17 and find(v, es, 1, true) == 1 and find(v, '^%d+$', n + 2) then
+    return sub(v, n + 2) + 0
+  end
+  if #v > 33 or not find(v, '^%d+ %d+$') then
     error('fleetstore: malformed quota count')
-  end
-  if e + 0 == en then
-    return k + 0
   end
   return 0
 end

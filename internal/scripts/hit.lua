@@ -53,25 +53,27 @@
 local n = ARGV[1] + 0
 
 -- out is the reply, {code, value, r_1, ..., r_n, u_1, ..., u_w}, made at
--- its largest (driver.MaxCharges = 4, each of them a window) and cut below
--- (the server's reply ends at the first nil): r_i starts as charge i's
+-- 8 entries and cut below (the server's reply ends at the first nil; a
+-- third window charge grows it): r_i starts as charge i's
 -- stored TAT's lead over now (0 for none: a full bucket), what every
 -- answer but a charged OK reports (G10), and each return sets the code
 -- and value. The charges below are reckoned in leads: max(tat, now) is
 -- now + r_i.
-local out = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+local out = {0, 0, 0, 0, 0, 0, 0, 0}
 -- One HMGET of shard 0 reads the charges' TATs and counts, the claim's
 -- field D and the tenant's state s (C.read_state: e0, shard 0's expiry,
 -- which every write keeps at or past the latest TAT and window end, so no
 -- PTTL is needed to know whether to lengthen it). q is the HMGET's
--- fields, made at their largest (4 charges, D, s) and sent cut. For
--- charge i, at[i] is where its arguments start, at[4 + i] a window
--- charge's end (µs; false for a GCRA charge) and at[8 + i] its count
--- before the decision: one table, made at its size. c is where the
--- claim's arguments start.
+-- fields, made at their largest (4 charges, D, s) and sent cut. at[i] is
+-- where charge i's arguments start, c where the claim's do. win is nil
+-- until a window charge is read, then for charge i win[i] is a window
+-- charge's end (µs; false for a GCRA charge), win[4 + i] its count before
+-- the decision and win[8 + i] its end as sent (decimal digits): one
+-- table, made at its size, and none for a Hit without a quota.
 local s0, short = KEYS[1], KEYS[2]
 local q = {0, 0, 0, 0, 0, 0}
-local at = {0, 0, 0, 0, false, false, false, false, 0, 0, 0, 0}
+local at = {0, 0, 0, 0}
+local win
 local c, nw = 2, 0
 for i = 1, n do
   local f = ARGV[c]
@@ -84,7 +86,7 @@ for i = 1, n do
     c = c + 3
   end
 end
-for i = n + nw + 3, 10 do
+for i = n + nw + 3, 8 do
   out[i] = nil
 end
 local d
@@ -102,14 +104,17 @@ for i = 1, n do
   local a = at[i]
   if byte(ARGV[a], -1) == 35 then
     -- A window charge: the window holding now, and its count.
-    local en = C.window_end(ARGV[a + 3] + 0, ARGV[a + 4] + 0, ARGV[a + 5] + 0, ARGV[a + 6] + 0, now)
-    at[4 + i] = en
+    local en, es = C.window(ARGV, a, now)
+    if not win then
+      win = {false, false, false, false, 0, 0, 0, 0, 0, 0, 0, 0}
+    end
+    win[i], win[8 + i] = en, es
     if v then
-      at[8 + i] = C.window_count(v, en)
+      win[4 + i] = C.window_count(v, es)
     end
     out[i + 2] = en - now
     j = j + 1
-    out[j] = at[8 + i]
+    out[j] = win[4 + i]
   elseif v then
     -- Anything but the decimal digits this script writes is some other
     -- program's value under our prefix: refuse rather than guess (V4).
@@ -147,9 +152,9 @@ local wait = 0
 for i = 1, n do
   local a = at[i]
   local over
-  local en = at[4 + i]
+  local en = win and win[i]
   if en then
-    over = at[8 + i] + ARGV[a + 1] - ARGV[a + 2]
+    over = win[4 + i] + ARGV[a + 1] - ARGV[a + 2]
     if over > 0 then
       over = en - now
     end
@@ -202,13 +207,13 @@ local last, top = 0, 0
 j = n + 2
 for i = 1, n do
   local a = at[i]
-  local en = at[4 + i]
+  local en = win and win[i]
   w[2 * i - 1] = ARGV[a]
   if en then
-    local k = at[8 + i] + ARGV[a + 1]
+    local k = win[4 + i] + ARGV[a + 1]
     j = j + 1
     out[j] = k
-    w[2 * i] = C.pair(en, k)
+    w[2 * i] = C.count(win[8 + i], k)
     if en > top then
       top = en
     end
