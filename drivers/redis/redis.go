@@ -221,9 +221,10 @@
 // driver logic around them package internal/rediscore, both shared with
 // the Valkey driver; this package holds the URL options, the client
 // construction and a small go-redis adapter. A few small hashes (shards)
-// per tenant hold its claims, the first of them also every kind's TAT,
-// every key of a tenant under one cluster hash tag, each expiring with its
-// latest record (internal/scripts' doc). A Hit is one script call. Commits and
+// per tenant hold its claims, the first of them also every kind's TAT and
+// calendar-quota count, every key of a tenant under one cluster hash tag,
+// each expiring with its latest record (internal/scripts' doc). A Hit is
+// one script call. Commits and
 // Releases of up to 16 claims go in rounds (group commit,
 // internal/rediscore): a call that finds no round in flight is sent at
 // once, alone; the calls that arrive meanwhile go together in the next

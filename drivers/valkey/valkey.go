@@ -127,9 +127,9 @@
 // driver logic around them package internal/rediscore, both shared with
 // the Redis driver; this package holds the URL options, the lazy client
 // and a small valkey-go adapter. A few small hashes (shards) per tenant
-// hold its claims, the first of them also every kind's TAT, every key of a
-// tenant under one cluster hash tag (internal/scripts' doc). A Hit is one script
-// call on one slot. Commits and Releases of up to 16 claims go in rounds
+// hold its claims, the first of them also every kind's TAT and
+// calendar-quota count, every key of a tenant under one cluster hash tag
+// (internal/scripts' doc). A Hit is one script call on one slot. Commits and Releases of up to 16 claims go in rounds
 // (group commit, internal/rediscore): a call that finds no round in
 // flight is sent at once, alone; the calls that arrive meanwhile go
 // together in the next round, one script call per mode (commit, release)
