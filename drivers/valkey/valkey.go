@@ -140,7 +140,7 @@
 // beside the rounds. Each claim gets its own result, each call returns by
 // its own deadline (T1), and nothing is sent twice (T5). A Peek
 // (driver.Peeker) is one call of a read-only script; Reset is one call of
-// a script that deletes the TATs.
+// a script that deletes the TATs and quota counts.
 //
 // # Logging
 //
