@@ -225,9 +225,9 @@
 // calendar-quota count, every key of a tenant under one cluster hash tag,
 // each expiring with its latest record (internal/scripts' doc). A Hit is
 // one script call. Commits and Releases of up to 16 claims go in rounds
-// (group commit, internal/rediscore): a call that finds no round in flight is sent at
-// once, alone; the calls that arrive meanwhile go together in the next
-// round, one script call per mode (commit, release) on a single server,
+// (group commit, internal/rediscore): a call that finds no round in
+// flight is sent at once, alone; the calls that arrive meanwhile go
+// together in the next round, one script call per mode (commit, release) on a single server,
 // and per mode and tenant in one pipeline (one round trip per node) on a
 // cluster. A larger call is sent at once, beside the rounds. Each claim
 // gets its own result, each call returns by its own deadline (T1), and
