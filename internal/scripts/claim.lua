@@ -220,6 +220,9 @@ function C.bucket_key(loc, b, l, p)
   if l == 0 and p == 0 then
     return loc.s0
   end
+  if not loc.tag then
+    loc.tag = sub(loc.short, 1, -17)
+  end
   return C.shard_key(loc.tag, b + 1)
 end
 
@@ -239,7 +242,8 @@ function C.find_claim(short, now)
 end
 
 -- locate returns the live record of the claim whose short key is short,
--- tag and d its tenant's tag and digest — state, hook_id, expiry (µs), or
+-- tag and d its tenant's tag (false: bucket_key cuts it from short when a
+-- split tenant needs it) and digest — state, hook_id, expiry (µs), or
 -- nothing — and its location: a table the writes below take (the
 -- tenant's tag, its state l and p and shard 0's e0 and x0; the claim's
 -- shard and its e and x). v and sv are shard 0's field D and state s as

@@ -133,7 +133,7 @@ end
 -- loc is where the record is or goes (claim.lua's C.locate).
 local held, holder, expires, loc
 if short then
-  held, holder, expires, loc = C.locate(short, sub(short, 1, -17), d, s0, m[n + 1], m[nq], now)
+  held, holder, expires, loc = C.locate(short, false, d, s0, m[n + 1], m[nq], now)
   -- Our own pending claim: this is a retry of a hit whose reply was lost.
   -- It was charged once already, so charge nothing and say OK (C2).
   if held == 'p' and holder == ARGV[c] then
