@@ -76,14 +76,14 @@ function C.int(x)
   return x
 end
 
--- count returns a window count's value, "END COUNT": es, the window's
--- end as the caller sent it (decimal digits), and k, an integer from 0 to
--- 2^53 (%d where it is wide enough, else %.0f, exact for such a double).
-function C.count(es, k)
+-- pair returns a window count's value, "END COUNT": en, the window's end
+-- (µs), and k, its units, integers from 0 to 2^53 (%d where it is wide
+-- enough, else %.0f, exact for such a double).
+function C.pair(en, k)
   if wide then
-    return format('%s %d', es, k)
+    return format('%d %d', en, k)
   end
-  return format('%s %.0f', es, k)
+  return format('%.0f %.0f', en, k)
 end
 
 -- window returns the end of the window holding now among the edges

@@ -65,24 +65,22 @@ local out = {0, 0, 0, 0, 0, 0, 0, 0}
 -- which every write keeps at or past the latest TAT and window end, so no
 -- PTTL is needed to know whether to lengthen it). q is the HMGET's
 -- fields, made at their largest (4 charges, D, s) and sent cut. at[i] is
--- where charge i's arguments start, c where the claim's do. win is nil
--- until a window charge is read, then for charge i win[i] is a window
--- charge's end (µs; false for a GCRA charge), win[4 + i] its count before
--- the decision and win[8 + i] its end as sent (decimal digits): one
--- table, made at its size, and none for a Hit without a quota.
+-- where charge i's arguments start, negated for a window charge; c is
+-- where the claim's start. A window charge keeps what it needs in the
+-- reply: its end is now + r_i, its count before the decision u_j.
 local s0, short = KEYS[1], KEYS[2]
 local q = {0, 0, 0, 0, 0, 0}
 local at = {0, 0, 0, 0}
-local win
 local c, nw = 2, 0
 for i = 1, n do
   local f = ARGV[c]
   q[i] = f
-  at[i] = c
   if byte(f, -1) == 35 then -- '#'
+    at[i] = -c
     nw = nw + 1
     c = c + 7
   else
+    at[i] = c
     c = c + 3
   end
 end
@@ -102,19 +100,12 @@ local j = n + 2
 for i = 1, n do
   local v = m[i]
   local a = at[i]
-  if byte(ARGV[a], -1) == 35 then
+  if a < 0 then
     -- A window charge: the window holding now, and its count.
-    local en, es = C.window(ARGV, a, now)
-    if not win then
-      win = {false, false, false, false, 0, 0, 0, 0, 0, 0, 0, 0}
-    end
-    win[i], win[8 + i] = en, es
-    if v then
-      win[4 + i] = C.window_count(v, es)
-    end
+    local en, es = C.window(ARGV, -a, now)
     out[i + 2] = en - now
     j = j + 1
-    out[j] = win[4 + i]
+    out[j] = v and C.window_count(v, es) or 0
   elseif v then
     -- Anything but the decimal digits this script writes is some other
     -- program's value under our prefix: refuse rather than guess (V4).
@@ -149,14 +140,15 @@ end
 -- and cost are at most max; its wait is the time left in the window. wait
 -- is the longest wait of the charges that do not conform.
 local wait = 0
+j = n + 2
 for i = 1, n do
   local a = at[i]
   local over
-  local en = win and win[i]
-  if en then
-    over = win[4 + i] + ARGV[a + 1] - ARGV[a + 2]
+  if a < 0 then
+    j = j + 1
+    over = out[j] + ARGV[1 - a] - ARGV[2 - a]
     if over > 0 then
-      over = en - now
+      over = out[i + 2]
     end
   else
     over = out[i + 2] + ARGV[a + 1] - ARGV[a + 2]
@@ -207,13 +199,13 @@ local last, top = 0, 0
 j = n + 2
 for i = 1, n do
   local a = at[i]
-  local en = win and win[i]
-  w[2 * i - 1] = ARGV[a]
-  if en then
-    local k = win[4 + i] + ARGV[a + 1]
+  if a < 0 then
+    a = -a
     j = j + 1
+    local k = out[j] + ARGV[a + 1]
     out[j] = k
-    w[2 * i] = C.count(win[8 + i], k)
+    local en = now + out[i + 2]
+    w[2 * i] = C.pair(en, k)
     if en > top then
       top = en
     end
@@ -225,6 +217,7 @@ for i = 1, n do
     end
     w[2 * i] = C.int(now + lead)
   end
+  w[2 * i - 1] = ARGV[a]
 end
 local tat = floor((max(now + last, top) + 999) / 1000)
 if short then
