@@ -75,8 +75,8 @@
 // listpack. A TAT that has passed is a full bucket (G7), absent to every
 // script; its field stays until the kind's next charge overwrites it, or
 // until shard 0 expires. Prunes and splits move and delete records alone:
-// shard 0 keeps its TATs. Reset deletes every field of shard 0 that is
-// neither a record nor s.
+// shard 0 keeps its TATs and quota counts. Reset deletes every field of
+// shard 0 that is neither a record nor s.
 //
 // # Quota windows
 //
@@ -117,8 +117,9 @@
 // with h the first 4 bytes of D (big-endian), claim D is in bucket
 // h mod 2^l, or h mod 2^(l+1) when that is below p. While the tenant has
 // one bucket it is shard 0; once it has split, bucket b is shard b + 1
-// and shard 0 holds the state and the TATs alone. A lookup reads shard 0 (the state,
-// and the record of a one-bucket tenant) and at most one more shard.
+// and shard 0 holds the state, the TATs and the quota counts alone. A
+// lookup reads shard 0 (the state, and the record of a one-bucket tenant)
+// and at most one more shard.
 //
 // Inserting a new field into a shard first prunes it when its prune is due
 // (x); if it then holds CAP (120) fields or more, s included, bucket p
