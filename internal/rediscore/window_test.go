@@ -44,11 +44,12 @@ func openConn(t *testing.T, raw string) (driver.Conn, string) {
 }
 
 // window is a window charge of tenant's kind k: cost of max per window of
-// length w, the three windows around now (this machine's clock, which the
-// servers share).
+// length w, the middle one of the three starting w/2 before now (this
+// machine's clock, which the servers share), so that a test has w/2 before
+// its end whatever the time of day.
 func window(tenant string, k driver.Kind, cost, max int64, w time.Duration) driver.Charge {
 	us := w.Microseconds()
-	e1 := time.Now().UnixMicro() / us * us
+	e1 := time.Now().UnixMicro() - us/2
 	return driver.Charge{Kind: k, Tenant: tenant,
 		Window: driver.Window{Max: max, Cost: cost, Edges: [4]int64{e1 - us, e1, e1 + us, e1 + 2*us}}}
 }
@@ -136,7 +137,7 @@ func testWindowCharges(t *testing.T, raw string, _ bool, servers ...*testserver.
 		t.Fatal(err)
 	}
 	if pr.NBuckets != 4 || pr.Buckets[0].Used != 5 || pr.Buckets[1].Used != 1 || pr.Buckets[2].Used != 0 ||
-		pr.Buckets[3].Used != 0 || pr.Buckets[2].ResetAfter < time.Minute {
+		pr.Buckets[3].Used != 0 || pr.Buckets[2].ResetAfter < hour/2-time.Minute {
 		t.Errorf("Peek: %+v, want used 5, 1, 0 and the GCRA bucket", pr.Buckets)
 	}
 	// Reset clears the counts: the quota admits 5 again.
