@@ -278,3 +278,97 @@ func formatInt(v int64) string { return strconv.FormatInt(v, 10) }
 func isMoved(err error) bool {
 	return strings.HasPrefix(err.Error(), "MOVED") || strings.HasPrefix(err.Error(), "ASK")
 }
+
+// TestRoundWindowsInOrder: window charges queued in one round are decided
+// in order, as if sent alone. With the servers stopped (SIGSTOP) and a
+// Commit of the tenant in flight, six Hits queue 100ms apart; when the
+// servers run again they go as one round (two script calls in all):
+// a Hit denied by a bucket counts nothing in its quota, each Hit sees the
+// counts of the Hits before it, the quota denies once full, and a Pending
+// claim counts nothing. Fails if a round's Hits read the counts before
+// the others' writes, or if a denied Hit counts.
+func TestRoundWindowsInOrder(t *testing.T) {
+	t.Parallel()
+	onServerAndCluster(t, testRoundWindowsInOrder)
+}
+
+func testRoundWindowsInOrder(t *testing.T, raw string, _ bool, servers ...*testserver.Redis) {
+	c, _ := openConn(t, raw)
+	tenant := "to-" + randHex(3)
+	q := window(tenant, "monthly", 1, 3, time.Hour)
+	q2 := q
+	q2.Window.Cost = 2
+	claims := window(tenant, "daily", 1, 5, time.Hour)
+	bytes := driver.Charge{Kind: "bytes", Tenant: tenant, Increment: 4 * time.Hour, Capacity: 5 * time.Hour}
+	hitConn(t, c, []driver.Charge{bytes}, nil) // the bytes bucket full: a second charge is denied
+	waitLibrary(t, servers...)
+	key := driver.Claim{Tenant: tenant, SourceID: "github", Key: "k-" + randHex(3), HookID: "h1",
+		TTL: time.Hour, PendingTTL: time.Minute}
+	key2 := key
+	key2.HookID = "h2"
+	type step struct {
+		name    string
+		charges []driver.Charge
+		claim   *driver.Claim
+		want    driver.Outcome
+		used    int64 // the last charge's
+		got     driver.Result
+		err     error
+	}
+	steps := []*step{
+		{name: "a unit", charges: []driver.Charge{q}, want: driver.OK, used: 1},
+		{name: "a unit beside a full bucket", charges: []driver.Charge{bytes, q}, want: driver.RateLimited, used: 1},
+		{name: "two units", charges: []driver.Charge{q2}, want: driver.OK, used: 3},
+		{name: "a unit over the quota", charges: []driver.Charge{q}, want: driver.RateLimited, used: 3},
+		{name: "a claim by h1", charges: []driver.Charge{claims}, claim: &key, want: driver.OK, used: 1},
+		{name: "the claim by h2", charges: []driver.Charge{claims}, claim: &key2, want: driver.Pending, used: 1},
+	}
+	before := scriptCalls(t, servers...)
+	for _, srv := range servers {
+		if err := srv.Freeze(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			for _, srv := range servers {
+				if err := srv.Thaw(); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	}
+	defer thaw()
+	var wg sync.WaitGroup
+	var first error
+	wg.Go(func() {
+		cl := key
+		cl.Key, cl.HookID = "first-"+randHex(3), "first"
+		_, first = c.Commit(gctx(t, 20*time.Second), []driver.Claim{cl})
+	})
+	time.Sleep(200 * time.Millisecond)
+	for _, s := range steps {
+		wg.Go(func() { s.got, s.err = c.Hit(gctx(t, 20*time.Second), s.charges, s.claim) })
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	thaw()
+	wg.Wait()
+	if first != nil {
+		t.Fatalf("the Commit in flight: %v", first)
+	}
+	for _, s := range steps {
+		last := s.got.Buckets[max(s.got.NBuckets-1, 0)]
+		switch {
+		case s.err != nil:
+			t.Errorf("%s: %v", s.name, s.err)
+		case s.got.Outcome != s.want || last.Used != s.used:
+			t.Errorf("%s: %v, used %d; want %v, used %d", s.name, s.got.Outcome, last.Used, s.want, s.used)
+		}
+	}
+	if got := scriptCalls(t, servers...) - before; got != 2 {
+		t.Errorf("%d script calls, want 2: the Commit in flight, then one round of the %d Hits", got, len(steps))
+	}
+}
