@@ -224,11 +224,6 @@ func (c *client) EvalMulti(ctx context.Context, how rediscore.Send, calls []*red
 	}
 }
 
-// Del implements rediscore.Client.
-func (c *client) Del(ctx context.Context, key string) error {
-	return c.failed(c.c.Del(ctx, key).Err())
-}
-
 // Ping implements rediscore.Client.
 func (c *client) Ping(ctx context.Context) error {
 	return c.failed(c.c.Ping(ctx).Err())

@@ -12,47 +12,72 @@ import (
 	"github.com/fleetstore/fleetstore/internal/testing/testserver"
 )
 
-// TestBucketExpiryFollowsLatestTAT: the tenant's hash expires at its
-// latest TAT of every kind, charged or not (G7): a charge of a kind with
-// an earlier TAT never shortens it, a later TAT lengthens it. The script
-// knows the hash's expiry from the TATs it reads (no PTTL), so a broken
-// reckoning shows here.
+// TestBucketExpiryFollowsLatestTAT: the TATs are fields of the tenant's
+// shard 0, which expires at its latest TAT of every kind, charged or not,
+// and at most SLACK (1s) later (G7): a charge of a kind with an earlier
+// TAT never shortens it, a later TAT lengthens it. The script knows the
+// key's expiry from shard 0's state (no PTTL), so a broken reckoning shows
+// here. Reset deletes the TATs alone: the next charge finds a full bucket,
+// and the expiry is not shortened.
 func TestBucketExpiryFollowsLatestTAT(t *testing.T) {
 	t.Parallel()
 	srv := testserver.StartRedis(t)
 	st, prefix := openStore(t, srv.URL())
 	tenant := "t-" + randHex(4)
+	s0 := scripts.ShardKey(prefix, tenant, 0)
 	long := fleetstore.Charge{Kind: "long", Tenant: tenant, Increment: 10 * time.Minute, Capacity: time.Hour}
 	// The short TAT is 30s ahead: a loaded machine's delay before PTTL
 	// (seconds at worst) does not reach its lower bound.
 	short := fleetstore.Charge{Kind: "short", Tenant: tenant, Increment: 30 * time.Second,
 		Capacity: 10 * time.Minute}
+	const slack = time.Second + 2*time.Millisecond
 	pttl := func(what string, lo, hi time.Duration) {
 		t.Helper()
-		v, err := srv.Do("PTTL", scripts.BucketKey(prefix, tenant))
+		v, err := srv.Do("PTTL", s0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		ms, _ := v.(int64)
 		if got := time.Duration(ms) * time.Millisecond; got < lo || got > hi {
-			t.Errorf("%s: the hash expires in %v, want %v to %v", what, got, lo, hi)
+			t.Errorf("%s: shard 0 expires in %v, want %v to %v", what, got, lo, hi)
 		}
 	}
 	mustHit(t, st, []fleetstore.Charge{short}, nil, fleetstore.OK)
-	pttl("a new hash", 20*time.Second, 30*time.Second+2*time.Millisecond)
+	pttl("a new shard 0", 20*time.Second, 30*time.Second+slack)
 	mustHit(t, st, []fleetstore.Charge{long}, nil, fleetstore.OK)
-	pttl("a later TAT of another kind", 10*time.Minute-time.Minute, 10*time.Minute+2*time.Millisecond)
+	pttl("a later TAT of another kind", 10*time.Minute-time.Minute, 10*time.Minute+slack)
 	mustHit(t, st, []fleetstore.Charge{short}, nil, fleetstore.OK)
-	pttl("an earlier TAT charged after it", 10*time.Minute-time.Minute, 10*time.Minute+2*time.Millisecond)
+	pttl("an earlier TAT charged after it", 10*time.Minute-time.Minute, 10*time.Minute+slack)
 	mustHit(t, st, []fleetstore.Charge{short, long}, nil, fleetstore.OK)
-	pttl("both, the later one lengthened", 20*time.Minute-time.Minute, 20*time.Minute+2*time.Millisecond)
-	// Reset drops the hash: the next charge starts a new one with its own
-	// expiry.
+	pttl("both, the later one lengthened", 20*time.Minute-time.Minute, 20*time.Minute+slack)
+	// A claim beside the TATs (its record lengthens shard 0's expiry to
+	// its TTL): Reset keeps it, and the state.
+	c := claim(tenant, "github", "k-"+randHex(4), "h1")
+	c.TTL = 30 * time.Minute
+	if err := st.Commit(ctx(t), *c); err != nil {
+		t.Fatal(err)
+	}
 	if err := st.Reset(ctx(t), tenant); err != nil {
 		t.Fatal(err)
 	}
-	mustHit(t, st, []fleetstore.Charge{short}, nil, fleetstore.OK)
-	pttl("after Reset", 20*time.Second, 30*time.Second+2*time.Millisecond)
+	for _, f := range []string{scripts.TATField("short"), scripts.TATField("long")} {
+		if v, err := srv.Do("HEXISTS", s0, f); err != nil || v != int64(0) {
+			t.Errorf("after Reset, field %q: %v, %v; want none", f, v, err)
+		}
+	}
+	if v, err := srv.Do("HEXISTS", s0, "s"); err != nil || v != int64(1) {
+		t.Errorf("after Reset, the state: %v, %v; want kept", v, err)
+	}
+	pttl("after Reset", 30*time.Minute-time.Minute, 30*time.Minute+slack)
+	res := mustHit(t, st, []fleetstore.Charge{long}, nil, fleetstore.OK)
+	if got := res.Buckets[0].ResetAfter; got != 10*time.Minute {
+		t.Errorf("after Reset, a charge of 10min resets after %v: want a full bucket's 10min", got)
+	}
+	o := *c
+	o.HookID = "h2"
+	if res := mustHit(t, st, nil, &o, fleetstore.Duplicate); res.HookID != c.HookID {
+		t.Errorf("after Reset, the committed claim answers %q, want %q", res.HookID, c.HookID)
+	}
 }
 
 // TestClaimRecordLayout: a claim is field D of its tenant's shard, D its

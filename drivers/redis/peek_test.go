@@ -73,7 +73,7 @@ func TestPeekWritesNothing(t *testing.T) {
 			// The flag at work: the script with a write added after its
 			// clock is read (an HSET: a write whether or not the bucket
 			// is still there).
-			key := scripts.BucketKey(prefix, tenant)
+			key := scripts.ShardKey(prefix, tenant, 0)
 			clock := "local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
 			if !strings.Contains(scripts.Peek.Source, clock) {
 				t.Fatal("the peek script no longer reads the clock as this test expects")

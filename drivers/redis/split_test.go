@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -118,5 +119,59 @@ func TestSkewedKeysKeepExpiries(t *testing.T) {
 	}
 	for _, c := range batch[:50] {
 		wantDuplicate(t, st, c)
+	}
+}
+
+// TestTATsBesideClaimsAcrossSplits: the TATs are fields of shard 0 beside
+// its state and, while the tenant has one bucket, its records. A split of
+// shard 0 moves the records alone: every charge still finds its TAT (each
+// Hit's reset-after one increment more than the last), shard 0 ends with
+// its state and its TAT, and every claim is still found.
+func TestTATsBesideClaimsAcrossSplits(t *testing.T) {
+	t.Parallel()
+	srv := testserver.StartRedis(t)
+	st, prefix := openStore(t, srv.URL())
+	admin := adminClient(t, "", srv.Addr)
+	tenant := "t-" + randHex(4)
+	s0 := scripts.ShardKey(prefix, tenant, 0)
+	charge := fleetstore.Charge{Kind: "hooks", Tenant: tenant, Increment: 10 * time.Minute, Capacity: 24 * time.Hour}
+	var all []fleetstore.Claim
+	start := time.Now()
+	for round := 1; round <= 6; round++ {
+		batch := make([]fleetstore.Claim, 60)
+		for i := range batch {
+			batch[i] = *claim(tenant, "github", "k-"+strconv.Itoa(len(all)+i), "hook-"+strconv.Itoa(len(all)+i))
+		}
+		if err := st.Commit(ctx(t), batch...); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, batch...)
+		c := claim(tenant, "github", "hit-"+strconv.Itoa(round), "hit-hook")
+		res := mustHit(t, st, []fleetstore.Charge{charge}, c, fleetstore.OK)
+		want := time.Duration(round) * 10 * time.Minute
+		if got := res.Buckets[0].ResetAfter; got > want || got < want-time.Since(start)-time.Second {
+			t.Fatalf("Hit %d: reset-after %v, want %v less the time since the first", round, got, want)
+		}
+		all = append(all, *c)
+	}
+	if l, _, _ := tenantState(t, admin, s0); l < 1 {
+		t.Fatalf("%d claims, level %d: want shard 0 split", len(all), l)
+	}
+	fields, err := admin.HKeys(ctx(t), s0).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(fields)
+	if want := []string{scripts.TATField("hooks"), "s"}; !slices.Equal(fields, want) {
+		t.Errorf("shard 0 of a split tenant holds %q, want %q", fields, want)
+	}
+	for _, i := range []int{0, 1, len(all) / 2, len(all) - 2, len(all) - 1} {
+		o := all[i]
+		o.HookID = "other"
+		if i == len(all)-1 {
+			mustHit(t, st, nil, &o, fleetstore.Pending)
+			continue
+		}
+		wantDuplicate(t, st, all[i])
 	}
 }

@@ -68,15 +68,6 @@ func (c *client) EvalMulti(ctx context.Context, how rediscore.Send, calls []*red
 	}
 }
 
-// Del implements rediscore.Client.
-func (c *client) Del(ctx context.Context, key string) error {
-	cl, err := c.lazy.get(ctx)
-	if err != nil {
-		return err
-	}
-	return cl.Do(ctx, cl.B().Del().Key(key).Build()).Error()
-}
-
 // Ping implements rediscore.Client: PING on one node.
 func (c *client) Ping(ctx context.Context) error {
 	cl, err := c.lazy.get(ctx)

@@ -9,7 +9,7 @@
 // script, which runs each by its own script's code, in order. A Peek is
 // one call of the read-only peek script, never in a round (its no-writes
 // flag lets it run where a writing round would be refused); Reset is one
-// DEL. The adapter only sends commands and says which errors were the
+// call of the reset script. The adapter only sends commands and says which errors were the
 // server's reply; everything else — building the script calls, FCALL of
 // the scripts' function library then EVAL once when the server lacks it
 // (functions.go), rounds, grouping by tenant, decoding, the eviction
@@ -54,8 +54,6 @@ type Client interface {
 	// every master (one server: it); a library of that name already there
 	// is no error, nor is a replica's refusal.
 	LoadLibrary(ctx context.Context, source string) error
-	// Del deletes key.
-	Del(ctx context.Context, key string) error
 	// Ping pings one node.
 	Ping(ctx context.Context) error
 	// ConfigGet reads the config parameters names from every master (one
@@ -146,7 +144,7 @@ func (c *Conn) Hit(
 		if err != nil {
 			return driver.Result{}, err
 		}
-		res, err := scripts.DecodeHit(reply, len(charges))
+		res, err := scripts.DecodeHit(reply, len(charges), scripts.Windows(charges))
 		return res, driver.ErrorReply(err)
 	}
 	return c.hit(ctx, charges, claim)
@@ -161,7 +159,7 @@ func (c *Conn) Peek(ctx context.Context, charges []driver.Charge) (driver.Result
 	if err != nil {
 		return driver.Result{}, err
 	}
-	res, err := scripts.DecodePeek(reply, len(charges))
+	res, err := scripts.DecodePeek(reply, len(charges), scripts.Windows(charges))
 	return res, driver.ErrorReply(err)
 }
 
@@ -177,13 +175,11 @@ func (c *Conn) Release(ctx context.Context, claims []driver.Claim) ([]error, err
 	return c.settle(ctx, false, claims)
 }
 
-// Reset implements driver.Conn: one DEL of the tenant's bucket hash (G5).
+// Reset implements driver.Conn: one call of the reset script, which
+// deletes the TATs of the tenant's shard 0 (G5).
 func (c *Conn) Reset(ctx context.Context, tenant string) error {
-	if err := c.cl.Del(ctx, scripts.BucketKey(c.prefix, tenant)); err != nil {
-		return c.mark(err)
-	}
-	c.answered()
-	return nil
+	_, err := c.run(ctx, scripts.Reset, scripts.ResetCall(c.prefix, tenant), nil)
+	return err
 }
 
 // Ping implements driver.Conn.

@@ -63,6 +63,7 @@ type op struct {
 	kind    opKind
 	n       int          // its weight in a round: its claims, 1 for a Hit
 	charges int          // a Hit's charges
+	windows uint8        // which of them are window charges (scripts.Windows)
 	groups  []claimGroup // its claims by tenant; a Hit's call is one
 }
 
@@ -85,7 +86,7 @@ type claimGroup struct {
 
 // hit runs a Hit in a round.
 func (c *Conn) hit(ctx context.Context, charges []driver.Charge, claim *driver.Claim) (driver.Result, error) {
-	o := &op{kind: opHit, n: 1, charges: len(charges)}
+	o := &op{kind: opHit, n: 1, charges: len(charges), windows: scripts.Windows(charges)}
 	g := claimGroup{}
 	if len(charges) > 0 {
 		g.tenant = charges[0].Tenant

@@ -202,7 +202,7 @@ func decodePart(o *op, g int, reply any) partResult {
 		return partResult{err: driver.ErrorReply(err)}
 	}
 	if o.kind == opHit {
-		res, err := scripts.DecodeHit(reply, o.charges)
+		res, err := scripts.DecodeHit(reply, o.charges, o.windows)
 		return partResult{hit: res, err: driver.ErrorReply(err)}
 	}
 	errs, err := scripts.DecodeSettle(reply, len(o.groups[g].keys))

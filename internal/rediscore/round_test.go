@@ -329,7 +329,7 @@ func TestRoundLostReplyHits(t *testing.T) {
 // (testserver gives node i the i-th third of the slots).
 func nodeOf(t *testing.T, cl *testserver.Cluster, prefix, tenant string) int {
 	t.Helper()
-	v, err := cl.Nodes[0].Do("CLUSTER", "KEYSLOT", scripts.BucketKey(prefix, tenant))
+	v, err := cl.Nodes[0].Do("CLUSTER", "KEYSLOT", scripts.ShardKey(prefix, tenant, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

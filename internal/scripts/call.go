@@ -3,6 +3,7 @@ package scripts
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"time"
 
@@ -10,12 +11,15 @@ import (
 )
 
 // HitCall returns the KEYS and ARGV of a Hit script call: charges (all of
-// one tenant) and claim (nil: none), as validated by the Store. Increments
-// and capacities go as whole µs, the pending TTL as whole µs (the record's
-// exact expiry; its key's expiry is that µs rounded up to the ms).
-// Its keys are BucketKey, then with a claim its ClaimKey (whose tag names
-// the tenant's shards); all of them and its numbers are built in one
-// buffer (callBuf): two allocations in all.
+// one tenant) and claim (nil: none), as validated by the Store. A GCRA
+// charge goes as its TATField, its increment and capacity in whole µs; a
+// window charge (CONTRACT §3.2) as its WindowField, its cost, its max and
+// its four edges (µs). The pending TTL goes as whole µs (the record's
+// exact expiry; its key's expiry is that µs rounded up to the ms). Its
+// keys are the tenant's shard 0 (ShardKey, i = 0), then with a claim its
+// ClaimKey (whose tag names the tenant's other shards); all of them, the
+// fields and the numbers are built in one buffer (callBuf): two
+// allocations in all.
 func HitCall(
 	keyPrefix string, charges []driver.Charge, claim *driver.Claim,
 ) (keys, args []string) {
@@ -25,21 +29,38 @@ func HitCall(
 	} else {
 		tenant = claim.Tenant
 	}
-	nKeys, n := 1, 1+1+3*len(charges)
-	size := tagLen(keyPrefix, tenant) + len(":b") + numLen*(1+2*len(charges))
+	nKeys, n := 1, 1+1
+	size := tagLen(keyPrefix, tenant) + len(":s0") + numLen
+	for i := range charges {
+		size += tatFieldLen(charges[i].Kind)
+		if charges[i].IsWindow() {
+			n, size = n+7, size+6*numLen
+		} else {
+			n, size = n+3, size+2*numLen
+		}
+	}
 	if claim != nil {
 		tag := tagLen(keyPrefix, claim.Tenant)
 		nKeys, n, size = 2, n+1+2, size+tag+DigestSize+numLen
 	}
 	c := newCallBuf(n, size)
-	c.tagged(keyPrefix, tenant, ":b")
+	c.tagged(keyPrefix, tenant, ":s0")
 	if claim != nil {
 		c.claimKey(keyPrefix, claim.Tenant, claim.SourceID, claim.Key)
 	}
 	c.int(int64(len(charges)))
 	for i := range charges {
 		ch := &charges[i]
-		c.given(string(ch.Kind))
+		if ch.IsWindow() {
+			c.field(ch.Kind, '#')
+			c.int(ch.Window.Cost)
+			c.int(ch.Window.Max)
+			for _, e := range ch.Window.Edges {
+				c.int(e)
+			}
+			continue
+		}
+		c.field(ch.Kind, ':')
 		c.int(ch.Increment.Microseconds())
 		c.int(ch.Capacity.Microseconds())
 	}
@@ -48,6 +69,18 @@ func HitCall(
 		c.micros(claim.PendingTTL)
 	}
 	return c.done(nKeys)
+}
+
+// Windows returns which of charges are window charges (CONTRACT §3.2):
+// bit i for charges[i]. DecodeHit and DecodePeek take it.
+func Windows(charges []driver.Charge) uint8 {
+	var w uint8
+	for i := range charges {
+		if charges[i].IsWindow() {
+			w |= 1 << i
+		}
+	}
+	return w
 }
 
 // SettleCall returns the KEYS and ARGV of a Settle script call over claims:
@@ -92,13 +125,28 @@ func PresentCall(keyPrefix string, claims []driver.Claim) []string {
 
 // PeekCall returns the KEYS and ARGV of a Peek script call over charges
 // (1 to driver.MaxCharges, all of one tenant, as validated by the Store):
-// the tenant's BucketKey, and each charge's kind.
+// the tenant's shard 0 (ShardKey, i = 0), and each charge's TATField, or
+// a window charge's WindowField and its four edges (µs).
 func PeekCall(keyPrefix string, charges []driver.Charge) (keys, args []string) {
-	args = make([]string, len(charges))
+	args = make([]string, 0, 5*len(charges))
 	for i := range charges {
-		args[i] = string(charges[i].Kind)
+		ch := &charges[i]
+		if !ch.IsWindow() {
+			args = append(args, TATField(ch.Kind))
+			continue
+		}
+		args = append(args, WindowField(ch.Kind))
+		for _, e := range ch.Window.Edges {
+			args = append(args, strconv.FormatInt(e, 10))
+		}
 	}
-	return []string{BucketKey(keyPrefix, charges[0].Tenant)}, args
+	return []string{ShardKey(keyPrefix, charges[0].Tenant, 0)}, args
+}
+
+// ResetCall returns the KEYS of a Reset script call (no ARGV): the
+// tenant's shard 0, which holds its TATs.
+func ResetCall(keyPrefix, tenant string) []string {
+	return []string{ShardKey(keyPrefix, tenant, 0)}
 }
 
 // micros is d in whole µs, rounded up, at least 1.
@@ -118,15 +166,18 @@ const (
 	hitRateLimited = 4
 )
 
-// DecodeHit turns the Hit script's reply to a Hit of n charges ({code,
-// value, r_1, …, r_n}: {1, 0, …} OK, {2, hook_id, …} Duplicate, {3, ms, …}
-// Pending, {4, ms, …} RateLimited, each r_i a reset-after in µs, as []any
-// of int64 and string) into a Result with its n bucket states (G10).
+// DecodeHit turns the Hit script's reply to a Hit of n charges, windows
+// its window charges (Windows), into a Result with its n bucket states
+// (G10). The reply is {code, value, r_1, …, r_n, u_1, …, u_w}, as []any of
+// int64 and string: {1, 0, …} OK, {2, hook_id, …} Duplicate, {3, ms, …}
+// Pending, {4, ms, …} RateLimited; each r_i a reset-after in µs (≥ 1 for
+// a window), each u_j the count of the j-th window charge, its Used.
 // Anything else is an error wrapping ErrMalformed (the driver marks it as
 // the server's reply).
-func DecodeHit(reply any, n int) (driver.Result, error) {
+func DecodeHit(reply any, n int, windows uint8) (driver.Result, error) {
 	a, ok := reply.([]any)
-	if !ok || len(a) != 2+n || n > driver.MaxCharges {
+	nw := bits.OnesCount8(windows)
+	if !ok || len(a) != 2+n+nw || n > driver.MaxCharges {
 		return driver.Result{}, malformed("hit", reply)
 	}
 	code, ok := a[0].(int64)
@@ -159,33 +210,51 @@ func DecodeHit(reply any, n int) (driver.Result, error) {
 	default:
 		return driver.Result{}, malformed("hit", reply)
 	}
-	res.NBuckets = n
-	for i := range n {
-		us, ok := a[2+i].(int64)
-		if !ok || us < 0 || us > maxMicros {
-			return driver.Result{}, malformed("hit", reply)
-		}
-		res.Buckets[i].ResetAfter = time.Duration(us) * time.Microsecond
+	if !decodeBuckets(&res, a[2:], n, windows) {
+		return driver.Result{}, malformed("hit", reply)
 	}
 	return res, nil
 }
 
-// DecodePeek turns the Peek script's reply to a Peek of n charges
-// ({r_1, …, r_n}, each a reset-after in µs, as []any of int64) into a
-// Result with its n bucket states (G10) and nothing else set: the Store
-// derives the rest. Anything else is an error wrapping ErrMalformed.
-func DecodePeek(reply any, n int) (driver.Result, error) {
-	a, ok := reply.([]any)
-	if !ok || len(a) != n || n > driver.MaxCharges {
-		return driver.Result{}, malformed("peek", reply)
-	}
-	res := driver.Result{NBuckets: n}
+// decodeBuckets sets res's n bucket states from a, {r_1, …, r_n, u_1, …,
+// u_w}: each r_i a reset-after in µs, at least 1 for a window charge (bit
+// i of windows), whose Used is the next u_j. It reports whether a was
+// such a reply.
+func decodeBuckets(res *driver.Result, a []any, n int, windows uint8) bool {
+	res.NBuckets = n
+	j := n
 	for i := range n {
 		us, ok := a[i].(int64)
 		if !ok || us < 0 || us > maxMicros {
-			return driver.Result{}, malformed("peek", reply)
+			return false
 		}
 		res.Buckets[i].ResetAfter = time.Duration(us) * time.Microsecond
+		if windows&(1<<i) == 0 {
+			continue
+		}
+		used, ok := a[j].(int64)
+		if !ok || us < 1 || used < 0 || used > driver.MaxWindowUnits {
+			return false
+		}
+		res.Buckets[i].Used = used
+		j++
+	}
+	return true
+}
+
+// DecodePeek turns the Peek script's reply to a Peek of n charges, windows
+// its window charges ({r_1, …, r_n, u_1, …, u_w}, as DecodeHit's after
+// its code and value), into a Result with its n bucket states (G10) and
+// nothing else set: the Store derives the rest. Anything else is an error
+// wrapping ErrMalformed.
+func DecodePeek(reply any, n int, windows uint8) (driver.Result, error) {
+	a, ok := reply.([]any)
+	if !ok || len(a) != n+bits.OnesCount8(windows) || n > driver.MaxCharges {
+		return driver.Result{}, malformed("peek", reply)
+	}
+	var res driver.Result
+	if !decodeBuckets(&res, a, n, windows) {
+		return driver.Result{}, malformed("peek", reply)
 	}
 	return res, nil
 }

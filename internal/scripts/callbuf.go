@@ -4,14 +4,16 @@ import (
 	"strconv"
 	"time"
 	"unsafe"
+
+	"github.com/fleetstore/fleetstore/driver"
 )
 
 // callBuf builds the KEYS and ARGV of one script call in two
 // allocations: the bytes of every key and number it formats go into one
 // buffer, sized up front, and every string it returns is either a slice of
 // that buffer or a string the caller gave (a kind, a hook_id), all in one
-// []string. The output is byte for byte that of BucketKey, ClaimKey and
-// strconv (TestCallBufMatchesReference).
+// []string. The output is byte for byte that of ShardKey, ClaimKey,
+// TATField, WindowField and strconv (TestCallBufMatchesReference).
 //
 // A built string points into b (unsafe.String) as soon as it is complete:
 // b is only ever appended to, so its bytes are never written again, and
@@ -92,6 +94,17 @@ func (c *callBuf) claimKey(keyPrefix, tenant, source, key string) {
 	d := ClaimDigest(source, key)
 	start := len(c.b)
 	c.b = append(appendTag(c.b, keyPrefix, tenant), d[:]...)
+	c.end(start)
+}
+
+// field adds TATField(kind) (sep ':') or WindowField(kind) (sep '#').
+func (c *callBuf) field(kind driver.Kind, sep byte) {
+	start := len(c.b)
+	c.b = append(c.b, kind...)
+	c.b = append(c.b, sep)
+	if len(kind) == DigestSize-1 {
+		c.b = append(c.b, sep)
+	}
 	c.end(start)
 }
 

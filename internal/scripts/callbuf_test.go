@@ -55,16 +55,36 @@ func refHitCall(prefix string, charges []driver.Charge, claim *driver.Claim) (ke
 	} else {
 		tenant = claim.Tenant
 	}
-	keys = []string{refTag(prefix, tenant) + ":b"}
+	keys = []string{refTag(prefix, tenant) + ":s0"}
 	args = []string{strconv.Itoa(len(charges))}
 	for _, c := range charges {
-		args = append(args, string(c.Kind), strconv.FormatInt(c.Increment.Microseconds(), 10), strconv.FormatInt(c.Capacity.Microseconds(), 10))
+		if c.Window.Max != 0 {
+			args = append(args, strings.TrimSuffix(refTATField(c.Kind), ":")+"#", strconv.FormatInt(c.Window.Cost, 10), strconv.FormatInt(c.Window.Max, 10))
+			if len(c.Kind) == 15 {
+				args[len(args)-3] = string(c.Kind) + "##"
+			}
+			for _, e := range c.Window.Edges {
+				args = append(args, strconv.FormatInt(e, 10))
+			}
+			continue
+		}
+		args = append(args, refTATField(c.Kind), strconv.FormatInt(c.Increment.Microseconds(), 10), strconv.FormatInt(c.Capacity.Microseconds(), 10))
 	}
 	if claim != nil {
 		keys = append(keys, refClaimKey(prefix, claim.Tenant, claim.SourceID, claim.Key))
 		args = append(args, claim.HookID, refMicros(claim.PendingTTL))
 	}
 	return keys, args
+}
+
+// refTATField is TATField as its doc says it: the kind and ':', "::"
+// when that would be 16 bytes long.
+func refTATField(kind driver.Kind) string {
+	f := string(kind) + ":"
+	if len(f) == 16 {
+		f += ":"
+	}
+	return f
 }
 
 func refSettleCall(prefix string, commit bool, claims []driver.Claim) (keys, args []string) {
@@ -93,7 +113,7 @@ func TestCallBufMatchesReference(t *testing.T) {
 	sources := []string{"github", "s", strings.Repeat("s", 300)}
 	keys := []string{"k", "6f1d2c1e-4a8b-11ef-9c3d-0242ac120002", strings.Repeat("k", 1024), "a:b{c}%"}
 	ttls := []time.Duration{time.Nanosecond, time.Microsecond, 1500*time.Nanosecond + time.Millisecond, 72 * time.Hour, 366 * 24 * time.Hour}
-	kinds := []driver.Kind{"hooks", "bytes", "k", "a_very_long_kind_name_of_32_byte"}
+	kinds := []driver.Kind{"hooks", "bytes", "k", "a_very_long_kind_name_of_32_byte", "kind_of_15_byte"}
 	n := 0
 	for ti, tenant := range tenants {
 		if got, want := Encode(tenant), refEncode(tenant); got != want {
@@ -103,8 +123,8 @@ func TestCallBufMatchesReference(t *testing.T) {
 			t.Errorf("appendEncode(%q) = %q (length %d), want %q", tenant, got, encodedLen(tenant), want)
 		}
 		for pi, prefix := range prefixes {
-			if got, want := BucketKey(prefix, tenant), refTag(prefix, tenant)+":b"; got != want {
-				t.Errorf("BucketKey = %q, want %q", got, want)
+			if got, want := ShardKey(prefix, tenant, 0), refTag(prefix, tenant)+":s0"; got != want {
+				t.Errorf("ShardKey 0 = %q, want %q", got, want)
 			}
 			var claims []driver.Claim
 			for si, source := range sources {
@@ -119,8 +139,13 @@ func TestCallBufMatchesReference(t *testing.T) {
 					for nc := 0; nc <= driver.MaxCharges; nc++ {
 						charges := make([]driver.Charge, nc)
 						for i := range charges {
-							charges[i] = driver.Charge{Kind: kinds[i], Tenant: tenant,
+							charges[i] = driver.Charge{Kind: kinds[(i+ki)%len(kinds)], Tenant: tenant,
 								Increment: ttls[(i+si)%len(ttls)].Truncate(time.Microsecond) + time.Microsecond, Capacity: ttls[(i+ki+1)%len(ttls)].Truncate(time.Microsecond) + time.Microsecond}
+							if (i+ti+ki)%3 == 0 { // a window charge
+								e := int64(1765000000000000 + ti*1000 + i)
+								charges[i] = driver.Charge{Kind: charges[i].Kind, Tenant: tenant,
+									Window: driver.Window{Max: int64(driver.MaxWindowUnits - i), Cost: int64(1 + si), Edges: [4]int64{e, e + 86400e6, e + 2*86400e6, e + 3*86400e6}}}
+							}
 						}
 						for _, claim := range []*driver.Claim{&cl, nil} {
 							if nc == 0 && claim == nil {

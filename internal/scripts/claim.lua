@@ -19,14 +19,16 @@ local C = {}
 -- 8.0), so C.init, the first line of every script, fills them at the first
 -- call; call, redis.call, at every call. wide is whether Lua's %d writes
 -- an integer below 2^53 in full (a C long of 64 bits).
-local call, byte, sub, char, format, find, floor, max, unpack, select, pcall, type, wide
+local call, byte, sub, format, find, floor, max, unpack, pcall, type, wide
+local spack, sunpack
 
 function C.init()
   call = redis.call
   if not byte then
-    byte, sub, char, format, find = string.byte, string.sub, string.char, string.format, string.find
-    floor, max, unpack, select = math.floor, math.max, _G.unpack, _G.select
+    byte, sub, format, find = string.byte, string.sub, string.format, string.find
+    floor, max, unpack = math.floor, math.max, _G.unpack
     pcall, type = _G.pcall, _G.type
+    spack, sunpack = struct.pack, struct.unpack
     wide = format('%d', 2 ^ 53) == '9007199254740992'
   end
 end
@@ -54,29 +56,13 @@ C.SLACK = 1000
 -- DIGEST is the length of a record's field (the state's has one byte).
 C.DIGEST = 16
 
--- bytes returns n, an integer from 0 to 2^53, as its last k bytes
--- big-endian (k up to 7; n below 256^k): the claim record's expiry and
--- the shard state's integers.
-function C.bytes(n, k)
-  local g = n % 256
-  n = (n - g) / 256
-  local f = n % 256
-  n = (n - f) / 256
-  local e = n % 256
-  n = (n - e) / 256
-  local d = n % 256
-  n = (n - d) / 256
-  local c = n % 256
-  n = (n - c) / 256
-  local b = n % 256
-  return char(select(8 - k, (n - b) / 256, b, c, d, e, f, g))
-end
-
 -- encode_claim builds the record of a claim in state st ('D' committed,
--- 'P' pending) for hook until expires (µs, an integer below 2^53: every
--- step of C.bytes is exact in a double).
+-- 'P' pending) for hook until expires (µs, an integer below 2^53): the
+-- state byte, the expiry as 7 bytes big-endian, the hook_id. Redis's
+-- struct library packs it in one call (its integers are 64-bit: exact
+-- for such a double).
 function C.encode_claim(st, hook, expires)
-  return st .. C.bytes(expires, 7) .. hook
+  return spack('>c1I7c0', st, expires, hook)
 end
 
 -- int returns x, an integer from 0 to 2^53, as an argument of redis.call:
@@ -88,6 +74,56 @@ function C.int(x)
     return format('%d', x)
   end
   return x
+end
+
+-- pair returns a window count's value, "END COUNT": en, the window's end
+-- (µs), and k, its units, integers from 0 to 2^53 (%d where it is wide
+-- enough, else %.0f, exact for such a double).
+function C.pair(en, k)
+  if wide then
+    return format('%d %d', en, k)
+  end
+  return format('%.0f %.0f', en, k)
+end
+
+-- window returns the end of the window holding now among the edges
+-- ARGV[a + 3] to ARGV[a + 6] (a window charge's, hit.lua): as a number
+-- (µs) and as the argument's own decimal digits. It raises a script
+-- error, before anything is written, when no window holds now: the node
+-- that sent them has a clock too far from the server's.
+function C.window(ARGV, a, now)
+  -- The edges are converted as the comparisons need them: two in the
+  -- common case, now in the middle window.
+  local e1 = ARGV[a + 4] + 0
+  if now >= e1 then
+    local e2 = ARGV[a + 5] + 0
+    if now < e2 then
+      return e2, ARGV[a + 5]
+    end
+    local e3 = ARGV[a + 6] + 0
+    if now < e3 then
+      return e3, ARGV[a + 6]
+    end
+  elseif now >= ARGV[a + 3] + 0 then
+    return e1, ARGV[a + 4]
+  end
+  error("fleetstore: quota window: the store's clock is outside the windows sent")
+end
+
+-- window_count returns the units counted in the window ending at es
+-- (decimal digits), from v, a window field's value ("END COUNT"): 0 when
+-- END is another window's (a passed one). Anything else is some other
+-- program's value under our prefix: a script error (V4). The common case
+-- compares strings and converts the count alone.
+function C.window_count(v, es)
+  local n = #es
+  if byte(v, n + 1) == 32 and #v <= n + 17 and find(v, es, 1, true) == 1 and find(v, '^%d+$', n + 2) then
+    return sub(v, n + 2) + 0
+  end
+  if #v > 33 or not find(v, '^%d+ %d+$') then
+    error('fleetstore: malformed quota count')
+  end
+  return 0
 end
 
 -- C.FAR is how far ahead of now (µs) a record's expiry can be: a claim's
@@ -106,11 +142,11 @@ function C.live_until(v, now)
   if (st ~= 68 and st ~= 80) or n < 9 or n > 264 then -- 'D', 'P'
     error('fleetstore: malformed claim record')
   end
-  local a, b, c, d, e, f, g = byte(v, 2, 8)
-  if a >= 32 then
+  -- The expiry's first byte is below 0x20: below 2^53.
+  local exp = sunpack('>I7', v, 2)
+  if exp >= 9007199254740992 then
     error('fleetstore: malformed claim record')
   end
-  local exp = (((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) * 256 + g
   if exp <= now then
     return nil
   end
@@ -157,9 +193,8 @@ function C.shard_index(d, l, p)
 end
 
 -- read_state parses a shard's state s (nil: none): e and x, and in shard 0
--- (zero true) l and p. Binary, so that reading it is one string.byte and
--- some arithmetic (decimal digits cost a match and a tonumber each,
--- several µs a call).
+-- (zero true) l and p. Binary, so that reading it is one struct.unpack
+-- (decimal digits cost a match and a tonumber each, several µs a call).
 function C.read_state(v, zero)
   if not v then
     return nil
@@ -168,20 +203,14 @@ function C.read_state(v, zero)
   if #v ~= n or byte(v, 1) ~= 83 then
     error('fleetstore: malformed claim shard state')
   end
-  local i = 2
-  local l, p
-  if zero then
-    local p1, p2, p3, p4
-    l, p1, p2, p3, p4 = byte(v, 2, 6)
-    p = ((p1 * 256 + p2) * 256 + p3) * 256 + p4
-    if l > 32 or p >= 2 ^ l then
-      error('fleetstore: malformed claim shard state')
-    end
-    i = 7
+  if not zero then
+    local e, x = sunpack('>I6I6', v, 2)
+    return e, x
   end
-  local e1, e2, e3, e4, e5, e6, x1, x2, x3, x4, x5, x6 = byte(v, i, i + 11)
-  local e = ((((e1 * 256 + e2) * 256 + e3) * 256 + e4) * 256 + e5) * 256 + e6
-  local x = ((((x1 * 256 + x2) * 256 + x3) * 256 + x4) * 256 + x5) * 256 + x6
+  local l, p, e, x = sunpack('>BI4I6I6', v, 2)
+  if l > 32 or p >= 2 ^ l then
+    error('fleetstore: malformed claim shard state')
+  end
   return e, x, l, p
 end
 
@@ -191,35 +220,54 @@ function C.bucket_key(loc, b, l, p)
   if l == 0 and p == 0 then
     return loc.s0
   end
+  if not loc.tag then
+    loc.tag = sub(loc.short, 1, -17)
+  end
   return C.shard_key(loc.tag, b + 1)
 end
 
+-- loc is the location of a claim (C.locate): every field it holds.
+C.loc = {tag = false, short = false, d = false, s0 = false, l = 0, p = 0, e0 = false, x0 = false,
+  shard = false, e = false, x = false, field = false, at = false, nx0 = false, cover = false}
+
 -- find_claim returns the live record of the claim whose short key is
 -- short (PREFIX:{T}D) — state, hook_id, expiry (µs), or nothing — and its
--- location: a table the writes below take (the tenant's tag, its state l
--- and p and shard 0's e0 and x0; the claim's shard and its e and x).
+-- location (C.locate), reading shard 0's field D and state s.
 function C.find_claim(short, now)
   local tag = sub(short, 1, -17)
   local d = sub(short, -16)
-  local s0 = C.shard_key(tag, 0)
-  -- Shard 0 holds the state, and the records of a tenant of one bucket:
-  -- one read finds both. No state: a tenant of one bucket (l = p = 0)
-  -- whose state is not written yet.
+  local s0 = tag .. ':s0'
   local m = call('HMGET', s0, d, 's')
-  -- Every field loc ever holds is in its constructor, so that the table
-  -- is made at its size once (a field added later would grow it): false
-  -- where there is none yet, which every use reads as it reads nil.
-  local loc = {tag = tag, short = short, d = d, s0 = s0, l = 0, p = 0, e0 = false, x0 = false,
-    shard = s0, e = false, x = false, field = false, at = false, nx0 = false, cover = false}
-  if m[2] then
-    loc.e0, loc.x0, loc.l, loc.p = C.read_state(m[2], true)
+  return C.locate(short, tag, d, s0, m[1], m[2], now)
+end
+
+-- locate returns the live record of the claim whose short key is short,
+-- tag and d its tenant's tag (false: bucket_key cuts it from short when a
+-- split tenant needs it) and digest — state, hook_id, expiry (µs), or
+-- nothing — and its location: a table the writes below take (the
+-- tenant's tag, its state l and p and shard 0's e0 and x0; the claim's
+-- shard and its e and x). v and sv are shard 0's field D and state s as
+-- read (false: none), by find_claim or by the caller's own read (hit.lua
+-- reads the TATs in the same HMGET). Shard 0 holds the state, and the
+-- records of a tenant of one bucket: one read finds both. No state: a
+-- tenant of one bucket (l = p = 0) whose state is not written yet.
+function C.locate(short, tag, d, s0, v, sv, now)
+  -- One table, C.loc, made once with every field loc ever holds, is
+  -- filled anew: a script call uses one location at a time (settle.lua's
+  -- claims one after the other), and a table made per claim costs an
+  -- allocation and its collection (about 0.5 µs). false where there is
+  -- none yet, which every use reads as it reads nil.
+  local loc = C.loc
+  loc.tag, loc.short, loc.d, loc.s0, loc.l, loc.p, loc.e0, loc.x0 = tag, short, d, s0, 0, 0, false, false
+  loc.shard, loc.e, loc.x, loc.field, loc.at, loc.nx0, loc.cover = s0, false, false, false, false, false, false
+  if sv then
+    loc.e0, loc.x0, loc.l, loc.p = C.read_state(sv, true)
     if loc.l ~= 0 or loc.p ~= 0 then
       loc.shard = C.bucket_key(loc, C.shard_index(d, loc.l, loc.p), loc.l, loc.p)
     end
   end
-  local v
   if loc.shard == s0 then
-    v, loc.e, loc.x = m[1], loc.e0, loc.x0
+    loc.e, loc.x = loc.e0, loc.x0
   else
     local r = call('HMGET', loc.shard, d, 's')
     v = r[1]
@@ -270,9 +318,9 @@ function C.rare()
   -- byte) and p (4), then e and x (6 bytes each: ms below 2^48).
   function C.state(e, x, l, p)
     if l then
-      return 'S' .. char(l) .. C.bytes(p, 4) .. C.bytes(e, 6) .. C.bytes(x, 6)
+      return spack('>c1BI4I6I6', 'S', l, p, e, x)
     end
-    return 'S' .. C.bytes(e, 6) .. C.bytes(x, 6)
+    return spack('>c1I6I6', 'S', e, x)
   end
 
   -- due returns when a prune of records whose expiries are exps (µs, any
@@ -397,15 +445,21 @@ end
 
 -- put_claim writes the record of loc's claim: state st ('D' or 'P') for
 -- hook until expires (µs), as a field of its shard or, when the record is
--- longer than PACKED, as its short key. A new field first prunes its shard
--- when that is due, then splits a bucket when the shard is full. Shard 0
--- is made to outlive the record, wherever it is, and is given the state
--- when it had none (a new tenant).
-function C.put_claim(loc, st, hook, expires, now)
+-- longer than PACKED, as its short key; and the TATs a Hit charged, when
+-- nw > 0: w[1] to w[nw], field and value pairs of shard 0, tat the latest
+-- one's ms. A new field first prunes its shard when that is due, then
+-- splits a bucket when the shard is full. Shard 0 is made to outlive the
+-- record, wherever it is, and the TATs, and is given the state when it had
+-- none (a new tenant).
+function C.put_claim(loc, st, hook, expires, now, w, nw, tat)
+  nw = nw or 0
   local v = C.encode_claim(st, hook, expires)
   local at = floor((expires + 999) / 1000)
   if #v > C.PACKED then
     call('SET', loc.short, v, 'PXAT', C.int(at))
+    if nw > 0 then
+      C.put_tats(loc.s0, loc.e0, loc.x0, loc.l, loc.p, w, nw, tat)
+    end
     return
   end
   -- e and x: the claim shard's state as the server holds it (nil: none);
@@ -448,25 +502,21 @@ function C.put_claim(loc, st, hook, expires, now)
       nx = at
     end
   end
-  -- Shard 0's expiry must cover the record, wherever it is, and the
-  -- records a split moved. Each state is written only when it changed (a
-  -- new tenant's shard 0 has none: e0 ~= nil).
-  local e0 = C.expiry(loc.s0, loc.e0, max(at, loc.cover or 0))
+  -- Shard 0's expiry must cover the record, wherever it is, the records
+  -- a split moved and the TATs. Each state is written only when it
+  -- changed (a new tenant's shard 0 has none: e0 ~= nil).
+  local e0 = C.expiry(loc.s0, loc.e0, max(at, loc.cover or 0, tat or 0))
   local nx0 = loc.nx0 or loc.x0 or 0
   if loc.shard == loc.s0 then
     nx0 = nx or 0
   end
-  local s0
+  local s0 = false
   if moved or e0 ~= loc.e0 or nx0 ~= loc.x0 then
     C.rare()
     s0 = C.state(e0, nx0, loc.l, loc.p)
   end
   if loc.shard == loc.s0 then
-    if s0 then
-      call('HSET', loc.s0, 's', s0, loc.d, v)
-    else
-      call('HSET', loc.s0, loc.d, v)
-    end
+    C.hset(loc.s0, s0, w, nw, loc.d, v)
   else
     local ne = C.expiry(loc.shard, e, at)
     if ne ~= e or nx ~= x then
@@ -478,13 +528,56 @@ function C.put_claim(loc, st, hook, expires, now)
     if ne ~= e then
       call('PEXPIREAT', loc.shard, C.int(ne))
     end
-    if s0 then
-      call('HSET', loc.s0, 's', s0)
+    if s0 or nw > 0 then
+      C.hset(loc.s0, s0, w, nw)
     end
   end
   if e0 ~= loc.e0 then
     call('PEXPIREAT', loc.s0, C.int(e0))
   end
+end
+
+-- put_tats writes a Hit's TATs, w[1] to w[nw] (field and value pairs),
+-- into shard 0, key s0, whose state is e0, x0, l and p as read (e0 false:
+-- no state), and makes shard 0 outlive the latest TAT's ms, tat: its
+-- expiry and its state's e are written only when it would not, then SLACK
+-- past tat.
+function C.put_tats(s0, e0, x0, l, p, w, nw, tat)
+  local e = C.expiry(s0, e0, tat)
+  if e == e0 then
+    call('HSET', s0, unpack(w, 1, nw))
+    return
+  end
+  C.rare()
+  C.hset(s0, C.state(e, x0 or 0, l or 0, p or 0), w, nw)
+  call('PEXPIREAT', s0, C.int(e))
+end
+
+-- hset writes into shard key its state sv first, when given (a new
+-- shard 0's state leads its listpack, so that the walk to it is short),
+-- then w[1] to w[nw] (field and value pairs: TATs), then field f, value
+-- v, when f is given: one HSET, its arguments in a table made at their
+-- largest (state, 4 TATs, a record) once.
+function C.hset(key, sv, w, nw, f, v)
+  if not sv and nw == 0 then
+    call('HSET', key, f, v)
+    return
+  end
+  local a = {false, false, false, false, false, false, false, false, false, false, false, false}
+  local k = 0
+  if sv then
+    a[1], a[2] = 's', sv
+    k = 2
+  end
+  for i = 1, nw do
+    a[k + i] = w[i]
+  end
+  k = k + nw
+  if f then
+    a[k + 1], a[k + 2] = f, v
+    k = k + 2
+  end
+  call('HSET', key, unpack(a, 1, k))
 end
 
 -- drop_claim deletes loc's live record (a release of a pending claim).

@@ -13,9 +13,9 @@
 // hit.lua's or settle.lua's code, with its own reply) and present.lua
 // (which claims have a live record, for tests and tools), each loaded
 // after claim.lua, the code of the claim layout below (a script cannot
-// call another), and peek.lua (a Peek: the buckets' reset-after), which
-// stands alone: its first line declares it no-writes, so the server
-// refuses any write it makes. hit.lua, settle.lua and round.lua are the
+// call another); peek.lua (a Peek: the buckets' reset-after) and
+// reset.lua (a Reset: it deletes the TATs) stand alone. peek.lua's first
+// line declares it no-writes, so the server refuses any write it makes. hit.lua, settle.lua and round.lua are the
 // bodies of functions of (KEYS, ARGV, now): a script call reads the
 // server's clock once (C.now), so a round decides all its calls at one
 // now. In the library, claim.lua comes once and each script is a function
@@ -28,14 +28,16 @@
 // encoded by [Encode]; {T} is the cluster hash tag, so all of a tenant's
 // keys share one slot:
 //
-//	PREFIX:{T}:b       hash: kind → TAT (µs, decimal digits)
 //	PREFIX:{T}:s<i>    hash: claim shard i (decimal), D → record, and the
-//	                   shard's state field s
+//	                   shard's state field s; shard 0 also holds the
+//	                   tenant's TATs, K: → TAT (µs, decimal digits),
+//	                   and its quota counts, K# → "END COUNT"
 //	PREFIX:{T}D        string: the record of claim D when it is too long
 //	                   for a shard
 //
-// A script declares the bucket hash (hit.lua) and each claim's PREFIX:{T}D;
-// it derives the shard keys from that key's tag (the same slot). Encode
+// A script declares shard 0 (hit.lua, peek.lua, reset.lua) and each
+// claim's PREFIX:{T}D; it derives the other shard keys from that key's tag
+// (the same slot). Encode
 // escapes every byte outside [A-Za-z0-9._~-] as %XX, so an encoded tenant
 // holds no ':', '{' or '}' and tenants never share a key (CONTRACT V2).
 //
@@ -61,6 +63,34 @@
 // shard into a hashtable, is the string PREFIX:{T}D. A lookup reads the
 // field, then the string.
 //
+// # TATs
+//
+// The TAT of the tenant's bucket of kind K is field K: of shard 0, or K::
+// for a kind of 15 bytes ([TATField]). A kind matches [a-z][a-z0-9_]{0,31},
+// so a TAT field is never 16 bytes long (a record's) nor s, and names its
+// kind alone. A Hit reads its charges' TATs, its claim's field D and the
+// state s in one HMGET of shard 0. It writes the TATs, and its claim's
+// record when that goes to shard 0, in one HSET. A new tenant's first
+// write puts s first, then the TATs: the fields read on every Hit lead the
+// listpack. A TAT that has passed is a full bucket (G7), absent to every
+// script; its field stays until the kind's next charge overwrites it, or
+// until shard 0 expires. Prunes and splits move and delete records alone:
+// shard 0 keeps its TATs and quota counts. Reset deletes every field of
+// shard 0 that is neither a record nor s.
+//
+// # Quota windows
+//
+// A calendar quota's count (CONTRACT §3.2) is field K# of shard 0, or K##
+// for a kind of 15 bytes ([WindowField]): "END COUNT", the end (µs) of the
+// window it counts in and its units, in decimal. A Hit reads it in the
+// HMGET that reads the TATs, and checks it with them before it writes
+// anything. The window is the one of the three sent that holds the
+// server's clock; when none does, the script raises an error. A count
+// whose END is another window's is a passed window's: the count is 0, and
+// the next charge overwrites it, so a kind's counts take one field. Shard
+// 0 lives until the window's end, rounded up to the ms, like a TAT. Reset
+// deletes the counts with the TATs.
+//
 // # Shard state
 //
 // Beside its records (16-byte fields), a shard holds one field of one
@@ -71,14 +101,15 @@
 //
 //	l, p  the tenant's level and split pointer (linear hashing, below)
 //	e     the shard key's expiry, ms on the server's clock, as the scripts
-//	      last set it (PEXPIREAT): no PEXPIRETIME is needed to know it
+//	      last set it (PEXPIREAT): no PEXPIRETIME or PTTL is needed to
+//	      know it
 //	x     when the shard's next prune is due, ms (0: none)
 //
 // Reading a shard is one HMGET of D and s; a new shard gets s first, so
 // that the listpack walk to it is short. s is written only when it
 // changes: e at most once per SLACK, x at a prune, a split or a shard's
-// first record, l and p at a split. A shard 0 without s is a tenant with
-// no claim (l = p = 0). Any other value of s is a script error (V4).
+// first record, l and p at a split. A shard 0 without s is a new tenant
+// (l = p = 0). Any other value of s is a script error (V4).
 //
 // # Buckets
 //
@@ -86,8 +117,9 @@
 // with h the first 4 bytes of D (big-endian), claim D is in bucket
 // h mod 2^l, or h mod 2^(l+1) when that is below p. While the tenant has
 // one bucket it is shard 0; once it has split, bucket b is shard b + 1
-// and shard 0 holds the state alone. A lookup reads shard 0 (the state,
-// and the record of a one-bucket tenant) and at most one more shard.
+// and shard 0 holds the state, the TATs and the quota counts alone. A
+// lookup reads shard 0 (the state, and the record of a one-bucket tenant)
+// and at most one more shard.
 //
 // Inserting a new field into a shard first prunes it when its prune is due
 // (x); if it then holds CAP (120) fields or more, s included, bucket p
@@ -117,17 +149,17 @@
 // SLACK (1 s) longer: its expiry is written (PEXPIREAT, and e) only when a
 // record would outlive it, then SLACK past that record's, so at most once
 // per SLACK per shard. Shard 0 lives until the latest record of every
-// shard, so the tenant's state never expires before a record it places. A
-// record expired in a longer-lived shard is absent to every script and
-// removed at the shard's next prune or split; [ShardRecords] lists a
-// shard's live records, each with its own time to live (C9 bounds records,
-// not shard keys). The bucket hash expires at its latest TAT's ms, rounded
-// up (a passed TAT is a full bucket, G7): that is known from the TATs
-// hit.lua reads, so it needs no PTTL. Reset deletes the bucket hash alone.
+// shard and until its latest TAT's ms, rounded up. So the tenant's state
+// never expires before a record it places, and a TAT lives until it has
+// passed. A record expired in a longer-lived shard is absent to every
+// script and removed at the shard's next prune or split. [ShardRecords]
+// lists a shard's live records and TATs, each with its own time to live:
+// C9 and G7 bound records, not shard keys. Reset leaves shard 0's expiry
+// as it is.
 //
 // The scripts use PEXPIRETIME, SET … PXAT and script flags: Redis 7.0 or
 // later, or Valkey.
 //
-// The scripts read this layout only: a store moves to another layout under
-// a new key_prefix, the old prefix's keys left to expire.
+// The scripts read this layout only. README "Upgrading" says what a fleet
+// whose TATs were in a hash PREFIX:{T}:b does across the change.
 package scripts

@@ -54,17 +54,44 @@ func TenantTag(keyPrefix, tenant string) string {
 	return keyPrefix + ":{" + Encode(tenant) + "}"
 }
 
-// BucketKey is the hash holding every kind's TAT of tenant.
-func BucketKey(keyPrefix, tenant string) string {
-	return TenantTag(keyPrefix, tenant) + ":b"
+// TATField is the field of shard 0 (ShardKey i = 0) that holds the TAT
+// of kind's bucket: the kind and ':', or "::" after a kind of 15 bytes, so
+// that no TAT field is 16 bytes long (a claim record's) or is the state
+// field s. A kind holds no ':' ([a-z][a-z0-9_]{0,31}), so the field names
+// its kind alone.
+func TATField(kind driver.Kind) string {
+	if len(kind) == DigestSize-1 {
+		return string(kind) + "::"
+	}
+	return string(kind) + ":"
+}
+
+// WindowField is the field of shard 0 that holds the count of kind's
+// calendar quota (CONTRACT §3.2): the kind and '#', or "##" after a kind
+// of 15 bytes, for the reasons of TATField. Its value is "END COUNT", the
+// window's end (µs) and the units counted in it, in decimal (hit.lua).
+func WindowField(kind driver.Kind) string {
+	if len(kind) == DigestSize-1 {
+		return string(kind) + "##"
+	}
+	return string(kind) + "#"
+}
+
+// tatFieldLen is len(TATField(kind)), and len(WindowField(kind)).
+func tatFieldLen(kind driver.Kind) int {
+	if len(kind) == DigestSize-1 {
+		return len(kind) + 2
+	}
+	return len(kind) + 1
 }
 
 // ClaimKey is the string holding the claim on key of source of tenant:
 // the tenant's tag, then the claim's 16-byte [ClaimDigest] as raw bytes.
 // The digest follows the hash tag, so its bytes cannot change the slot;
-// the bucket key has 2 bytes after the tag, a claim key 16, so they never
-// meet. 19 bytes plus the prefix and the encoded tenant, whatever the
-// source and key: every byte saved here is saved per claim.
+// a shard key has 3 to 13 bytes after the tag (":s" and at most 11
+// digits), a claim key 16, so they never meet. 19 bytes plus the prefix
+// and the encoded tenant, whatever the source and key: every byte saved
+// here is saved per claim.
 func ClaimKey(keyPrefix, tenant, source, key string) string {
 	d := ClaimDigest(source, key)
 	return keyPrefix + ":{" + Encode(tenant) + "}" + string(d[:])
@@ -100,7 +127,7 @@ func TenantPattern(keyPrefix, tenant string) string {
 // ShardKey is shard i of tenant's claims: a hash of ClaimDigest → record
 // and its state field s (the package doc). A tenant of 2^l + p buckets
 // keeps them at shard 0 (one bucket) or shards 1 to 2^l + p, l and p in
-// shard 0's state.
+// shard 0's state. Shard 0 also holds the tenant's TATs (TATField).
 func ShardKey(keyPrefix, tenant string, i int) string {
 	return TenantTag(keyPrefix, tenant) + ":s" + strconv.Itoa(i)
 }
@@ -122,22 +149,38 @@ func IsShardKey(key string) bool {
 	return true
 }
 
-// ShardRecords returns the live claim records of shard key, whose fields
-// and values are kv (HGETALL's reply), each with its own time to live from
-// nowMicros (the server's clock, µs): a shard's own expiry is its latest
-// record's (and at most a second more), so the records are what a claim's
-// TTL bounds (C9); the shard's state fields are not records. The Key of
-// a record is the shard's and its field in hex. A value that is not a
-// record (or one expiring further ahead than any claim TTL allows) is
-// reported with TTL -1 (no expiry), for a test to fail on.
+// ShardRecords returns the live records of shard key, whose fields and
+// values are kv (HGETALL's reply), each with its own time to live from
+// nowMicros (the server's clock, µs): a claim record until its expiry, a
+// TAT (a field of shard 0) until the TAT, a window count until its
+// window's end. A shard's own expiry is its
+// latest record's (and at most a second more), so the records are what a
+// claim's TTL bounds (C9) and what a bucket's TAT bounds (G7); a record
+// that has passed is absent to every script. The state s is not a record.
+// The Key of a claim record is the shard's and its field in hex, a TAT's
+// or a count's the shard's and its field. A value that is not a record or a TAT (or
+// one further ahead than any TTL or capacity allows) is reported with TTL
+// -1 (no expiry), for a test to fail on.
 func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 	var out []driver.Record
 	for i := 0; i+1 < len(kv); i += 2 {
-		if isShardStateField(kv[i]) {
+		f, v := kv[i], kv[i+1]
+		var k string
+		var us int64
+		ok := false
+		switch {
+		case f == "s":
 			continue
+		case len(f) == DigestSize:
+			k = key + "#" + hex.EncodeToString([]byte(f))
+			_, _, us, ok = DecodeRecord(v)
+		case f[len(f)-1] == '#':
+			k = key + "#" + f
+			us, ok = decodeWindow(v)
+		default:
+			k = key + "#" + f
+			us, ok = decodeTAT(v)
 		}
-		k := key + "#" + hex.EncodeToString([]byte(kv[i]))
-		_, _, us, ok := DecodeRecord(kv[i+1])
 		switch {
 		case !ok || us-nowMicros > maxMicros:
 			out = append(out, driver.Record{Key: k, TTL: -1})
@@ -149,9 +192,30 @@ func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 	return out
 }
 
-// isShardStateField reports whether f is the one-byte field that holds a
-// shard's own state beside its records (claim.lua: s).
-func isShardStateField(f string) bool { return f == "s" }
+// decodeWindow decodes a window count as hit.lua writes it, "END COUNT":
+// its window's end, µs.
+func decodeWindow(v string) (int64, bool) {
+	end, count, ok := strings.Cut(v, " ")
+	if _, okc := decodeTAT(count); !ok || !okc {
+		return 0, false
+	}
+	return decodeTAT(end)
+}
+
+// decodeTAT decodes a TAT as hit.lua writes it: decimal digits, µs.
+func decodeTAT(v string) (int64, bool) {
+	if v == "" || len(v) > 18 {
+		return 0, false
+	}
+	var us int64
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return 0, false
+		}
+		us = us*10 + int64(v[i]-'0')
+	}
+	return us, true
+}
 
 // DecodeRecord decodes a claim record as claim.lua writes it — state 'D'
 // committed or 'P' pending, the expiry on the server's clock as 7 bytes

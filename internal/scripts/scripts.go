@@ -10,7 +10,7 @@ import (
 // Script is one Lua script: its source and the SHA1 that EVALSHA names it
 // by, and the function that FCALL names it by in [Library].
 type Script struct {
-	Name     string // "hit", "settle", "round", "present" or "peek"
+	Name     string // "hit", "settle", "round", "present", "peek" or "reset"
 	Source   string
 	SHA1     string // lower-case hex, as SCRIPT LOAD returns it
 	Function string // fleetstore_<version>_<name>, the version Library's
@@ -29,6 +29,8 @@ var (
 	presentLua string
 	//go:embed peek.lua
 	peekLua string
+	//go:embed reset.lua
+	resetLua string
 )
 
 // Hit decides one Hit: own pending claim, GCRA over every charge on the
@@ -57,6 +59,10 @@ func body(name string) string {
 // tests and tools: build its KEYS with PresentCall.
 var Present = newScript("present", claimLua+"\n"+presentLua)
 
+// Reset deletes a tenant's TATs (reset.lua). Build its call with
+// ResetCall. It stands alone, as peek.lua: it needs none of claim.lua.
+var Reset = newScript("reset", resetLua)
+
 // Peek reads the reset-after of a tenant's buckets, writing nothing
 // (peek.lua, a no-writes script: the server refuses its writes). Build its
 // call with PeekCall. It stands alone: its first line must be the
@@ -77,7 +83,7 @@ func newScript(name, src string) *Script {
 // of the SHA1 of the sources (lower-case hex): a server may hold the
 // libraries of several versions of this package, each calling its own
 // code, and a library of one name is always the same code.
-var Library = newLibrary([]*Script{Hit, Settle, Round, Present, Peek})
+var Library = newLibrary([]*Script{Hit, Settle, Round, Present, Peek, Reset})
 
 // Lib is a function library: its name and its source.
 type Lib struct {
@@ -89,7 +95,7 @@ func newLibrary(all []*Script) *Lib {
 	// peek stands alone as a script; in the library, claim.lua's locals
 	// hide the globals of their names (unpack), which C.init fills. The
 	// scripts of bodies read the clock once, in their function's callback.
-	alone := map[string]string{"present": presentLua,
+	alone := map[string]string{"present": presentLua, "reset": "C.init()\n" + resetLua,
 		"peek": "C.init()\n" + strings.TrimPrefix(peekLua, "#!lua flags=no-writes\n")}
 	var code strings.Builder
 	code.WriteString(claimLua)

@@ -2,6 +2,7 @@ package scripts
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func TestEncodeInjective(t *testing.T) {
 		t.Fatal("claim keys collide")
 	}
 	// The hash tag is the encoded tenant, and the same for every key.
-	for _, k := range []string{BucketKey("p", "t}{x"), ClaimKey("p", "t}{x", "s}", "{k")} {
+	for _, k := range []string{ShardKey("p", "t}{x", 0), ClaimKey("p", "t}{x", "s}", "{k")} {
 		open := strings.IndexByte(k, '{')
 		end := strings.IndexByte(k[open:], '}')
 		if tag := k[open+1 : open+end]; tag != Encode("t}{x") {
@@ -46,10 +47,10 @@ func TestHitCall(t *testing.T) {
 	cl := &driver.Claim{Tenant: "t", SourceID: "s", Key: "k", HookID: "h", Node: "n", TTL: time.Hour, PendingTTL: 1500 * time.Microsecond}
 	keys, args := HitCall("p", charges, cl)
 	d := ClaimDigest("s", "k")
-	if want := []string{"p:{t}:b", "p:{t}" + string(d[:])}; strings.Join(keys, " ") != strings.Join(want, " ") {
+	if want := []string{"p:{t}:s0", "p:{t}" + string(d[:])}; strings.Join(keys, " ") != strings.Join(want, " ") {
 		t.Errorf("keys %q, want %q", keys, want)
 	}
-	want := []string{"2", "hooks", "125", "1000000", "bytes", "1900000", "31622400000000", "h", "1500"}
+	want := []string{"2", "hooks:", "125", "1000000", "bytes:", "1900000", "31622400000000", "h", "1500"}
 	if strings.Join(args, " ") != strings.Join(want, " ") {
 		t.Errorf("args %q, want %q", args, want)
 	}
@@ -106,7 +107,7 @@ func TestDecodeHit(t *testing.T) {
 		{[]any{int64(4), int64(1), int64(31622400000000)}, 1, withResets(driver.Result{Outcome: driver.RateLimited, RetryAfter: time.Millisecond}, 31622400000000)},
 	}
 	for _, tt := range good {
-		got, err := DecodeHit(tt.give, tt.n)
+		got, err := DecodeHit(tt.give, tt.n, 0)
 		if err != nil || got != tt.want {
 			t.Errorf("DecodeHit(%v, %d) = %+v, %v; want %+v", tt.give, tt.n, got, err, tt.want)
 		}
@@ -126,8 +127,33 @@ func TestDecodeHit(t *testing.T) {
 		{make([]any, 2+driver.MaxCharges+1), driver.MaxCharges + 1},
 	}
 	for _, tt := range bad {
-		if _, err := DecodeHit(tt.give, tt.n); !errors.Is(err, ErrMalformed) {
+		if _, err := DecodeHit(tt.give, tt.n, 0); !errors.Is(err, ErrMalformed) {
 			t.Errorf("DecodeHit(%#v, %d): got %v, want ErrMalformed", tt.give, tt.n, err)
+		}
+	}
+	// Window charges (bits of windows): a reset-after of at least 1µs,
+	// then each one's count after the r_i, in order.
+	got, err := DecodeHit([]any{int64(1), int64(0), int64(5), int64(700), int64(9), int64(3), int64(12)}, 3, 0b101)
+	want := withResets(driver.Result{Outcome: driver.OK}, 5, 700, 9)
+	want.Buckets[0].Used, want.Buckets[2].Used = 3, 12
+	if err != nil || got != want {
+		t.Errorf("DecodeHit with windows = %+v, %v; want %+v", got, err, want)
+	}
+	for _, tt := range []struct {
+		give    any
+		n       int
+		windows uint8
+	}{
+		{[]any{int64(1), int64(0), int64(5)}, 1, 1},                             // no count
+		{[]any{int64(1), int64(0), int64(5), int64(1), int64(2)}, 1, 1},         // one too many
+		{[]any{int64(1), int64(0), int64(0), int64(1)}, 1, 1},                   // a window with no time left
+		{[]any{int64(1), int64(0), int64(5), int64(-1)}, 1, 1},                  // a negative count
+		{[]any{int64(1), int64(0), int64(5), "1"}, 1, 1},                        // a string count
+		{[]any{int64(1), int64(0), int64(5), int64(1 << 51)}, 1, 1},             // past MaxWindowUnits
+		{[]any{int64(4), int64(3), int64(5), int64(7), int64(1)}, 2, 0b11 << 1}, // a window past n
+	} {
+		if _, err := DecodeHit(tt.give, tt.n, tt.windows); !errors.Is(err, ErrMalformed) {
+			t.Errorf("DecodeHit(%#v, %d, %b): got %v, want ErrMalformed", tt.give, tt.n, tt.windows, err)
 		}
 	}
 }
@@ -182,15 +208,23 @@ func TestShardKeys(t *testing.T) {
 	if got := ShardKey("p", "a:b", 12); got != "p:{a%3Ab}:s12" || !IsShardKey(got) {
 		t.Errorf("ShardKey = %q", got)
 	}
-	for _, k := range []string{BucketKey("p", "t"), ClaimKey("p", "t", "s", "k"), "p:{t}:s", "p:{t}:sx", "p:{t}:s1x", "p:s1"} {
+	for _, k := range []string{"p:{t}:b", ClaimKey("p", "t", "s", "k"), "p:{t}:s", "p:{t}:sx", "p:{t}:s1x", "p:s1"} {
 		if IsShardKey(k) {
 			t.Errorf("IsShardKey(%q)", k)
 		}
 	}
-	recs := ShardRecords("k", []string{"s", "1 0 0 0 0", "a", "D\x00\x00\x00\x00\x00\x03\xe8h", "b", "P\x00\x00\x00\x00\x00\x01\xf4h",
-		"c", "junk"}, 600)
-	if len(recs) != 2 || recs[0].Key != "k#61" || recs[0].TTL != 400*time.Microsecond || recs[1].TTL != -1 {
-		t.Errorf("ShardRecords = %v", recs)
+	// Records are the 16-byte fields and the TATs; the state s is not. A
+	// passed record or TAT is absent.
+	a, b, c := strings.Repeat("a", 16), strings.Repeat("b", 16), strings.Repeat("c", 16)
+	recs := ShardRecords("k", []string{"s", "1 0 0 0 0", a, "D\x00\x00\x00\x00\x00\x03\xe8h",
+		"hooks:", "900", b, "P\x00\x00\x00\x00\x00\x01\xf4h", "bytes:", "500", "kind:", "x1", c, "junk",
+		"month#", "700 12", "day#", "500 3", "week#", "700", "year#", "x 1"}, 600)
+	want := []driver.Record{{Key: "k#" + strings.Repeat("61", 16), TTL: 400 * time.Microsecond},
+		{Key: "k#hooks:", TTL: 300 * time.Microsecond}, {Key: "k#kind:", TTL: -1},
+		{Key: "k#" + strings.Repeat("63", 16), TTL: -1}, {Key: "k#month#", TTL: 100 * time.Microsecond},
+		{Key: "k#week#", TTL: -1}, {Key: "k#year#", TTL: -1}}
+	if !slices.Equal(recs, want) {
+		t.Errorf("ShardRecords = %v, want %v", recs, want)
 	}
 }
 
@@ -214,8 +248,8 @@ func TestPeekCall(t *testing.T) {
 	t.Parallel()
 	charges := []driver.Charge{{Kind: "bytes", Tenant: "a:b"}, {Kind: "hooks", Tenant: "a:b"}}
 	keys, args := PeekCall("p", charges)
-	if len(keys) != 1 || keys[0] != BucketKey("p", "a:b") || strings.Join(args, ",") != "bytes,hooks" {
-		t.Errorf("PeekCall: keys %q args %q, want the bucket hash and the kinds in order", keys, args)
+	if len(keys) != 1 || keys[0] != "p:{a%3Ab}:s0" || strings.Join(args, ",") != "bytes:,hooks:" {
+		t.Errorf("PeekCall: keys %q args %q, want shard 0 and the TAT fields in order", keys, args)
 	}
 	// The script must be a script of its own: its first line is the
 	// shebang whose no-writes flag has the server refuse its writes.
@@ -226,11 +260,20 @@ func TestPeekCall(t *testing.T) {
 
 func TestDecodePeek(t *testing.T) {
 	t.Parallel()
-	got, err := DecodePeek([]any{int64(0), int64(31622400000000)}, 2)
+	got, err := DecodePeek([]any{int64(0), int64(31622400000000)}, 2, 0)
 	want := driver.Result{NBuckets: 2}
 	want.Buckets[1].ResetAfter = 31622400000000 * time.Microsecond
 	if err != nil || got != want {
 		t.Errorf("DecodePeek = %+v, %v; want %+v", got, err, want)
+	}
+	got, err = DecodePeek([]any{int64(0), int64(40), int64(6)}, 2, 0b10)
+	want = driver.Result{NBuckets: 2}
+	want.Buckets[1].ResetAfter, want.Buckets[1].Used = 40*time.Microsecond, 6
+	if err != nil || got != want {
+		t.Errorf("DecodePeek with a window = %+v, %v; want %+v", got, err, want)
+	}
+	if _, err := DecodePeek([]any{int64(0), int64(40)}, 2, 0b10); !errors.Is(err, ErrMalformed) {
+		t.Errorf("DecodePeek without the window's count: %v, want ErrMalformed", err)
 	}
 	for _, tt := range []struct {
 		give any
@@ -240,7 +283,7 @@ func TestDecodePeek(t *testing.T) {
 		{[]any{int64(1), int64(1)}, 1}, {[]any{"5"}, 1}, {[]any{nil}, 1}, {[]any{int64(-1)}, 1},
 		{[]any{int64(maxMicros + 1)}, 1}, {make([]any, driver.MaxCharges+1), driver.MaxCharges + 1},
 	} {
-		if _, err := DecodePeek(tt.give, tt.n); !errors.Is(err, ErrMalformed) {
+		if _, err := DecodePeek(tt.give, tt.n, 0); !errors.Is(err, ErrMalformed) {
 			t.Errorf("DecodePeek(%#v, %d): got %v, want ErrMalformed", tt.give, tt.n, err)
 		}
 	}
@@ -319,6 +362,27 @@ func TestRoundCall(t *testing.T) {
 	for _, bad := range []any{nil, "x", []any{}, []any{int64(1), []any{}}, []any{[]any{}}} {
 		if _, err := DecodeRound(bad, 2); !errors.Is(err, ErrMalformed) {
 			t.Errorf("DecodeRound(%#v): %v, want ErrMalformed", bad, err)
+		}
+	}
+}
+
+// TestTATField: a TAT or window field is never 16 bytes long (a claim
+// record's field) nor the state field s, whatever the kind's length, and
+// no two kinds, nor a kind's TAT and count, share one.
+func TestTATField(t *testing.T) {
+	t.Parallel()
+	seen := map[string]driver.Kind{}
+	for n := 1; n <= 32; n++ {
+		for _, k := range []driver.Kind{driver.Kind(strings.Repeat("k", n)), driver.Kind("a" + strings.Repeat("_", n-1))} {
+			for _, f := range []string{TATField(k), WindowField(k)} {
+				if len(f) == DigestSize || f == "s" || !strings.HasPrefix(f, string(k)) {
+					t.Errorf("field %q of kind %q", f, k)
+				}
+				if other, ok := seen[f]; ok {
+					t.Errorf("kinds %q and %q share field %q", k, other, f)
+				}
+				seen[f] = k
+			}
 		}
 	}
 }

@@ -149,11 +149,11 @@ func openScriptFloor(e *env) (op, func(), error) {
 		tenant := e.tenants[w.next()%uint64(len(e.tenants))]
 		key := w.key()
 		// KEYS and ARGV the shape of a Hit's with two charges and a claim
-		// (internal/scripts.HitCall: the bucket and claim keys; the
+		// (internal/scripts.HitCall: shard 0 and the claim key; the
 		// charges, hook_id and pending TTL).
 		tag := "fs" + e.run + ":{" + tenant + "}"
-		keys := []string{tag + ":b", tag + "0123456789abcdef"}
-		err := floorScript.Run(ctx, c, keys, "2", "hooks", "1", "3600000000", "bytes", "1", "3600000000",
+		keys := []string{tag + ":s0", tag + "0123456789abcdef"}
+		err := floorScript.Run(ctx, c, keys, "2", "hooks:", "1", "3600000000", "bytes:", "1", "3600000000",
 			key, "30000000").Err()
 		return 0, err == nil, err
 	}, func() { _ = c.Close() }, nil

@@ -24,6 +24,16 @@
 // Each side's time is printed per Hit and per Commit: a call's time
 // divided by the Hits or claims in it.
 //
+// A version's keys follow its layout, -layout-a and -layout-b: s0 (this
+// checkout's: the TATs are fields "hooks:" and "bytes:" of the tenant's
+// shard 0, PREFIX:{T}:s0, its first key) or b (a bucket hash PREFIX:{T}:b
+// of fields "hooks" and "bytes", its first key), so that a version of
+// either layout can be measured against this one.
+//
+// With -quota-b, version B's Hits charge a monthly quota beside the two
+// buckets (a window charge, CONTRACT §3.2): run this checkout's library
+// on both sides to measure what a quota adds to a Hit.
+//
 // scriptab -dump-library prints this checkout's library (the drivers'
 // FUNCTION LOAD source). It sets slowlog-log-slower-than to 5 (µs: the
 // script calls, not most commands they call) and resets the SLOWLOG:
@@ -42,6 +52,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -60,15 +71,39 @@ func main() {
 	dump := flag.Bool("dump-library", false, "print this checkout's function library and exit")
 	commit := flag.Bool("commit", false, "commit each Hit's claim, in a call of its own (round: of -k claims)")
 	k := flag.Int("k", 8, "round: Hits (and Commits) per call")
+	layoutA := flag.String("layout-a", "s0", "version A's layout: s0 or b")
+	layoutB := flag.String("layout-b", "s0", "version B's layout: s0 or b")
+	quotaB := flag.Bool("quota-b", false, "version B's Hits charge a monthly quota too (a window charge, layout s0)")
 	flag.Parse()
 	if *dump {
 		fmt.Print(scripts.Library.Source)
 		return
 	}
-	if err := run(*addr, [2]string{*a, *b}, *n, *rounds, *tenants, *commit, *k); err != nil {
+	var layouts [2]layout
+	for i, l := range []string{*layoutA, *layoutB} {
+		switch l {
+		case "s0":
+			layouts[i] = layout{key: ":s0", hooks: "hooks:", bytes: "bytes:"}
+		case "b":
+			layouts[i] = layout{key: ":b", hooks: "hooks", bytes: "bytes"}
+		default:
+			fmt.Fprintf(os.Stderr, "scriptab: layout %q: want s0 or b\n", l)
+			os.Exit(2)
+		}
+	}
+	layouts[1].quota = *quotaB
+	if err := run(*addr, [2]string{*a, *b}, layouts, *n, *rounds, *tenants, *commit, *k); err != nil {
 		fmt.Fprintln(os.Stderr, "scriptab:", err)
 		os.Exit(1)
 	}
+}
+
+// layout is where a version keeps the TATs: its first key's suffix after
+// the tenant's tag and the two kinds' fields; quota: its Hits charge a
+// monthly quota too.
+type layout struct {
+	key, hooks, bytes string
+	quota             bool
 }
 
 // version is one side of the comparison: how it is called and the name
@@ -120,7 +155,7 @@ func load(ctx context.Context, c *goredis.Client, spec string) (version, error) 
 	return version{}, fmt.Errorf("%q: want FILE, eval:FILE or fcall:FILE", spec)
 }
 
-func run(addr string, specs [2]string, n, rounds, tenants int, commit bool, k int) error {
+func run(addr string, specs [2]string, layouts [2]layout, n, rounds, tenants int, commit bool, k int) error {
 	ctx := context.Background()
 	c := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer c.Close()
@@ -160,11 +195,19 @@ func run(addr string, specs [2]string, n, rounds, tenants int, commit bool, k in
 			binary.BigEndian.PutUint64(buf[:], uint64(seq))
 			d := sha256.Sum256(buf[:])
 			hook := fmt.Sprintf("01J%023d", seq)
-			hitArgs := []any{"2", "hooks", "1", "60000000", "bytes", "1", "60000000", hook, "60000000"}
+			lay := layouts[which]
+			hitArgs := []any{"2", lay.hooks, "1", "60000000", lay.bytes, "1", "60000000", hook, "60000000"}
+			if lay.quota {
+				// 30-day windows around now, 10^12 hooks each.
+				const month = 30 * 24 * 3600 * 1000000
+				e := time.Now().UnixMicro() / month * month
+				hitArgs = append([]any{"3", lay.hooks, "1", "60000000", lay.bytes, "1", "60000000",
+					"monthly#", "1", "1000000000000", e - month, e, e + month, e + 2*month}, hook, "60000000")
+			}
 			if v.round {
 				args = append(args, "h", "2", strconv.Itoa(len(hitArgs)))
 			}
-			keys = append(keys, tag+":b", tag+string(d[:16]))
+			keys = append(keys, tag+lay.key, tag+string(d[:16]))
 			args = append(args, hitArgs...)
 			claims = append(claims, tag+string(d[:16]))
 			settle = append(settle, hook, "60000000")
