@@ -31,6 +31,9 @@
 //	                        own pooled connection
 //	fleetstore-redis-hook   the whole hook: Hit, then Commit; ops/s are hooks, p50/p99
 //	                        the Hit's, hook p50/p99 both
+//	fleetstore-redis-hit-quota, fleetstore-valkey-hit-quota
+//	                        as fleetstore-redis-hit with a monthly quota charged
+//	                        beside the two buckets (issue 30's goal: its server CPU)
 //	fleetstore-valkey-hit   as fleetstore-redis-hit, valkey driver
 //	fleetstore-valkey-hook  as fleetstore-redis-hook, valkey driver
 //	fleetstore-redis-cluster-hook, fleetstore-valkey-cluster-hook

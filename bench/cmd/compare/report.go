@@ -275,6 +275,33 @@ func printGoals(w io.Writer, rows, mem []row, markdown bool) {
 		table(w, head, lines, markdown)
 	}
 	printGoals13(w, goalLines(goals, clean), mem, markdown)
+	printGoal30(w, clean, markdown)
+}
+
+// printGoal30 prints issue 30's goal: the server CPU of a Hit charging a
+// monthly quota beside its two buckets, at c=64, over the same Hit's
+// without it (the -hit-quota row over the -hit row of each driver).
+func printGoal30(w io.Writer, clean peerRow, markdown bool) {
+	line := []string{"server CPU per Hit at c=64, with a monthly quota ÷ without"}
+	any := false
+	for _, d := range []string{"fleetstore-redis-hit", "fleetstore-valkey-hit"} {
+		q, ok1 := clean(d+"-quota", 64)
+		h, ok2 := clean(d, 64)
+		v, ok := divide(q.ServerCPUus, h.ServerCPUus, ok1 && ok2)
+		if !ok {
+			line = append(line, "")
+			continue
+		}
+		any = true
+		line = append(line, ratio(v)+": "+verdict(v <= 1.15))
+	}
+	if !any {
+		return
+	}
+	fmt.Fprintln(w, "\nGoal of issue 30 (load average "+loadAverage()+"):")
+	fmt.Fprintln(w)
+	table(w, []string{"figure", "redis driver", "valkey driver", "goal"},
+		[][]string{append(line, "≤ 1.15×")}, markdown)
 }
 
 // goalLines is each goal's line: its figure for the redis and the valkey

@@ -121,6 +121,9 @@ func measure(ctx context.Context, on target, sys system, conc int, cfg runConfig
 			{Kind: fleetstore.Hooks, Increment: fsIncrement, Capacity: fsCapacity},
 			{Kind: fleetstore.Bytes, Increment: fsIncrement, Capacity: fsCapacity},
 		}
+		if sys.quota {
+			w.charges = append(w.charges, monthQuota.Charge("", 1))
+		}
 		workers[i] = w
 		wg.Add(1)
 		go func() {

@@ -16,6 +16,7 @@ import (
 	"github.com/valkey-io/valkey-go"
 
 	"github.com/fleetstore/fleetstore"
+	"github.com/fleetstore/fleetstore/calendar"
 	_ "github.com/fleetstore/fleetstore/drivers/redis"
 	_ "github.com/fleetstore/fleetstore/drivers/valkey"
 )
@@ -35,8 +36,11 @@ type system struct {
 	cluster bool
 	// pg: the row runs on the PostgreSQL cluster started for the Postgres
 	// rows (-postgres), with a pool of -pg-pool connections.
-	pg   bool
-	open func(e *env) (op, func(), error)
+	pg bool
+	// quota: the row's Hit charges a monthly quota beside its two
+	// buckets (monthQuota), the charges of a Plan{perSecond, perMonth}.
+	quota bool
+	open  func(e *env) (op, func(), error)
 	// external, when not nil, runs the row instead of open: a command
 	// that measures itself (pgbench), returning its ops and seconds.
 	external func(ctx context.Context, p *pgServer, conc int, warmup, d time.Duration) (uint64, time.Duration, error)
@@ -62,6 +66,10 @@ const (
 )
 
 var (
+	// monthQuota is the quota rows' calendar quota: a month in UTC, too
+	// large to deny (every Hit of a run is counted).
+	monthQuota = fleetstore.MustLimit(fleetstore.NewQuota("hooks_month", fleetstore.MaxQuota,
+		calendar.Month, time.UTC))
 	// redis_rate: a million per second, a burst of a billion.
 	rrLimit = redis_rate.Limit{Rate: 1_000_000, Period: time.Second, Burst: 1_000_000_000}
 	// throttled: the same.
@@ -85,8 +93,13 @@ var systems = []system{
 	{name: "fleetstore-redis-hook", hook: true, open: openFleetstore("redis", true),
 		about: "fleetstore redis://: the whole hook, Hit then Commit; " +
 			"p50/p99 are the Hit's, ops/s are hooks"},
+	{name: "fleetstore-redis-hit-quota", quota: true, open: openFleetstore("redis", false),
+		about: "fleetstore redis://: Hit alone, as fleetstore-redis-hit with a monthly quota " +
+			"charged beside its two buckets (three charges and a claim, one script call)"},
 	{name: "fleetstore-valkey-hit", open: openFleetstore("valkey", false),
 		about: "fleetstore valkey://: Hit alone"},
+	{name: "fleetstore-valkey-hit-quota", quota: true, open: openFleetstore("valkey", false),
+		about: "fleetstore valkey://: Hit alone, with a monthly quota beside its two buckets"},
 	{name: "fleetstore-valkey-hook", hook: true, open: openFleetstore("valkey", true),
 		about: "fleetstore valkey://: Hit then Commit; p50/p99 are the Hit's, ops/s are hooks"},
 	{name: "fleetstore-redis-cluster-hook", hook: true, cluster: true, open: openFleetstore("redis", true),
@@ -227,7 +240,9 @@ func openFleetstorePostgres(commit bool) func(e *env) (op, func(), error) {
 func storeOp(e *env, st *fleetstore.Store, commit bool) op {
 	return func(ctx context.Context, w *worker) (time.Duration, bool, error) {
 		tenant := e.tenants[w.next()%uint64(len(e.tenants))]
-		w.charges[0].Tenant, w.charges[1].Tenant = tenant, tenant
+		for i := range w.charges {
+			w.charges[i].Tenant = tenant
+		}
 		key := w.key()
 		claim := fleetstore.Claim{Tenant: tenant, SourceID: "github", Key: key, HookID: key,
 			Node: "edge-1", TTL: claimTTL, PendingTTL: pendingTTL}
