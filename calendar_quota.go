@@ -20,7 +20,9 @@ const MaxQuota = driver.MaxWindowUnits
 // Limit: a Plan charges it in the same Hit as its rate limits, all or
 // nothing (CONTRACT §3.2, Q1–Q6), a charge of c units conforming while the
 // window's count plus c is at most n. Give it a kind of its own
-// ("hooks_month"): the kind names its windows in the store.
+// ("hooks_month"): the kind names its windows in the store. A Result's
+// state of it (Result.Quota) holds the window's count, Bucket.Used;
+// Remaining and Resets turn it into the units left and the window's end.
 //
 // Errors (ErrInvalid, naming the argument): a kind that is no Kind, n < 1
 // or n > MaxQuota, a period that is not calendar.Day, Week or Month.

@@ -1,6 +1,6 @@
 // Package fleetstore is the shared store of a fleet of webhook edge nodes:
-// per-tenant GCRA rate limits and a two-phase dedupe claim on the provider's
-// event id. A hook is two calls: Hit charges the limits and claims the
+// per-tenant GCRA rate limits, calendar quotas, and a two-phase dedupe
+// claim on the provider's event id. A hook is two calls: Hit charges the limits and claims the
 // event id in one round trip, then Commit (stored) or Release (not
 // stored) settles the claim.
 //
@@ -35,6 +35,17 @@
 // charging or writing anything (CONTRACT G11), for a dashboard or an API
 // answer. Package headers writes them as Retry-After and the IETF RateLimit
 // fields; package webhook is a whole receiver around a Store.
+//
+// A calendar quota, "10 000 hooks a month" in a time zone, is a Limit too
+// (NewQuota, NewByteQuota), charged in the same Hit as the rate limits, all
+// or nothing (CONTRACT §3.2). Its state in Result.Quota holds the window's
+// count, Used; the Limit turns it into the units left and the instant the
+// count starts over:
+//
+//	month := fleetstore.MustLimit(fleetstore.NewQuota("hooks_month", 10_000, calendar.Month, berlin))
+//	res, err := store.Hit(ctx, fleetstore.Plan{hooks, month}.Charges(nil, tenant, n), &claim)
+//	b := res.Quota()[1]
+//	left, resets := month.Remaining(b), month.Resets(b, time.Now())
 //
 // # Degraded mode
 //

@@ -21,7 +21,8 @@ type (
 	// Result is the answer to a Hit: Outcome, RetryAfter (whole ms),
 	// HookID (the committer of a Duplicate), Local (decided by the
 	// fallback), and the state of every charged bucket after it
-	// (Result.Quota, G10).
+	// (Result.Quota, G10). A quota's state is its window's count, Bucket.Used
+	// (CONTRACT Q6).
 	Result = driver.Result
 	// Bucket is the state of one charged bucket after a Hit (G10):
 	// ResetAfter and Headroom in whole µs, and whether it denied the Hit;

@@ -44,8 +44,8 @@ type Delivery struct {
 	// OverQuota lists the kinds of the plan's calendar quotas this
 	// delivery is over (fleetstore.NewQuota): its count with this
 	// delivery is past n, whatever Config.OverQuota made of it (the
-	// outcomes OverQuota, Dropped, RateLimited or Deferred). Hook.OverQuota
-	// holds them too.
+	// outcomes OverQuota, Dropped, RateLimited or Deferred), but a
+	// deferred quota on a Local decision. Hook.OverQuota holds them too.
 	OverQuota []fleetstore.Kind
 	// ShadowDenied lists the kinds of the plan's shadow limits
 	// (fleetstore.Limit.Shadow) that would have refused this delivery.

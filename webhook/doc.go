@@ -162,6 +162,9 @@
 // (fleetstore.Limit.Shadow): it denies nothing, and its count goes on
 // past n, so the overage is counted for billing. The plan's rate limits
 // still refuse a flood: give a plan with a quota a rate limit too.
+// While the store is out, a node decides a quota at its share of what was
+// left (fleetstore's degraded mode). A deferred quota is then named in no
+// delivery's OverQuota: the node does not know the fleet's count.
 //
 // A delivery over several quotas is refused if one of them refuses, and
 // otherwise dropped if one drops. Delivery.OverQuota names every quota a

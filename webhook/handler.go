@@ -173,6 +173,9 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request, d *Delivery, bo
 		for i, b := range res.Quota() {
 			switch {
 			case !b.Denied || i >= len(t.plan):
+			case res.Local && t.ownQuota(i) && !t.enforced(i):
+				// A deferred quota decided locally is over this node's
+				// share, not the fleet's n: nothing to bill (CONTRACT §8.2).
 			case t.ownQuota(i):
 				d.OverQuota = append(d.OverQuota, b.Kind)
 			case b.Shadow:

@@ -30,6 +30,8 @@ type Hook struct {
 	// delivery is over (fleetstore.NewQuota): under QuotaDefer, those
 	// whose count it took past n, charged and counted, for the
 	// application to bill or drop; with Deferred, those that denied it.
+	// A deferred quota is not named on a Local decision: that knows only
+	// this node's share of the quota, and its units are not counted in n.
 	OverQuota []fleetstore.Kind
 	// Local is set when the Store decided the delivery from this node's
 	// own state, the shared store being out (fleetstore's degraded mode).

@@ -14,6 +14,7 @@ import (
 	"github.com/fleetstore/fleetstore"
 	"github.com/fleetstore/fleetstore/calendar"
 	"github.com/fleetstore/fleetstore/drivers/memory"
+	"github.com/fleetstore/fleetstore/nettest"
 	"github.com/fleetstore/fleetstore/webhook"
 )
 
@@ -317,5 +318,51 @@ func TestOverQuotaRefuseWins(t *testing.T) {
 	d.send(d.delivery("one", "ev-3", "{}")).want(t, "over the month's only", http.StatusAccepted)
 	if n := d.sink.events()["ev-3"]; n != 0 {
 		t.Errorf("over the month's quota only, which drops: stored %d times, want 0", n)
+	}
+}
+
+// TestOverQuotaDeferLocal: while the shared store is out, a node decides
+// a deferred quota at its share of what was left (CONTRACT §8.2): 2 of 8
+// here, with 4 nodes and no count seen. A delivery past that share is
+// stored, as every deferred one is, but not named over the quota: the
+// fleet's count may be far from n, and the units a node admits locally
+// are not counted in it (Hook.OverQuota is what to bill). A refusing
+// quota still refuses at the node's share, and names the quota.
+func TestOverQuotaDeferLocal(t *testing.T) {
+	st, err := fleetstore.Open("redis://" + nettest.RefusedAddr(t) + "?timeout=200ms&fallback_nodes=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	month := fleetstore.MustLimit(fleetstore.NewQuota("hooks_month", 8, calendar.Month, nil))
+	plan := fleetstore.Plan{fleetstore.MustLimit(fleetstore.PerSecond(fleetstore.Hooks, 100, 200)), month}
+	for _, policy := range []webhook.QuotaPolicy{webhook.QuotaDefer, webhook.QuotaRefuse} {
+		var mu sync.Mutex
+		var got []webhook.Delivery
+		e := newEdge(t, st, webhook.GitHub(), plan, func(c *webhook.Config) {
+			c.OverQuota = func(string, fleetstore.Kind) webhook.QuotaPolicy { return policy }
+			c.OnDelivery = func(d *webhook.Delivery) {
+				mu.Lock()
+				defer mu.Unlock()
+				got = append(got, *d)
+			}
+		})
+		tenant := "acme-" + policy.String()
+		for i := range 4 {
+			ev := tenant + "-" + string(rune('a'+i))
+			e.send(e.delivery(tenant, ev, "{}")).want(t, policy.String()+" "+ev, http.StatusAccepted)
+			mu.Lock()
+			d := got[len(got)-1]
+			mu.Unlock()
+			h := e.sink.last()
+			if !d.Local || h == nil || h.EventID != ev || !h.Local {
+				t.Fatalf("%v %s: %+v, hook %+v; want it decided locally and stored", policy, ev, d, h)
+			}
+			over := policy == webhook.QuotaRefuse && i >= 2 // past this node's 2
+			if (len(d.OverQuota) > 0) != over || (len(h.OverQuota) > 0) != over || h.Deferred != over {
+				t.Errorf("%v %s: Delivery.OverQuota %v, Hook.OverQuota %v, Deferred %v; want over %v",
+					policy, ev, d.OverQuota, h.OverQuota, h.Deferred, over)
+			}
+		}
 	}
 }

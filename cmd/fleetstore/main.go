@@ -56,7 +56,12 @@
 // with over_quota naming the quota, for the application to bill or drop.
 // refuse answers 429 with a Retry-After to the window's end, or stores it
 // deferred for a provider that does not retry. drop answers it as
-// accepted and stores nothing.
+// accepted and stores nothing. A hook stored over a defer quota carries
+// over_quota but is not deferred: deferred marks a hook a limit refused.
+//
+// An endpoint's defer: true treats its provider as one that does not
+// retry (webhook.Deferring). A delivery over its rate limits, or over a
+// refuse quota, is then stored deferred and answered 2xx, not 429.
 //
 // The file sink appends a JSON line per hook, fsynced before the sender is
 // answered, and renames the file PATH.TIMESTAMP past max_bytes. The redis

@@ -788,6 +788,9 @@ func (s limitSpec) quota(field string) (fleetstore.Limit, error) {
 			s.Per.period)
 	case s.N != 0 && s.Bytes != 0:
 		return l, bad(field, "a quota is either n or bytes")
+	case s.N == 0 && s.Bytes == 0:
+		// Neither set, or either set to 0: the file cannot tell which.
+		return l, bad(field, "a quota needs n or bytes, at least 1")
 	case s.Shadow && s.Over != "":
 		return l, bad(field+".over", "a shadow quota denies nothing: nothing is over it")
 	}

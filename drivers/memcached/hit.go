@@ -221,6 +221,10 @@ func (h *hit) charge(now int64) (next bucketState, wait int64, err error) {
 				next.wins = append(next.wins, kindWindow{kind: string(ch.Kind), start: start, end: end})
 			}
 			w := &next.wins[i]
+			// Windows of one kind that start together count the same
+			// units (a plan that changed the kind's period): the count
+			// lasts to the end of the one charged, when it is written.
+			w.end = end
 			h.held[j] = chargeState{lead: end - now, used: w.used}
 			h.taken[j] = h.held[j]
 			if w.used+ch.Window.Cost > ch.Window.Max {

@@ -360,3 +360,40 @@ func TestWindowItemBytes(t *testing.T) {
 	}
 	t.Logf("bucket item: %d bytes with hooks and bytes buckets, %d with a monthly hooks quota too", without, with)
 }
+
+// TestWindowSharedStart: a kind whose period changes (a plan of a day
+// moved to one of a week, on a Monday) meets two windows that start at
+// the same instant. They count the same units, and the count lasts to
+// the end of the window charged last: a week that started with a day's
+// record does not start over at the day's end (Q1, Q2).
+func TestWindowSharedStart(t *testing.T) {
+	t.Parallel()
+	addrs := startServers(t, 1)
+	c := openConn(t, addrs)
+	ctx := context.Background()
+	tenant := "t-" + randName()
+	now := time.Now()
+	start := now.Add(-time.Second).UnixMicro()
+	short := [4]int64{start - 1e6, start, now.Add(2 * time.Second).UnixMicro(), now.Add(4 * time.Second).UnixMicro()}
+	long := [4]int64{start - 1e6, start, now.Add(time.Minute).UnixMicro(), now.Add(2 * time.Minute).UnixMicro()}
+	hit := func(edges [4]int64, maxUnits int64) driver.Outcome {
+		t.Helper()
+		res, err := c.Hit(ctx, []driver.Charge{windowCharge(tenant, "quota", maxUnits, 1, edges)}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Outcome
+	}
+	if o := hit(short, 100); o != driver.OK {
+		t.Fatalf("the short window's hit: %v", o)
+	}
+	for i := range 4 {
+		if o := hit(long, 5); o != driver.OK {
+			t.Fatalf("the long window's hit %d: %v, want OK (1 + %d of 5)", i+1, o, i+1)
+		}
+	}
+	time.Sleep(time.Until(time.UnixMicro(short[2])) + 500*time.Millisecond)
+	if o := hit(long, 5); o != driver.RateLimited {
+		t.Errorf("past the short window's end: %v, want the long window's 5 spent", o)
+	}
+}

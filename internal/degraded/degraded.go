@@ -244,6 +244,10 @@ func (fb *Conn) Hit(ctx context.Context, charges []driver.Charge,
 		}
 		return res, nil
 	}
+	if !fb.local.windows.holdAll(charges) {
+		_, e, _ := sort(ctx, "hit", err) // no local decision either: no outage
+		return driver.Result{}, e
+	}
 	if degrade, e := fb.failed(ctx, "hit", err); !degrade {
 		return driver.Result{}, e
 	}

@@ -170,6 +170,28 @@ func (w *windows) prepare(conn driver.Conn, charges []driver.Charge) {
 	}
 }
 
+// holdAll reports whether this node's clock falls in one of the windows
+// of every window charge of charges. A charge built more than a window
+// away from it (a stale time, or a clock off by a window) cannot be
+// decided locally either: the local store refuses it as the shared one
+// did, and its failure is the charge's, no outage.
+func (w *windows) holdAll(charges []driver.Charge) bool {
+	now, read := int64(0), false
+	for i := range charges {
+		c := &charges[i]
+		if !c.IsWindow() {
+			continue
+		}
+		if !read {
+			now, read = w.clock(), true
+		}
+		if calendar.Holding(c.Window.Edges, now) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // allowance is floor(s × (n − U)): what this node may admit of a window
 // of n units whose count was U.
 func (w *windows) allowance(n, used int64) int64 {

@@ -51,7 +51,9 @@ func (w *tenantWindows) used(kind string, start, now int64) int64 {
 }
 
 // set stores the count of kind's window [start, end), dropping the
-// windows that have ended.
+// windows that have ended. A window of kind that starts at start takes
+// end: a plan that changes the kind's period at an instant where both
+// periods start counts the same units, up to the new period's end.
 func (w *tenantWindows) set(kind string, start, end, used, now int64) {
 	old := w.counts
 	live := old[:0]
@@ -61,7 +63,7 @@ func (w *tenantWindows) set(kind string, start, end, used, now int64) {
 			continue
 		}
 		if c.kind == kind && c.start == start {
-			c.used, found = used, true
+			c.used, c.end, found = used, end, true
 		}
 		live = append(live, c)
 	}
