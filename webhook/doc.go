@@ -153,6 +153,8 @@
 //     provider that retries; stored with Hook.Deferred for one that
 //     does not.
 //   - QuotaDrop: answered as accepted and not stored; OnDelivery is told.
+//     A local decision, made while the shared store is out, is refused
+//     instead: it is this node's share, not the fleet's count.
 //
 // Defer is the default because it is the one policy that loses nothing
 // the application did not choose to lose. A month's window can end weeks

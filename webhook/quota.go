@@ -28,7 +28,9 @@ const (
 	QuotaRefuse
 	// QuotaDrop answers a delivery over the quota as accepted and stores
 	// nothing: the outcome Dropped, with Delivery.OverQuota naming the
-	// quota, so that OnDelivery can count it.
+	// quota, so that OnDelivery can count it. A delivery decided locally
+	// while the shared store is out is refused instead (QuotaRefuse): its
+	// denial is this node's share of the quota, not the fleet's count.
 	QuotaDrop
 )
 
@@ -113,8 +115,14 @@ func (t *tariff) charges(dst []fleetstore.Charge, tenant string, n int64, now ti
 
 // drops reports whether a denied Hit's answer res is dropped: a quota
 // with QuotaDrop denied it and none with QuotaRefuse did. Refuse wins,
-// so that a provider's retry after the window's end can store it.
+// so that a provider's retry after the window's end can store it. A
+// local decision (the shared store out) is never dropped: it denied at
+// this node's share of what was left, while the fleet may be far below
+// n, and a drop cannot be undone. It is refused instead.
 func (t *tariff) drops(res *fleetstore.Result) bool {
+	if res.Local {
+		return false
+	}
 	drop := false
 	for i, b := range res.Quota() {
 		if i >= len(t.plan) || !b.Denied || !t.enforced(i) {
