@@ -68,8 +68,9 @@ func TATField(kind driver.Kind) string {
 
 // WindowField is the field of shard 0 that holds the count of kind's
 // calendar quota (CONTRACT §3.2): the kind and '#', or "##" after a kind
-// of 15 bytes, for the reasons of TATField. Its value is "END COUNT", the
-// window's end (µs) and the units counted in it, in decimal (hit.lua).
+// of 15 bytes, for the reasons of TATField. Its value is "START END
+// COUNT", the start and end (µs) of the window charged last and the units
+// counted in it, in decimal (hit.lua).
 func WindowField(kind driver.Kind) string {
 	if len(kind) == DigestSize-1 {
 		return string(kind) + "##"
@@ -192,11 +193,14 @@ func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 	return out
 }
 
-// decodeWindow decodes a window count as hit.lua writes it, "END COUNT":
-// its window's end, µs.
+// decodeWindow decodes a window count as hit.lua writes it, "START END
+// COUNT": the end, µs, of the window it was last charged in.
 func decodeWindow(v string) (int64, bool) {
-	end, count, ok := strings.Cut(v, " ")
-	if _, okc := decodeTAT(count); !ok || !okc {
+	start, rest, ok1 := strings.Cut(v, " ")
+	end, count, ok2 := strings.Cut(rest, " ")
+	_, oks := decodeTAT(start)
+	_, okc := decodeTAT(count)
+	if !ok1 || !ok2 || !oks || !okc {
 		return 0, false
 	}
 	return decodeTAT(end)
