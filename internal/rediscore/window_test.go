@@ -257,6 +257,11 @@ func testWindowField(t *testing.T, raw string, _ bool, servers ...*testserver.Re
 		if _, err := c.Hit(gctx(t, 10*time.Second), []driver.Charge{q}, nil); err == nil {
 			t.Errorf("a count of %q: no error", v)
 		}
+		if p, ok := c.(driver.Peeker); ok {
+			if _, err := p.Peek(gctx(t, 10*time.Second), []driver.Charge{q}); err == nil {
+				t.Errorf("Peek of a count of %q: no error", v)
+			}
+		}
 	}
 }
 
