@@ -153,8 +153,8 @@ func IsShardKey(key string) bool {
 // ShardRecords returns the live records of shard key, whose fields and
 // values are kv (HGETALL's reply), each with its own time to live from
 // nowMicros (the server's clock, µs): a claim record until its expiry, a
-// TAT (a field of shard 0) until the TAT, a window count until its
-// window's end. A shard's own expiry is its
+// TAT (a field of shard 0) until the TAT, a window count until its END,
+// the end of the window it was last charged in. A shard's own expiry is its
 // latest record's (and at most a second more), so the records are what a
 // claim's TTL bounds (C9) and what a bucket's TAT bounds (G7); a record
 // that has passed is absent to every script. The state s is not a record.
