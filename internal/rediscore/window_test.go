@@ -149,11 +149,12 @@ func testWindowCharges(t *testing.T, raw string, _ bool, servers ...*testserver.
 	check("after Reset", hitConn(t, c, []driver.Charge{gcra2, big}, nil), driver.OK, 5)
 }
 
-// TestWindowField: the count is field K# of shard 0, "END COUNT" for the
-// window holding the server's clock; shard 0 lives until the window's
-// end; a count of a passed window is 0 in the next, which overwrites it;
-// a clock outside the windows sent, or a count that is not END COUNT, is
-// an error reply and writes nothing.
+// TestWindowField: the count is field K# of shard 0, "START END COUNT"
+// for the window holding the server's clock; shard 0 lives until the
+// window's end; a count of a passed window is 0 in the next, which
+// overwrites it; a count of the window's START is its count until its
+// END, whatever that END; a clock outside the windows sent, or a count
+// that is not START END COUNT, is an error reply and writes nothing.
 func TestWindowField(t *testing.T) {
 	t.Parallel()
 	onServerAndCluster(t, testWindowField)
@@ -179,9 +180,12 @@ func testWindowField(t *testing.T, raw string, _ bool, servers ...*testserver.Re
 	}
 	q := window(tenant, "monthly", 3, 100, 24*time.Hour)
 	end := q.Window.Edges[2]
+	field := func(count int64) string {
+		return formatInt(q.Window.Edges[1]) + " " + formatInt(end) + " " + formatInt(count)
+	}
 	hitConn(t, c, []driver.Charge{q}, nil)
-	if v := do("HGET", s0, scripts.WindowField("monthly")); v != formatInt(end)+" 3" {
-		t.Fatalf("the count's field holds %q, want %q", v, formatInt(end)+" 3")
+	if v := do("HGET", s0, scripts.WindowField("monthly")); v != field(3) {
+		t.Fatalf("the count's field holds %q, want %q", v, field(3))
 	}
 	pttl, _ := do("PTTL", s0).(int64)
 	if left := time.Until(time.UnixMicro(end)); time.Duration(pttl)*time.Millisecond < left-time.Minute ||
@@ -189,13 +193,36 @@ func testWindowField(t *testing.T, raw string, _ bool, servers ...*testserver.Re
 		t.Errorf("shard 0 expires in %vms, want the window's end, %v", pttl, left)
 	}
 	// A passed window's count: 0 in this one, then overwritten.
-	do("HSET", s0, scripts.WindowField("monthly"), formatInt(q.Window.Edges[1])+" 99")
+	do("HSET", s0, scripts.WindowField("monthly"), formatInt(q.Window.Edges[0])+" "+formatInt(q.Window.Edges[1])+" 99")
 	if res := hitConn(t, c, []driver.Charge{q}, nil); res.Outcome != driver.OK || res.Buckets[0].Used != 3 {
 		t.Errorf("over a passed window's count: %v, used %d; want OK, 3", res.Outcome, res.Buckets[0].Used)
 	}
-	if v := do("HGET", s0, scripts.WindowField("monthly")); v != formatInt(end)+" 3" {
-		t.Errorf("the passed window's count became %q, want %q", v, formatInt(end)+" 3")
+	if v := do("HGET", s0, scripts.WindowField("monthly")); v != field(3) {
+		t.Errorf("the passed window's count became %q, want %q", v, field(3))
 	}
+	// A count of this START whose END has passed (a shorter period's)
+	// is 0; one whose END is ahead (a longer period's) is this window's,
+	// and the write stores this window's END.
+	start := formatInt(q.Window.Edges[1]) + " "
+	do("HSET", s0, scripts.WindowField("monthly"), start+formatInt(time.Now().Add(-time.Minute).UnixMicro())+" 99")
+	if res := hitConn(t, c, []driver.Charge{q}, nil); res.Outcome != driver.OK || res.Buckets[0].Used != 3 {
+		t.Errorf("over an ended count of the window's start: %v, used %d; want OK, 3", res.Outcome, res.Buckets[0].Used)
+	}
+	do("HSET", s0, scripts.WindowField("monthly"), start+formatInt(end+time.Hour.Microseconds())+" 7")
+	if res := hitConn(t, c, []driver.Charge{q}, nil); res.Outcome != driver.OK || res.Buckets[0].Used != 10 {
+		t.Errorf("over a live count of the window's start: %v, used %d; want OK, 10", res.Outcome, res.Buckets[0].Used)
+	}
+	if p, ok := c.(driver.Peeker); ok {
+		do("HSET", s0, scripts.WindowField("monthly"), start+formatInt(end+time.Hour.Microseconds())+" 10")
+		if pr, err := p.Peek(gctx(t, 10*time.Second), []driver.Charge{q}); err != nil || pr.Buckets[0].Used != 10 {
+			t.Errorf("Peek of a live count of the window's start: %v, %+v; want used 10", err, pr.Buckets)
+		}
+		do("HSET", s0, scripts.WindowField("monthly"), start+formatInt(time.Now().Add(-time.Minute).UnixMicro())+" 10")
+		if pr, err := p.Peek(gctx(t, 10*time.Second), []driver.Charge{q}); err != nil || pr.Buckets[0].Used != 0 {
+			t.Errorf("Peek of an ended count of the window's start: %v, %+v; want used 0", err, pr.Buckets)
+		}
+	}
+	do("HSET", s0, scripts.WindowField("monthly"), field(3))
 	// The server's clock outside the windows sent: an error, nothing
 	// written (the GCRA charge beside it included).
 	past := q
@@ -213,7 +240,7 @@ func testWindowField(t *testing.T, raw string, _ bool, servers ...*testserver.Re
 	if v := do("HEXISTS", s0, scripts.TATField("hooks")); v != int64(0) {
 		t.Errorf("the refused Hit wrote the GCRA charge's TAT")
 	}
-	if v := do("HGET", s0, scripts.WindowField("monthly")); v != formatInt(end)+" 3" {
+	if v := do("HGET", s0, scripts.WindowField("monthly")); v != field(3) {
 		t.Errorf("the refused Hit changed the count to %q", v)
 	}
 	if p, ok := c.(driver.Peeker); ok {
@@ -221,13 +248,88 @@ func testWindowField(t *testing.T, raw string, _ bool, servers ...*testserver.Re
 			t.Errorf("Peek with the clock outside the windows: no error")
 		}
 	}
-	// A count that is not END COUNT: an error, never a decision (V4).
-	for _, v := range []string{"", "3", "x 3", formatInt(end) + " -3", formatInt(end) + " 3 4", "1e15 3"} {
+	// A count that is not START END COUNT: an error, never a decision
+	// (V4), whether its START is the window's or not.
+	for _, v := range []string{"", "3", "x 3", formatInt(end) + " 3", start + "-3", start + "x",
+		start + formatInt(end) + " -3", start + formatInt(end) + " 12345678901234567", "1e15 " + formatInt(end) + " 3", "1 2 3 4", start + formatInt(end) + " 3 ",
+		"1 x 3", "12345678901234567 1 3"} {
 		do("HSET", s0, scripts.WindowField("monthly"), v)
 		if _, err := c.Hit(gctx(t, 10*time.Second), []driver.Charge{q}, nil); err == nil {
 			t.Errorf("a count of %q: no error", v)
 		}
+		if p, ok := c.(driver.Peeker); ok {
+			if _, err := p.Peek(gctx(t, 10*time.Second), []driver.Charge{q}); err == nil {
+				t.Errorf("Peek of a count of %q: no error", v)
+			}
+		}
 	}
+}
+
+// TestWindowSharedStart: a count is keyed by its window's start (CONTRACT
+// §3.2). A day and a week that start together, a plan change at a
+// Monday's midnight, share one count, which lasts to the end of the
+// window a Hit charged: its field holds that window's end. A day and a
+// week that only end together, Sunday's day and the ISO week, do not.
+// Fails if the count is keyed by the window's end, or by its whole span.
+func TestWindowSharedStart(t *testing.T) {
+	t.Parallel()
+	onServerAndCluster(t, testWindowSharedStart)
+}
+
+func testWindowSharedStart(t *testing.T, raw string, _ bool, servers ...*testserver.Redis) {
+	c, prefix := openConn(t, raw)
+	tenant := "ts-" + randHex(3)
+	p, ok := c.(driver.Peeker)
+	if !ok {
+		t.Fatal("no Peek")
+	}
+	day, week := 24*time.Hour.Microseconds(), 7*24*time.Hour.Microseconds()
+	charge := func(k driver.Kind, max int64, e [4]int64) driver.Charge {
+		return driver.Charge{Kind: k, Tenant: tenant, Window: driver.Window{Max: max, Cost: 1, Edges: e}}
+	}
+	used := func(what string, ch driver.Charge, want driver.Outcome, n int64) {
+		t.Helper()
+		if res := hitConn(t, c, []driver.Charge{ch}, nil); res.Outcome != want || res.Buckets[0].Used != n {
+			t.Errorf("%s: %v, used %d; want %v, used %d", what, res.Outcome, res.Buckets[0].Used, want, n)
+		}
+	}
+	// stored checks the shared count's field: the start, the end of the
+	// window charged last, and the units.
+	s0 := scripts.ShardKey(prefix, tenant, 0)
+	stored := func(what string, want string) {
+		t.Helper()
+		for _, n := range servers {
+			if v, err := n.Do("HGET", s0, scripts.WindowField("started")); err == nil && v != want {
+				t.Errorf("%s: the shared count holds %q, want %q", what, v, want)
+			}
+		}
+	}
+	// Starting together an hour ago.
+	s := time.Now().Add(-time.Hour).UnixMicro()
+	sDay := charge("started", 100, [4]int64{s - day, s, s + day, s + 2*day})
+	sWeek := charge("started", 3, [4]int64{s - week, s, s + week, s + 2*week})
+	used("the day", sDay, driver.OK, 1)
+	used("the week starting with the day", sWeek, driver.OK, 2)
+	used("the week again", sWeek, driver.OK, 3)
+	stored("after the week's Hit", formatInt(s)+" "+formatInt(s+week)+" 3")
+	used("the week over its max", sWeek, driver.RateLimited, 3)
+	used("the day after the week", sDay, driver.OK, 4)
+	stored("after the day's Hit", formatInt(s)+" "+formatInt(s+day)+" 4")
+	pr, err := p.Peek(gctx(t, 10*time.Second), []driver.Charge{sWeek, sDay})
+	if err != nil || pr.Buckets[0].Used != 4 || pr.Buckets[1].Used != 4 {
+		t.Errorf("Peek of the week and the day starting together: %v, %+v; want used 4 and 4", err, pr.Buckets)
+	}
+	// Ending together in an hour.
+	e := time.Now().Add(time.Hour).UnixMicro()
+	eDay := charge("ended", 100, [4]int64{e - 2*day, e - day, e, e + day})
+	eWeek := charge("ended", 1, [4]int64{e - 2*week, e - week, e, e + week})
+	used("the day ending with the week", eDay, driver.OK, 1)
+	used("the week ending with the day", eWeek, driver.OK, 1)
+	pr, err = p.Peek(gctx(t, 10*time.Second), []driver.Charge{eWeek})
+	if err != nil || pr.Buckets[0].Used != 1 {
+		t.Errorf("Peek of the week ending with the day: %v, %+v; want used 1", err, pr.Buckets)
+	}
+	used("the week over its max", eWeek, driver.RateLimited, 1)
 }
 
 // TestWindowsInRounds: concurrent Hits of one tenant's quota, in rounds:

@@ -76,19 +76,20 @@ function C.int(x)
   return x
 end
 
--- pair returns a window count's value, "END COUNT": en, the window's end
--- (µs), and k, its units, integers from 0 to 2^53 (%d where it is wide
--- enough, else %.0f, exact for such a double).
-function C.pair(en, k)
+-- pair returns a window count's value, "START END COUNT": p, its start
+-- and end as window_count takes them ("START END "), then k, its units,
+-- an integer from 0 to 2^53 (%d where it is wide enough, else %.0f, exact
+-- for such a double).
+function C.pair(p, k)
   if wide then
-    return format('%d %d', en, k)
+    return format('%s%d', p, k)
   end
-  return format('%.0f %.0f', en, k)
+  return format('%s%.0f', p, k)
 end
 
--- window returns the end of the window holding now among the edges
--- ARGV[a + 3] to ARGV[a + 6] (a window charge's, hit.lua): as a number
--- (µs) and as the argument's own decimal digits. It raises a script
+-- window returns the window holding now among the edges ARGV[a + 3] to
+-- ARGV[a + 6] (a window charge's, hit.lua): its end (µs), and its start
+-- and end as the arguments' own decimal digits. It raises a script
 -- error, before anything is written, when no window holds now: the node
 -- that sent them has a clock too far from the server's.
 function C.window(ARGV, a, now)
@@ -98,30 +99,37 @@ function C.window(ARGV, a, now)
   if now >= e1 then
     local e2 = ARGV[a + 5] + 0
     if now < e2 then
-      return e2, ARGV[a + 5]
+      return e2, ARGV[a + 4], ARGV[a + 5]
     end
     local e3 = ARGV[a + 6] + 0
     if now < e3 then
-      return e3, ARGV[a + 6]
+      return e3, ARGV[a + 5], ARGV[a + 6]
     end
   elseif now >= ARGV[a + 3] + 0 then
-    return e1, ARGV[a + 4]
+    return e1, ARGV[a + 3], ARGV[a + 4]
   end
   error("fleetstore: quota window: the store's clock is outside the windows sent")
 end
 
--- window_count returns the units counted in the window ending at es
--- (decimal digits), from v, a window field's value ("END COUNT"): 0 when
--- END is another window's (a passed one). Anything else is some other
--- program's value under our prefix: a script error (V4). The common case
--- compares strings and converts the count alone.
-function C.window_count(v, es)
-  local n = #es
-  if byte(v, n + 1) == 32 and #v <= n + 17 and find(v, es, 1, true) == 1 and find(v, '^%d+$', n + 2) then
-    return sub(v, n + 2) + 0
+-- window_count returns the units counted in the window holding now, from
+-- v, a window field's value ("START END COUNT", decimal). p is the
+-- window's "START END " and ss its START. A count is keyed by its START
+-- (CONTRACT §3.2): one of this START is this window's, whatever its END,
+-- until that END; one of another START is a passed window's, 0 here.
+-- Anything else is some other program's value under our prefix: a script
+-- error (V4). The common case, a count of this very window, compares
+-- strings and converts the count alone.
+function C.window_count(v, p, ss, now)
+  local n = #p
+  if #v <= n + 16 and find(v, p, 1, true) == 1 and find(v, '^%d+$', n + 1) then
+    return sub(v, n + 1) + 0
   end
-  if #v > 33 or not find(v, '^%d+ %d+$') then
+  local _, _, s, e, k = find(v, '^(%d+) (%d+) (%d+)$')
+  if not s or #s > 16 or #e > 16 or #k > 16 then
     error('fleetstore: malformed quota count')
+  end
+  if s == ss and e + 0 > now then
+    return k + 0
   end
   return 0
 end

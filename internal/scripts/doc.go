@@ -31,7 +31,7 @@
 //	PREFIX:{T}:s<i>    hash: claim shard i (decimal), D → record, and the
 //	                   shard's state field s; shard 0 also holds the
 //	                   tenant's TATs, K: → TAT (µs, decimal digits),
-//	                   and its quota counts, K# → "END COUNT"
+//	                   and its quota counts, K# → "START END COUNT"
 //	PREFIX:{T}D        string: the record of claim D when it is too long
 //	                   for a shard
 //
@@ -81,15 +81,19 @@
 // # Quota windows
 //
 // A calendar quota's count (CONTRACT §3.2) is field K# of shard 0, or K##
-// for a kind of 15 bytes ([WindowField]): "END COUNT", the end (µs) of the
-// window it counts in and its units, in decimal. A Hit reads it in the
-// HMGET that reads the TATs, and checks it with them before it writes
-// anything. The window is the one of the three sent that holds the
-// server's clock; when none does, the script raises an error. A count
-// whose END is another window's is a passed window's: the count is 0, and
-// the next charge overwrites it, so a kind's counts take one field. Shard
-// 0 lives until the window's end, rounded up to the ms, like a TAT. Reset
-// deletes the counts with the TATs.
+// for a kind of 15 bytes ([WindowField]). Its value is "START END COUNT":
+// the start and end (µs) of the window last charged, and its units, in
+// decimal. A Hit reads it in the HMGET that reads the TATs, and checks it
+// with them before it writes anything. The window is the one of the three
+// sent that holds the server's clock; when none does, the script raises an
+// error. A count is keyed by its START: one whose START is the window's is
+// the window's count until its END, whatever that END. So windows of two
+// periods that start together share it, and two that only end together do
+// not. A count of another START is a passed window's: the count is 0, and
+// the next charge overwrites it, so a kind's counts take one field. A
+// write stores the charged window's END. Shard 0 lives until that end,
+// rounded up to the ms, like a TAT. Reset deletes the counts with the
+// TATs.
 //
 // # Shard state
 //

@@ -35,9 +35,13 @@
 --
 -- A window charge counts in the window that holds now, the server's
 -- clock (G8); when none does, the script raises an error and writes
--- nothing. Its count is field K# of shard 0, "END COUNT" (decimal: the
--- window's end, µs, and the units counted in it). A count whose END is
--- not the window's is a passed window's: 0 units in this one.
+-- nothing. Its count is field K# of shard 0, "START END COUNT" (decimal:
+-- the window's start and end, µs, and the units counted in it). A count
+-- is keyed by its START (CONTRACT §3.2): one whose START is the window's
+-- is this window's until its END, whatever that END. Windows of two
+-- periods that start together share it. A count of another START is a
+-- passed window's: 0 units in this one. A write stores the charged
+-- window's END, so the count lasts to the end of the window charged.
 --
 -- Lua numbers are doubles: integers are exact below 2^53 µs (≈ 285 years
 -- past 1970). Every value here is at most now + 2 × 366 days (≈ 1.9e15 µs
@@ -67,7 +71,8 @@ local out = {0, 0, 0, 0, 0, 0, 0, 0}
 -- fields, made at their largest (4 charges, D, s) and sent cut. at[i] is
 -- where charge i's arguments start, negated for a window charge; c is
 -- where the claim's start. A window charge keeps what it needs in the
--- reply: its end is now + r_i, its count before the decision u_j.
+-- reply and in q, once sent: its end is now + r_i, its count before the
+-- decision u_j, and q[i] its count's "START END ", for the write.
 local s0, short = KEYS[1], KEYS[2]
 local q = {0, 0, 0, 0, 0, 0}
 local at = {0, 0, 0, 0}
@@ -102,10 +107,12 @@ for i = 1, n do
   local a = at[i]
   if a < 0 then
     -- A window charge: the window holding now, and its count.
-    local en, es = C.window(ARGV, -a, now)
+    local en, ss, es = C.window(ARGV, -a, now)
+    local p = ss .. ' ' .. es .. ' '
+    q[i] = p
     out[i + 2] = en - now
     j = j + 1
-    out[j] = v and C.window_count(v, es) or 0
+    out[j] = v and C.window_count(v, p, ss, now) or 0
   elseif v then
     -- Anything but the decimal digits this script writes is some other
     -- program's value under our prefix: refuse rather than guess (V4).
@@ -205,7 +212,7 @@ for i = 1, n do
     local k = out[j] + ARGV[a + 1]
     out[j] = k
     local en = now + out[i + 2]
-    w[2 * i] = C.pair(en, k)
+    w[2 * i] = C.pair(q[i], k)
     if en > top then
       top = en
     end

@@ -68,8 +68,9 @@ func TATField(kind driver.Kind) string {
 
 // WindowField is the field of shard 0 that holds the count of kind's
 // calendar quota (CONTRACT §3.2): the kind and '#', or "##" after a kind
-// of 15 bytes, for the reasons of TATField. Its value is "END COUNT", the
-// window's end (µs) and the units counted in it, in decimal (hit.lua).
+// of 15 bytes, for the reasons of TATField. Its value is "START END
+// COUNT", the start and end (µs) of the window charged last and the units
+// counted in it, in decimal (hit.lua).
 func WindowField(kind driver.Kind) string {
 	if len(kind) == DigestSize-1 {
 		return string(kind) + "##"
@@ -152,8 +153,8 @@ func IsShardKey(key string) bool {
 // ShardRecords returns the live records of shard key, whose fields and
 // values are kv (HGETALL's reply), each with its own time to live from
 // nowMicros (the server's clock, µs): a claim record until its expiry, a
-// TAT (a field of shard 0) until the TAT, a window count until its
-// window's end. A shard's own expiry is its
+// TAT (a field of shard 0) until the TAT, a window count until its END,
+// the end of the window it was last charged in. A shard's own expiry is its
 // latest record's (and at most a second more), so the records are what a
 // claim's TTL bounds (C9) and what a bucket's TAT bounds (G7); a record
 // that has passed is absent to every script. The state s is not a record.
@@ -192,11 +193,14 @@ func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 	return out
 }
 
-// decodeWindow decodes a window count as hit.lua writes it, "END COUNT":
-// its window's end, µs.
+// decodeWindow decodes a window count as hit.lua writes it, "START END
+// COUNT": the end, µs, of the window it was last charged in.
 func decodeWindow(v string) (int64, bool) {
-	end, count, ok := strings.Cut(v, " ")
-	if _, okc := decodeTAT(count); !ok || !okc {
+	start, rest, ok1 := strings.Cut(v, " ")
+	end, count, ok2 := strings.Cut(rest, " ")
+	_, oks := decodeTAT(start)
+	_, okc := decodeTAT(count)
+	if !ok1 || !ok2 || !oks || !okc {
 		return 0, false
 	}
 	return decodeTAT(end)

@@ -48,20 +48,22 @@ for i = 1, #fields do
     if now < e0 or now >= e3 then
       error("fleetstore: quota window: the store's clock is outside the windows sent")
     end
-    local en = e3
+    local st, en = e2, e3
     if now < e1 then
-      en = e1
+      st, en = e0, e1
     elseif now < e2 then
-      en = e2
+      st, en = e1, e2
     end
     local k = 0
     if v then
-      -- "END COUNT", as hit.lua writes it; another END is a passed window.
-      local se, sk = string.match(v, '^(%d+) (%d+)$')
-      if not se or #se > 16 or #sk > 16 then
+      -- "START END COUNT", as hit.lua writes it: the count of this
+      -- window's START until its END, whatever that END; another START is
+      -- a passed window's.
+      local ss, se, sk = string.match(v, '^(%d+) (%d+) (%d+)$')
+      if not ss or #ss > 16 or #se > 16 or #sk > 16 then
         error('fleetstore: malformed quota count')
       end
-      if tonumber(se) == en then
+      if tonumber(ss) == st and tonumber(se) > now then
         k = tonumber(sk)
       end
     end

@@ -218,11 +218,11 @@ func TestShardKeys(t *testing.T) {
 	a, b, c := strings.Repeat("a", 16), strings.Repeat("b", 16), strings.Repeat("c", 16)
 	recs := ShardRecords("k", []string{"s", "1 0 0 0 0", a, "D\x00\x00\x00\x00\x00\x03\xe8h",
 		"hooks:", "900", b, "P\x00\x00\x00\x00\x00\x01\xf4h", "bytes:", "500", "kind:", "x1", c, "junk",
-		"month#", "700 12", "day#", "500 3", "week#", "700", "year#", "x 1"}, 600)
+		"month#", "100 700 12", "day#", "400 500 3", "week#", "700 9", "year#", "x 700 1", "hour#", "100 700 x"}, 600)
 	want := []driver.Record{{Key: "k#" + strings.Repeat("61", 16), TTL: 400 * time.Microsecond},
 		{Key: "k#hooks:", TTL: 300 * time.Microsecond}, {Key: "k#kind:", TTL: -1},
 		{Key: "k#" + strings.Repeat("63", 16), TTL: -1}, {Key: "k#month#", TTL: 100 * time.Microsecond},
-		{Key: "k#week#", TTL: -1}, {Key: "k#year#", TTL: -1}}
+		{Key: "k#week#", TTL: -1}, {Key: "k#year#", TTL: -1}, {Key: "k#hour#", TTL: -1}}
 	if !slices.Equal(recs, want) {
 		t.Errorf("ShardRecords = %v, want %v", recs, want)
 	}
