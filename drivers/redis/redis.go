@@ -229,8 +229,9 @@
 // finds no round in flight is sent at once, alone; the calls that arrive
 // meanwhile go together in the next round, one script call on a single
 // server, and one per tenant in one pipeline (one round trip per node) on
-// a cluster. With pipeline=always, Hits never go in a round. A larger
-// settle is sent at once, beside the rounds. Each claim
+// a cluster. With pipeline=always or off, and on a client of your own
+// (FromClient), Hits never go in a round. A larger settle is sent at
+// once, beside the rounds. Each claim
 // gets its own result, each call returns by its own deadline (T1), and
 // nothing is sent twice (T5). A Peek (driver.Peeker) is one call of a
 // read-only script; Reset is one call of a script that deletes the TATs
