@@ -223,13 +223,15 @@
 // construction and a small go-redis adapter. A few small hashes (shards)
 // per tenant hold its claims, the first of them also every kind's TAT and
 // calendar-quota count, every key of a tenant under one cluster hash tag,
-// each expiring with its latest record (internal/scripts' doc). A Hit is
-// one script call. Commits and Releases of up to 16 claims go in rounds
-// (group commit, internal/rediscore): a call that finds no round in
-// flight is sent at once, alone; the calls that arrive meanwhile go
-// together in the next round, one script call per mode (commit, release) on a single server,
-// and per mode and tenant in one pipeline (one round trip per node) on a
-// cluster. A larger call is sent at once, beside the rounds. Each claim
+// each expiring with its latest record (internal/scripts' doc). A Hit
+// alone is one script call. Hits, and Commits and Releases of up to 16
+// claims, go in rounds (group commit, internal/rediscore): a call that
+// finds no round in flight is sent at once, alone; the calls that arrive
+// meanwhile go together in the next round, one script call on a single
+// server, and one per tenant in one pipeline (one round trip per node) on
+// a cluster. With pipeline=always or off, and on a client of your own
+// (FromClient), Hits never go in a round. A larger settle is sent at
+// once, beside the rounds. Each claim
 // gets its own result, each call returns by its own deadline (T1), and
 // nothing is sent twice (T5). A Peek (driver.Peeker) is one call of a
 // read-only script; Reset is one call of a script that deletes the TATs

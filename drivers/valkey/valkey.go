@@ -129,15 +129,15 @@
 // and a small valkey-go adapter. A few small hashes (shards) per tenant
 // hold its claims, the first of them also every kind's TAT and
 // calendar-quota count, every key of a tenant under one cluster hash tag
-// (internal/scripts' doc). A Hit is one script call on one slot. Commits and Releases of up to 16 claims go in rounds
-// (group commit, internal/rediscore): a call that finds no round in
-// flight is sent at once, alone; the calls that arrive meanwhile go
-// together in the next round, one script call per mode (commit, release)
-// on a single server or a Sentinel-managed master, and per mode and
-// tenant (one slot each) on a cluster, all in one pipeline (one round
-// trip per node); until the client is built, per tenant too (the server
-// may turn out to be a cluster node). A larger call is sent at once,
-// beside the rounds. Each claim gets its own result, each call returns by
+// (internal/scripts' doc). A Hit alone is one script call on one slot.
+// Hits, and Commits and Releases of up to 16 claims, go in rounds (group
+// commit, internal/rediscore): a call that finds no round in flight is
+// sent at once, alone; the calls that arrive meanwhile go together in the
+// next round, one script call on a single server or a Sentinel-managed
+// master, and one per tenant (one slot each) on a cluster, all in one
+// pipeline (one round trip per node); until the client is built, per
+// tenant too (the server may turn out to be a cluster node). A larger
+// settle is sent at once, beside the rounds. Each claim gets its own result, each call returns by
 // its own deadline (T1), and nothing is sent twice (T5). A Peek
 // (driver.Peeker) is one call of a read-only script; Reset is one call of
 // a script that deletes the TATs and quota counts.

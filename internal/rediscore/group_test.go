@@ -529,3 +529,67 @@ func onServerAndCluster(t *testing.T, test func(t *testing.T, raw string, cluste
 		})
 	}
 }
+
+// TestSettleScriptErrorOwn: one call's script error is its own in a round
+// of settles alone too. A claim's record is malformed (another program's
+// value under the prefix: an error reply, V4); with the server stopped
+// (SIGSTOP) and a Commit in flight, a Commit of that claim and then one of
+// a good claim of the same tenant queue and go in one round. The first
+// fails with the error reply; the second is committed, as it would be
+// alone. Fails when the round's Commits share one settle script call,
+// which the first's error ends for both.
+func TestSettleScriptErrorOwn(t *testing.T) {
+	t.Parallel()
+	for _, d := range drivers {
+		t.Run(d.scheme, func(t *testing.T) {
+			t.Parallel()
+			srv := testserver.StartRedis(t, testserver.Binary(d.bin))
+			raw := d.scheme + "://" + srv.Addr
+			st, prefix, tenant := openWarm(t, raw)
+			warmConns(t, st, srv)
+			waitLibrary(t, srv)
+			bad, good := newClaim(tenant, "ha"), newClaim(tenant, "hb")
+			dg := scripts.ClaimDigest(bad.SourceID, bad.Key)
+			if _, err := srv.Do("HSET", scripts.ShardKey(prefix, tenant, 0), string(dg[:]), "garbage"); err != nil {
+				t.Fatal(err)
+			}
+			before := scriptCalls(t, srv)
+			if err := srv.Freeze(); err != nil {
+				t.Fatal(err)
+			}
+			thawed := false
+			thaw := func() {
+				if !thawed {
+					thawed = true
+					if err := srv.Thaw(); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			defer thaw()
+			var wg sync.WaitGroup
+			var errFirst, errBad, errGood error
+			wg.Go(func() { errFirst = st.Commit(gctx(t, 10*time.Second), newClaim(tenant, "first")) })
+			time.Sleep(200 * time.Millisecond)
+			wg.Go(func() { errBad = st.Commit(gctx(t, 10*time.Second), bad) })
+			time.Sleep(100 * time.Millisecond)
+			wg.Go(func() { errGood = st.Commit(gctx(t, 10*time.Second), good) })
+			time.Sleep(200 * time.Millisecond)
+			thaw()
+			wg.Wait()
+			if errFirst != nil {
+				t.Fatalf("the Commit in flight: %v", errFirst)
+			}
+			if got := scriptCalls(t, srv) - before; got != 2 {
+				t.Fatalf("%d script calls, want 2: the Commit in flight, then one round", got)
+			}
+			if !errors.Is(errBad, fleetstore.ErrUnavailable) || !strings.Contains(errBad.Error(), "malformed claim record") {
+				t.Errorf("Commit of the malformed record: %v, want the error reply", errBad)
+			}
+			if errGood != nil {
+				t.Errorf("Commit of a good claim in the same round: %v, want nil", errGood)
+			}
+			committedBy(t, st, good, "hb")
+		})
+	}
+}

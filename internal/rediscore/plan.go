@@ -10,9 +10,11 @@ import (
 // A round's script calls: one per slot (per tenant when the client splits
 // by tenant, one in all on a single server), holding the groups of its
 // calls in the round's order. A script call of one group is that call's
-// own script (hit or settle); of settles of one mode alone, one settle
-// call of all their claims; otherwise a Round call, which runs each group
-// by its own script's code, in order, at one now (round.lua).
+// own script (hit or settle); of the groups of one settle call, one
+// settle call of all their claims; otherwise a Round call, which runs
+// each group by its own script's code, in order, at one now, each with
+// its own script error (round.lua): a settle script call of several
+// calls' claims would end at one claim's error, for every call in it.
 
 // part is one group of one call of a round, in a script call: the call's
 // index in the round and the group's in the call.
@@ -135,20 +137,21 @@ func (sc *scriptCall) build(ops []*op) {
 		}
 		return
 	}
-	oneMode, nk, na := first.kind != opHit, 0, 1
+	oneCall, nk, na := first.kind != opHit, 0, 1
 	ops1 := make([]scripts.RoundOp, len(sc.parts))
 	for i, p := range sc.parts {
 		o, g := ops[p.op], &ops[p.op].groups[p.group]
-		oneMode = oneMode && o.kind == first.kind
+		oneCall = oneCall && p.op == sc.parts[0].op
 		nk, na = nk+len(g.keys), na+len(g.args)-1
 		ops1[i] = scripts.RoundOp{Settle: o.kind != opHit, Keys: g.keys, Args: g.args}
 	}
-	if !oneMode {
+	if !oneCall {
 		sc.Script = scripts.Round
 		sc.Keys, sc.Args = scripts.RoundCall(ops1)
 		return
 	}
-	// Settles of one mode: their claims in one settle call, the mode once.
+	// The groups of one settle call: its claims in one settle call, the
+	// mode once.
 	sc.Script = scripts.Settle
 	sc.Keys = make([]string, 0, nk)
 	sc.Args = append(make([]string, 0, na), ops1[0].Args[0])

@@ -3,6 +3,7 @@ package rediscore_test
 import (
 	"errors"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -472,5 +473,120 @@ func testRoundWindowsInOrder(t *testing.T, raw string, _ bool, servers ...*tests
 	}
 	if got := scriptCalls(t, servers...) - before; got != 2 {
 		t.Errorf("%d script calls, want 2: the Commit in flight, then one round of the %d Hits", got, len(steps))
+	}
+}
+
+// TestCountsAndTATsAcrossSplits: shard 0 keeps the TATs and the quota
+// counts, kinds of 15 and 16 bytes included ("K::", "K##" beside "K:",
+// "K#"), while the tenant's claims split it, Commits and Hits in rounds
+// meanwhile. After the splits every count and TAT is as the Hits left it
+// and shard 0 holds them and its state alone; Reset deletes them and
+// leaves the claims. Fails if a prune or split moves or drops a field
+// that is not a record, or if Reset misses one or deletes a claim.
+func TestCountsAndTATsAcrossSplits(t *testing.T) {
+	t.Parallel()
+	onServerAndCluster(t, testCountsAndTATsAcrossSplits)
+}
+
+func testCountsAndTATsAcrossSplits(t *testing.T, raw string, _ bool, servers ...*testserver.Redis) {
+	c, prefix := openConn(t, raw)
+	tenant := "tk-" + randHex(3)
+	s0 := scripts.ShardKey(prefix, tenant, 0)
+	do := func(args ...string) any {
+		t.Helper()
+		for _, n := range servers {
+			v, err := n.Do(args...)
+			if err == nil {
+				return v
+			}
+			if !isMoved(err) {
+				t.Fatal(err)
+			}
+		}
+		t.Fatalf("no node answers %q", args)
+		return nil
+	}
+	g15 := driver.Charge{Kind: "abcdefghijklmno", Tenant: tenant, Increment: time.Minute, Capacity: time.Hour}
+	g16 := driver.Charge{Kind: "abcdefghijklmnop", Tenant: tenant, Increment: time.Minute, Capacity: time.Hour}
+	w15 := window(tenant, "qrstuvwxyzabcde", 2, 1000, 24*time.Hour)
+	w16 := window(tenant, "qrstuvwxyzabcdef", 1, 1000, 24*time.Hour)
+	all := []driver.Charge{g15, g16, w15, w16}
+	newClaim := func(key string) *driver.Claim {
+		return &driver.Claim{Tenant: tenant, SourceID: "github", Key: key, HookID: "h", TTL: time.Hour,
+			PendingTTL: time.Minute}
+	}
+	first := newClaim("first")
+	if res := hitConn(t, c, all, first); res.Outcome != driver.OK || res.Buckets[2].Used != 2 ||
+		res.Buckets[3].Used != 1 {
+		t.Fatalf("first Hit: %v, used %d and %d; want OK, 2 and 1", res.Outcome, res.Buckets[2].Used,
+			res.Buckets[3].Used)
+	}
+	// 20 rounds of 16 one-claim Commits and a Hit of the windows: 320
+	// claims, enough for several splits.
+	const rounds, per = 20, 16
+	for r := range rounds {
+		var wg sync.WaitGroup
+		for i := range per {
+			wg.Go(func() {
+				cl := newClaim("k-" + strconv.Itoa(r*per+i))
+				if errs, err := c.Commit(gctx(t, 10*time.Second), []driver.Claim{*cl}); err != nil || errs[0] != nil {
+					t.Errorf("commit: %v %v", err, errs)
+				}
+			})
+		}
+		wg.Go(func() {
+			res, err := c.Hit(gctx(t, 10*time.Second), []driver.Charge{w15, w16}, newClaim("h-"+strconv.Itoa(r)))
+			if err != nil || res.Outcome != driver.OK {
+				t.Errorf("window Hit %d: %v %v", r, res.Outcome, err)
+			}
+		})
+		wg.Wait()
+	}
+	state, _ := do("HGET", s0, "s").(string)
+	if len(state) != 18 || state[1] == 0 {
+		t.Fatalf("shard 0's state %x: want a level above 0 (split)", state)
+	}
+	fields := func() []string {
+		t.Helper()
+		raw, _ := do("HKEYS", s0).([]any)
+		var out []string
+		for _, f := range raw {
+			s, _ := f.(string)
+			out = append(out, s)
+		}
+		slices.Sort(out)
+		return out
+	}
+	want := []string{"abcdefghijklmno::", "abcdefghijklmnop:", "qrstuvwxyzabcde##", "qrstuvwxyzabcdef#", "s"}
+	if got := fields(); !slices.Equal(got, want) {
+		t.Errorf("shard 0 of a split tenant holds %q, want %q", got, want)
+	}
+	res := hitConn(t, c, all, nil)
+	if res.Outcome != driver.OK || res.Buckets[2].Used != 2*(rounds+2) || res.Buckets[3].Used != rounds+2 ||
+		res.Buckets[0].ResetAfter < 2*time.Minute-time.Minute/2 || res.Buckets[1].ResetAfter < 2*time.Minute-time.Minute/2 {
+		t.Errorf("after the splits: %v %+v; want OK, each TAT two increments ahead, used %d and %d",
+			res.Outcome, res.Buckets[:4], 2*(rounds+2), rounds+2)
+	}
+	if err := c.Reset(gctx(t, 10*time.Second), tenant); err != nil {
+		t.Fatal(err)
+	}
+	if got := fields(); !slices.Equal(got, []string{"s"}) {
+		t.Errorf("after Reset shard 0 holds %q, want its state alone", got)
+	}
+	res = hitConn(t, c, all, nil)
+	if res.Outcome != driver.OK || res.Buckets[2].Used != 2 || res.Buckets[3].Used != 1 ||
+		res.Buckets[0].ResetAfter > time.Minute || res.Buckets[1].ResetAfter > time.Minute {
+		t.Errorf("after Reset: %v %+v; want OK, fresh buckets, used 2 and 1", res.Outcome, res.Buckets[:4])
+	}
+	for _, key := range []string{"first", "k-0", "k-" + strconv.Itoa(rounds*per/2), "k-" + strconv.Itoa(rounds*per-1)} {
+		o := newClaim(key)
+		o.HookID = "other"
+		want := driver.Duplicate
+		if key == "first" {
+			want = driver.Pending
+		}
+		if res := hitConn(t, c, nil, o); res.Outcome != want {
+			t.Errorf("claim %s after the splits and Reset: %v, want %v", key, res.Outcome, want)
+		}
 	}
 }

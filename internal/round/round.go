@@ -16,7 +16,8 @@
 //     cut short by another's budget. Every other call waits for the round
 //     or its own context, whichever comes first: it returns at its own
 //     deadline even when its round is still in flight. A caller cancelled
-//     while it sends a round for others returns when the round is back.
+//     while it sends a round for others returns when the round is back,
+//     with its context's error.
 //   - Lost replies (CONTRACT T5): a round is sent once. A call whose
 //     context ends before its round is sent is taken out of it and never
 //     sent. Once sent, the call returns its context's error and the
@@ -219,6 +220,11 @@ func (q *Queue[T, R]) sendRound(c *call[T, R], r *round[T, R]) {
 			o.state, o.res = settled, res[i]
 			done = append(done, o)
 		}
+	}
+	if err := c.ctx.Err(); err != nil && c.state == settled {
+		// c's caller ended while it sent the round for the others: its
+		// answer is dropped, as any other call's that left in flight.
+		c.res = q.fail(err)
 	}
 	exec, next := q.nextRound(c.lane)
 	q.mu.Unlock()

@@ -266,7 +266,8 @@ func TestRoundOnLatestDeadline(t *testing.T) {
 }
 
 // The caller that sends a round for others is cancelled on the wire: the
-// others still get their answers.
+// others still get their answers, and the sender, once the round is back,
+// its context's error, as any call cancelled in flight (CONTRACT T1).
 func TestSenderCancelled(t *testing.T) {
 	f := newFake()
 	q := newQueue(f, 8)
@@ -276,7 +277,9 @@ func TestSenderCancelled(t *testing.T) {
 	<-f.started // the second round is on the wire
 	cancel()
 	close(f.hold)
-	get(t, sender)
+	if got := get(t, sender); got != fail(context.Canceled) {
+		t.Fatalf("the cancelled sender = %q, want %q", got, fail(context.Canceled))
+	}
 	if got := get(t, other); got != "ok 3" {
 		t.Fatalf("call 3 = %q, want ok 3", got)
 	}

@@ -13,9 +13,10 @@
 // hit.lua's or settle.lua's code, with its own reply) and present.lua
 // (which claims have a live record, for tests and tools), each loaded
 // after claim.lua, the code of the claim layout below (a script cannot
-// call another); peek.lua (a Peek: the buckets' reset-after) and
-// reset.lua (a Reset: it deletes the TATs) stand alone. peek.lua's first
-// line declares it no-writes, so the server refuses any write it makes. hit.lua, settle.lua and round.lua are the
+// call another); peek.lua (a Peek: the buckets' reset-after and the quota
+// counts) and reset.lua (a Reset: it deletes the TATs and quota counts)
+// stand alone. peek.lua's first line declares it no-writes, so the server
+// refuses any write it makes. hit.lua, settle.lua and round.lua are the
 // bodies of functions of (KEYS, ARGV, now): a script call reads the
 // server's clock once (C.now), so a round decides all its calls at one
 // now. In the library, claim.lua comes once and each script is a function

@@ -159,9 +159,10 @@ func IsShardKey(key string) bool {
 // claim's TTL bounds (C9) and what a bucket's TAT bounds (G7); a record
 // that has passed is absent to every script. The state s is not a record.
 // The Key of a claim record is the shard's and its field in hex, a TAT's
-// or a count's the shard's and its field. A value that is not a record or a TAT (or
-// one further ahead than any TTL or capacity allows) is reported with TTL
-// -1 (no expiry), for a test to fail on.
+// or a count's the shard's and its field. A field or value that is not a
+// record's, a TAT's or a count's (or one further ahead than any TTL or
+// capacity allows) is reported with TTL -1 (no expiry), for a test to
+// fail on.
 func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 	var out []driver.Record
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -175,12 +176,14 @@ func ShardRecords(key string, kv []string, nowMicros int64) []driver.Record {
 		case len(f) == DigestSize:
 			k = key + "#" + hex.EncodeToString([]byte(f))
 			_, _, us, ok = DecodeRecord(v)
-		case f[len(f)-1] == '#':
+		case strings.HasSuffix(f, "#"):
 			k = key + "#" + f
 			us, ok = decodeWindow(v)
-		default:
+		case strings.HasSuffix(f, ":"):
 			k = key + "#" + f
 			us, ok = decodeTAT(v)
+		default: // no script writes it
+			k = key + "#" + f
 		}
 		switch {
 		case !ok || us-nowMicros > maxMicros:

@@ -226,6 +226,12 @@ func TestShardKeys(t *testing.T) {
 	if !slices.Equal(recs, want) {
 		t.Errorf("ShardRecords = %v, want %v", recs, want)
 	}
+	// A field no script writes (empty, or neither a record's, a TAT's nor
+	// a count's) is reported for a test to fail on, never a panic.
+	recs = ShardRecords("k", []string{"", "1", "odd", "900"}, 600)
+	if want := []driver.Record{{Key: "k#", TTL: -1}, {Key: "k#odd", TTL: -1}}; !slices.Equal(recs, want) {
+		t.Errorf("ShardRecords of fields no script writes = %v, want %v", recs, want)
+	}
 }
 
 func TestDecodeRecord(t *testing.T) {
