@@ -136,7 +136,10 @@ func TestPausedServer(t *testing.T) {
 		if !errors.Is(err, fleetstore.ErrTimeout) {
 			t.Errorf("%s on a paused server: %v, want ErrTimeout", c.name, err)
 		}
-		if d := time.Since(start); d > budget+100*time.Millisecond {
+		// The slack is for a loaded 2-core machine under -race (a CI-like
+		// run saw 255ms); a driver without the budget waits for the
+		// paused server forever.
+		if d := time.Since(start); d > budget+400*time.Millisecond {
 			t.Errorf("%s on a paused server took %v, budget %v", c.name, d, budget)
 		}
 	}
