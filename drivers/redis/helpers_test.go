@@ -125,10 +125,12 @@ func keysUnder(ctx context.Context, c goredis.UniversalClient, pattern string) (
 	if !ok {
 		return out, scan(ctx, c)
 	}
-	// A tenant's pattern is its hash tag and "*": every key it matches
-	// is in the tag's slot, listed by its master alone. A SCAN of every
-	// master reads the whole keyspace, seconds on a loaded machine.
-	if tag, ok := strings.CutSuffix(pattern, "*"); ok && !strings.ContainsAny(tag, "*?[") {
+	// A tenant's pattern (scripts.TenantPattern) is its hash tag and "*":
+	// every key it matches is in the tag's slot, listed by its master
+	// alone. A SCAN of every master reads the whole keyspace, seconds on
+	// a loaded machine.
+	tag, ok := strings.CutSuffix(pattern, "*")
+	if ok && strings.HasSuffix(tag, "}") && strings.Count(tag, "{") == 1 && !strings.ContainsAny(tag, "*?[") {
 		node, err := cc.MasterForKey(ctx, tag)
 		if err != nil {
 			return nil, err
