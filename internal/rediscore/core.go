@@ -3,14 +3,15 @@
 // client library (go-redis, valkey-go). Hits, Commits and Releases go in
 // rounds (group.go): a call that finds no round in flight is sent at
 // once; those that arrive while one is in flight go together in the next,
-// one script call per cluster slot (plan.go), pipelined. A Hit alone is
+// one script call on a server and per tenant on a cluster (plan.go),
+// pipelined. A Hit alone is
 // one call of the hit script of package internal/scripts, a settle alone
 // one of the settle script, and a round of several calls one of the round
 // script, which runs each by its own script's code, in order. A Peek is
 // one call of the read-only peek script, never in a round (its no-writes
 // flag lets it run where a writing round would be refused); Reset is one
-// call of the reset script. The adapter only sends commands and says which errors were the
-// server's reply; everything else — building the script calls, FCALL of
+// call of the reset script. The adapter only sends commands and says
+// which errors were the server's reply; everything else — building the script calls, FCALL of
 // the scripts' function library then EVAL once when the server lacks it
 // (functions.go), rounds, grouping by tenant, decoding, the eviction
 // policy check — is here, once.
