@@ -133,13 +133,26 @@ func testG3(t *clauseT) {
 }
 
 func testG4(t *clauseT) {
-	stores := make([]*fleetstore.Store, t.s.cfg.Stores)
-	for i := range stores {
-		stores[i] = t.open()
-	}
 	const burst, callers = 50, 200
 	c := charge(fleetstore.Hooks, t.tenant(), time.Minute, burst*time.Minute)
-	var admitted, limited atomic.Int64
+	stores, admitted, limited := t.race(c, callers, nil)
+	if admitted != burst || limited != callers-burst {
+		t.Fatalf("%d concurrent charges over %d stores: %d admitted, %d limited; a serial run "+
+			"admits exactly %d", callers, stores, admitted, limited, burst)
+	}
+}
+
+// race makes callers Hits of c at once, spread over Config.Stores Stores,
+// and returns how many Stores, and how many Hits were OK and
+// RateLimited; ok, when not nil, is called with each OK Result (from
+// several goroutines). Any other answer is an error of the clause.
+func (t *clauseT) race(c fleetstore.Charge, callers int, ok func(fleetstore.Result)) (
+	stores int, admitted, limited int64) {
+	sts := make([]*fleetstore.Store, t.s.cfg.Stores)
+	for i := range sts {
+		sts[i] = t.open()
+	}
+	var nOK, nLimited atomic.Int64
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range callers {
@@ -147,14 +160,17 @@ func testG4(t *clauseT) {
 		go func() {
 			defer wg.Done()
 			<-start
-			res, err := stores[i%len(stores)].Hit(t.ctx(), []fleetstore.Charge{c}, nil)
+			res, err := sts[i%len(sts)].Hit(t.ctx(), []fleetstore.Charge{c}, nil)
 			switch {
 			case err != nil:
 				t.Errorf("concurrent hit: %v", err)
 			case res.Outcome == fleetstore.OK:
-				admitted.Add(1)
+				nOK.Add(1)
+				if ok != nil {
+					ok(res)
+				}
 			case res.Outcome == fleetstore.RateLimited:
-				limited.Add(1)
+				nLimited.Add(1)
 			default:
 				t.Errorf("concurrent hit: got %s", describe(res))
 			}
@@ -162,11 +178,7 @@ func testG4(t *clauseT) {
 	}
 	close(start)
 	wg.Wait()
-	if admitted.Load() != burst || limited.Load() != callers-burst {
-		t.Fatalf("%d concurrent charges over %d stores: %d admitted, %d limited; a serial run "+
-			"admits exactly %d",
-			callers, len(stores), admitted.Load(), limited.Load(), burst)
-	}
+	return len(sts), nOK.Load(), nLimited.Load()
 }
 
 func testG5(t *clauseT) {

@@ -3,7 +3,6 @@ package conformance
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fleetstore/fleetstore"
@@ -280,44 +279,19 @@ func testQ3(t *clauseT) {
 // testQ4: 200 Hits at once over several Stores on a window of max 50:
 // exactly 50 are admitted, and the count reported never passes max.
 func testQ4(t *clauseT) {
-	stores := make([]*fleetstore.Store, t.s.cfg.Stores)
-	for i := range stores {
-		stores[i] = t.open()
-	}
 	const max, callers = 50, 200
 	e := windowsFrom(t.now().Add(-time.Minute), 2*time.Minute)
 	c := window("quota", t.tenant(), max, 1, e)
-	var admitted, limited atomic.Int64
 	var mu sync.Mutex
 	seen := map[int64]bool{} // the counts the admitted Hits reported
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			res, err := stores[i%len(stores)].Hit(t.ctx(), []fleetstore.Charge{c}, nil)
-			switch {
-			case err != nil:
-				t.Errorf("concurrent hit: %v", err)
-			case res.Outcome == fleetstore.OK:
-				admitted.Add(1)
-				mu.Lock()
-				seen[res.Quota()[0].Used] = true
-				mu.Unlock()
-			case res.Outcome == fleetstore.RateLimited:
-				limited.Add(1)
-			default:
-				t.Errorf("concurrent hit: got %s", describe(res))
-			}
-		}()
-	}
-	close(start)
-	wg.Wait()
-	if admitted.Load() != max || limited.Load() != callers-max {
+	stores, admitted, limited := t.race(c, callers, func(res fleetstore.Result) {
+		mu.Lock()
+		seen[res.Quota()[0].Used] = true
+		mu.Unlock()
+	})
+	if admitted != max || limited != callers-max {
 		t.Fatalf("%d concurrent Hits over %d stores on a window of max %d: %d admitted, %d limited",
-			callers, len(stores), max, admitted.Load(), limited.Load())
+			callers, stores, max, admitted, limited)
 	}
 	for used := int64(1); used <= max; used++ {
 		if !seen[used] {
