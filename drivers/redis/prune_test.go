@@ -79,7 +79,9 @@ func TestShardPruneKeepsUp(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	n, checks, worst := 0, 0, 0.0
 	start := time.Now()
-	for time.Since(start) < 8*ttl {
+	// At least 8 TTLs and 12 checks: a loaded machine makes fewer rounds
+	// in 8 TTLs, and goes on until it has checked enough.
+	for time.Since(start) < 8*ttl || checks < 12 {
 		before := serverMicros(t, admin)
 		batch := make([]fleetstore.Claim, 5)
 		for i := range batch {
@@ -105,9 +107,6 @@ func TestShardPruneKeepsUp(t *testing.T) {
 		time.Sleep(ttl / 12)
 	}
 	t.Logf("%d commits, %d checks: at most %.2f expired records per live one", n, checks, worst)
-	if checks < 5 {
-		t.Fatalf("only %d checks: the machine is too slow for this test's %v TTL", checks, ttl)
-	}
 }
 
 // tenantState reads shard 0's state (s: "S", l in 1 byte, p in 4, e and
