@@ -3,10 +3,12 @@
 # servers target installs them when missing).
 # Every package is compiled first (its test binary run with no test), so
 # that no compilation shares the machine with a test that times calls;
-# then two packages are tested at a time (-p 2), and -parallel 16 starts
-# every conformance configuration of a package at once (their clauses
-# mostly sleep; the suite runs each configuration's timing clauses with no
-# clause of another beside them). ALONE runs last, one package at a time:
+# then two packages are tested at a time (-p 2), and -parallel 8 runs up
+# to eight tests of a package at once (conformance configurations among
+# them: their clauses mostly sleep, and the suite runs each
+# configuration's timing clauses with no clause of another beside them;
+# 16 at once, with the quota clauses, stalled timed calls for seconds on
+# a 2-core machine). ALONE runs last, one package at a time:
 # faults (calls timed through outages, with slack for scheduling delay
 # only), drivers/postgres (its clusters' initdb and backends would take
 # the cores from another package's timed calls) and drivers/valkey (beside
@@ -28,7 +30,7 @@ export GOWORK = off
 
 .PHONY: test servers fmt vet bench check compare
 
-TESTFLAGS ?= -race -shuffle=on -count=1 -p 2 -parallel 16
+TESTFLAGS ?= -race -shuffle=on -count=1 -p 2 -parallel 8
 ALONE ?= github.com/fleetstore/fleetstore/drivers/valkey github.com/fleetstore/fleetstore/drivers/postgres \
 	github.com/fleetstore/fleetstore/faults
 
